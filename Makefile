@@ -1,0 +1,44 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# rust_cm_disconnect: every target sets up what it needs (packages, the
+# cached kernel tree) on first use. See README.md.
+#
+#   make            build rust_cm_disconnect.ko (and the test modules)
+#   make check      run the KTAP test suite in a QEMU guest over rdma_rxe
+#   make demo       the main job, in a guest
+#   make clean      remove build outputs from this directory
+#   make rustfmt    format the Rust sources; make rustfmtcheck checks them
+#   make CLIPPY=1   build with clippy as the kernel does
+#
+# KDIR=<built kernel tree> uses that tree instead of the cached one.
+# RCD_CACHE=<dir> moves the cache (default ~/.cache/rust-cm-disconnect).
+
+RUST_SOURCES := rust_cm_disconnect.rs $(wildcard rust_cm_disconnect/*.rs)
+RUSTFMT_CMD = /usr/bin/rustfmt --edition 2021 \
+	--config-path $$(bash scripts/kernel.sh | tail -n 1)/.rustfmt.toml
+
+all modules:
+	bash scripts/build.sh modules $(if $(CLIPPY),CLIPPY=1)
+
+check:
+	bash tests/run.sh '$(T)'
+
+demo:
+	bash scripts/demo.sh
+
+kernel:
+	bash scripts/setup.sh && bash scripts/kernel.sh
+
+clean:
+	rm -rf *.o *.ko *.mod *.mod.c .*.cmd .*.d modules.order Module.symvers \
+		rust_cm_disconnect/.*.cmd tests/modules/*.o tests/modules/*.ko \
+		tests/modules/*.mod tests/modules/*.mod.c tests/modules/.*.cmd \
+		tests/modules/modules.order .tmp_versions
+
+rustfmt:
+	$(RUSTFMT_CMD) $(RUST_SOURCES)
+
+rustfmtcheck:
+	$(RUSTFMT_CMD) --check $(RUST_SOURCES)
+
+.PHONY: all modules check demo kernel clean rustfmt rustfmtcheck

@@ -1,0 +1,235 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! RDMA device clients: `struct ib_client`.
+//!
+//! A [`Client`] is told about every RDMA device as it is registered with the
+//! RDMA core and as it goes away. Whatever [`Client::add`] returns is kept as
+//! the device's client data and handed back to [`Client::remove`].
+//!
+//! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
+
+use core::sync::atomic::{AtomicPtr, Ordering};
+use kernel::{
+    bindings,
+    error::{code::*, from_result},
+    ffi::c_void,
+    prelude::*,
+    str::CStr,
+    sync::Arc,
+    types::{ForeignOwnable, Opaque},
+};
+
+/// An RDMA device, borrowed for the duration of a call from the RDMA core.
+///
+/// # Invariants
+///
+/// The wrapped `struct ib_device` is valid and registered for the lifetime of
+/// every `&Device`.
+#[repr(transparent)]
+pub struct Device(Opaque<bindings::ib_device>);
+
+impl Device {
+    /// Creates a reference to a [`Device`] from a raw pointer.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` must point to a valid, registered `struct ib_device` for the
+    /// whole lifetime `'a`.
+    pub(crate) unsafe fn from_raw<'a>(ptr: *mut bindings::ib_device) -> &'a Self {
+        // SAFETY: `Device` is a transparent wrapper of `struct ib_device`, and the
+        // caller guarantees that `ptr` is valid for `'a`.
+        unsafe { &*ptr.cast() }
+    }
+
+    /// Returns the raw `struct ib_device` pointer.
+    pub(crate) fn as_raw(&self) -> *mut bindings::ib_device {
+        self.0.get()
+    }
+
+    /// The device's name, as `rdma link` shows it (`rxe0`).
+    pub fn name(&self) -> &CStr {
+        // SAFETY: By the type invariant the device is valid. `name` is a
+        // NUL-terminated array that the core keeps terminated, also on rename.
+        unsafe { CStr::from_char_ptr((*self.as_raw()).name.as_ptr()) }
+    }
+
+    /// The device's port numbers, `rdma_start_port()..=rdma_end_port()`.
+    pub fn ports(&self) -> core::ops::RangeInclusive<u32> {
+        // SAFETY: By the type invariant the device is valid.
+        let (first, last) = unsafe {
+            (
+                bindings::rdma_start_port(self.as_raw()),
+                bindings::rdma_end_port(self.as_raw()),
+            )
+        };
+        first..=last
+    }
+
+    /// Whether port `port` supports the IB connection manager (IB and RoCE do).
+    pub fn has_ib_cm(&self, port: u32) -> bool {
+        // SAFETY: By the type invariant the device is valid; `rdma_cap_ib_cm`
+        // only reads its immutable port capabilities.
+        self.ports().contains(&port) && unsafe { bindings::rdma_cap_ib_cm(self.as_raw(), port) }
+    }
+
+    /// Whether port `port` runs RoCE (rxe does).
+    pub fn is_roce(&self, port: u32) -> bool {
+        // SAFETY: As in `has_ib_cm`.
+        self.ports().contains(&port)
+            && unsafe { bindings::rdma_protocol_roce(self.as_raw(), port) }
+    }
+}
+
+/// What the RDMA core tells a client.
+pub trait Client: Send + Sync + 'static {
+    /// The per-device state kept between `add` and `remove`.
+    type DeviceData: ForeignOwnable + Send + Sync;
+
+    /// A device was registered (or was already there when the client was).
+    ///
+    /// Returning an error (`EOPNOTSUPP` for "not mine") means the client is
+    /// not told about this device again, not even on its removal.
+    fn add(&self, device: &Device) -> Result<Self::DeviceData>;
+
+    /// The device is going away: everything using it must be gone when this
+    /// returns.
+    fn remove(&self, device: &Device, data: Self::DeviceData);
+}
+
+/// The one registered client of this module and its context.
+///
+/// `struct ib_client`'s callbacks carry no context pointer, so the context of
+/// the registered client lives here. Only one [`Registration`] can exist at a
+/// time, which keeps the untyped pointer sound: the callbacks installed are
+/// those of the type that stored it.
+static CURRENT: AtomicPtr<c_void> = AtomicPtr::new(core::ptr::null_mut());
+static CURRENT_CLIENT: AtomicPtr<bindings::ib_client> = AtomicPtr::new(core::ptr::null_mut());
+
+/// A registered RDMA client; unregistered on drop.
+///
+/// # Invariants
+///
+/// `client` is registered with the RDMA core, `CURRENT` holds a reference of
+/// `ctx` taken with [`Arc::into_raw`] and `CURRENT_CLIENT` points to `client`.
+pub struct Registration<T: Client> {
+    client: Pin<KBox<Opaque<bindings::ib_client>>>,
+    ctx: Arc<T>,
+}
+
+struct Adapter<T: Client>(PhantomData<T>);
+
+use core::marker::PhantomData;
+
+impl<T: Client> Adapter<T> {
+    /// # Safety
+    ///
+    /// Only called by the RDMA core while a `Registration<T>` exists.
+    unsafe fn ctx<'a>() -> &'a T {
+        // SAFETY: By the invariants of `Registration<T>`, `CURRENT` holds a
+        // reference of an `Arc<T>` that is released only after the client is
+        // unregistered, which waits for every callback to return.
+        unsafe { &*CURRENT.load(Ordering::Acquire).cast::<T>() }
+    }
+
+    /// # Safety
+    ///
+    /// Called by the RDMA core with a registered device.
+    unsafe extern "C" fn add_callback(device: *mut bindings::ib_device) -> kernel::ffi::c_int {
+        from_result(|| {
+            // SAFETY: The core passes a registered device, valid during the call.
+            let dev = unsafe { Device::from_raw(device) };
+            // SAFETY: We are called by the RDMA core for the registered client.
+            let data = unsafe { Self::ctx() }.add(dev)?;
+            // SAFETY: `device` is valid and `CURRENT_CLIENT` is the registered
+            // client being added to it. Ownership of `data` passes to the
+            // device's client data until `remove_callback` takes it back.
+            unsafe {
+                bindings::ib_set_client_data(
+                    device,
+                    CURRENT_CLIENT.load(Ordering::Acquire),
+                    data.into_foreign() as *mut c_void,
+                )
+            };
+            Ok(0)
+        })
+    }
+
+    /// # Safety
+    ///
+    /// Called by the RDMA core for a device whose `add_callback` succeeded.
+    unsafe extern "C" fn remove_callback(device: *mut bindings::ib_device, data: *mut c_void) {
+        // SAFETY: The core passes the device being removed, still valid.
+        let dev = unsafe { Device::from_raw(device) };
+        // SAFETY: `data` is what `add_callback` stored with `into_foreign`; the
+        // core hands it back exactly once, here.
+        let data = unsafe { T::DeviceData::from_foreign(data) };
+        // SAFETY: We are called by the RDMA core for the registered client.
+        unsafe { Self::ctx() }.remove(dev, data);
+    }
+}
+
+impl<T: Client> Registration<T> {
+    /// Registers `ctx` as an RDMA client called `name`.
+    ///
+    /// `add` runs for every device already present before this returns.
+    /// Fails with `EBUSY` if another registration exists.
+    pub fn new(name: &'static CStr, ctx: Arc<T>) -> Result<Self> {
+        let client = KBox::pin(
+            Opaque::new(bindings::ib_client {
+                name: name.as_char_ptr(),
+                add: Some(Adapter::<T>::add_callback),
+                remove: Some(Adapter::<T>::remove_callback),
+                ..Default::default()
+            }),
+            GFP_KERNEL,
+        )?;
+        let raw = Arc::into_raw(ctx.clone()) as *mut c_void;
+        if CURRENT
+            .compare_exchange(core::ptr::null_mut(), raw, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            // SAFETY: `raw` came from `Arc::into_raw` just above and was not
+            // published.
+            drop(unsafe { Arc::from_raw(raw as *const T) });
+            return Err(EBUSY);
+        }
+        CURRENT_CLIENT.store(client.get(), Ordering::Release);
+        // SAFETY: `client` is pinned in memory that outlives the registration
+        // (it is dropped only after `ib_unregister_client` in `drop`), and its
+        // callbacks find their context in `CURRENT`, set above.
+        let ret = unsafe { bindings::ib_register_client(client.get()) };
+        if ret != 0 {
+            CURRENT_CLIENT.store(core::ptr::null_mut(), Ordering::Release);
+            CURRENT.store(core::ptr::null_mut(), Ordering::Release);
+            // SAFETY: Registration failed, no callback can use `raw` any more.
+            drop(unsafe { Arc::from_raw(raw as *const T) });
+            return Err(Error::from_errno(ret));
+        }
+        // INVARIANT: registered, `CURRENT` and `CURRENT_CLIENT` set above.
+        Ok(Self { client, ctx })
+    }
+
+    /// The registered context.
+    pub fn context(&self) -> &Arc<T> {
+        &self.ctx
+    }
+}
+
+impl<T: Client> Drop for Registration<T> {
+    fn drop(&mut self) {
+        // SAFETY: By the type invariant `client` is registered. This calls
+        // `remove` for every device and waits for all callbacks to finish.
+        unsafe { bindings::ib_unregister_client(self.client.get()) };
+        CURRENT_CLIENT.store(core::ptr::null_mut(), Ordering::Release);
+        let raw = CURRENT.swap(core::ptr::null_mut(), Ordering::AcqRel);
+        // SAFETY: `raw` is the reference taken in `new`; no callback runs any
+        // more, so nothing borrows it.
+        drop(unsafe { Arc::from_raw(raw as *const T) });
+    }
+}
+
+// SAFETY: The registration only holds a pinned C object that the RDMA core
+// accesses under its own locks, and an `Arc<T>` with `T: Send + Sync`.
+unsafe impl<T: Client> Send for Registration<T> {}
+// SAFETY: `&Registration` gives access to nothing but `&Arc<T>`.
+unsafe impl<T: Client> Sync for Registration<T> {}

@@ -1,0 +1,104 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The C part of rust_cm_disconnect.
+ *
+ * 6.12 has neither a Rust debugfs abstraction nor a way for Rust code to
+ * export symbols, so the module carries this small C file:
+ *
+ *  - debugfs: one directory whose files call back into Rust through a table
+ *    of function pointers (struct rcd_debugfs_ops) and an opaque context;
+ *  - exports: EXPORT_SYMBOL_GPL of the C API declared in
+ *    include/rust_cm_disconnect.h (added with the API).
+ *
+ * No logic lives here: every decision is taken by the Rust code.
+ */
+
+#include <linux/debugfs.h>
+#include <linux/fs.h>
+#include <linux/module.h>
+#include <linux/seq_file.h>
+#include <linux/slab.h>
+#include <linux/uaccess.h>
+
+#include "rust_cm_disconnect_shim.h"
+
+/* A control write is one command line; this bounds what is copied in. */
+#define RCD_CTL_MAX 4096
+
+static struct dentry *rcd_dir;
+static const struct rcd_debugfs_ops *rcd_ops;
+static void *rcd_ctx;
+
+void rcd_seq_write(struct seq_file *m, const void *buf, size_t len)
+{
+	seq_write(m, buf, len);
+}
+
+static int rcd_show(struct seq_file *m, void *unused)
+{
+	return rcd_ops->show(rcd_ctx, (unsigned long)m->private, m);
+}
+
+static int rcd_open(struct inode *inode, struct file *file)
+{
+	return single_open(file, rcd_show, inode->i_private);
+}
+
+static ssize_t rcd_write(struct file *file, const char __user *ubuf,
+			 size_t len, loff_t *ppos)
+{
+	struct seq_file *m = file->private_data;
+	char *buf;
+	int ret;
+
+	if (len > RCD_CTL_MAX)
+		return -E2BIG;
+	buf = memdup_user_nul(ubuf, len);
+	if (IS_ERR(buf))
+		return PTR_ERR(buf);
+	ret = rcd_ops->write(rcd_ctx, (unsigned long)m->private, buf, len);
+	kfree(buf);
+	return ret ? ret : len;
+}
+
+static const struct file_operations rcd_fops = {
+	.owner = THIS_MODULE,
+	.open = rcd_open,
+	.read = seq_read,
+	.llseek = seq_lseek,
+	.write = rcd_write,
+	.release = single_release,
+};
+
+int rcd_debugfs_create(const char *name, const struct rcd_debugfs_file *files,
+		       size_t nr_files, const struct rcd_debugfs_ops *ops,
+		       void *ctx)
+{
+	size_t i;
+
+	if (rcd_dir)
+		return -EBUSY;
+	rcd_ops = ops;
+	rcd_ctx = ctx;
+	rcd_dir = debugfs_create_dir(name, NULL);
+	if (IS_ERR(rcd_dir)) {
+		int ret = PTR_ERR(rcd_dir);
+
+		rcd_dir = NULL;
+		return ret;
+	}
+	for (i = 0; i < nr_files; i++)
+		debugfs_create_file(files[i].name, files[i].mode, rcd_dir,
+				    (void *)(unsigned long)files[i].id,
+				    &rcd_fops);
+	return 0;
+}
+
+void rcd_debugfs_remove(void)
+{
+	/* Waits for every open file's operation in progress to finish. */
+	debugfs_remove(rcd_dir);
+	rcd_dir = NULL;
+	rcd_ops = NULL;
+	rcd_ctx = NULL;
+}

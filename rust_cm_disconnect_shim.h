@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Private interface between the Rust and the C parts of rust_cm_disconnect.
+ * Not for consumers: they include include/rust_cm_disconnect.h.
+ * Mirrored by hand in rust_cm_disconnect/debugfs.rs.
+ */
+#ifndef RUST_CM_DISCONNECT_SHIM_H
+#define RUST_CM_DISCONNECT_SHIM_H
+
+#include <linux/types.h>
+
+struct seq_file;
+
+struct rcd_debugfs_file {
+	const char *name;
+	umode_t mode;
+	unsigned int id;
+};
+
+struct rcd_debugfs_ops {
+	/* Prints file @id into @m. */
+	int (*show)(void *ctx, unsigned int id, struct seq_file *m);
+	/* Takes one write of @len bytes (NUL-terminated copy) to file @id. */
+	int (*write)(void *ctx, unsigned int id, const char *buf, size_t len);
+};
+
+int rcd_debugfs_create(const char *name, const struct rcd_debugfs_file *files,
+		       size_t nr_files, const struct rcd_debugfs_ops *ops,
+		       void *ctx);
+void rcd_debugfs_remove(void);
+void rcd_seq_write(struct seq_file *m, const void *buf, size_t len);
+
+#endif

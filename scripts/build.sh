@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Build the module (and the test modules) against the cached kernel tree:
+#   scripts/build.sh [kbuild targets and variables...]
+# KDIR=/path/to/built/tree uses that tree instead (no setup, no kernel build).
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+. "$here/scripts/env.sh"
+
+if [ -z "${KDIR:-}" ]; then
+	bash "$here/scripts/setup.sh" >/dev/null
+	KDIR=$(bash "$here/scripts/kernel.sh" | tail -n 1)
+fi
+exec make -C "$KDIR" "${KMAKE_VARS[@]}" M="$here" CONFIG_RUST_CM_DISCONNECT=m "$@"

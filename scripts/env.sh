@@ -1,0 +1,18 @@
+# SPDX-License-Identifier: GPL-2.0
+# Sourced by every script: where the cache lives and which tools to use.
+# RCD_CACHE is the one knob: everything fetched or built lives below it.
+RCD_CACHE=${RCD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rust-cm-disconnect}
+TOOLS=$RCD_CACHE/tools
+RUSTC=/usr/bin/rustc
+RUST_LIB_SRC=/usr/src/rustc-1.85.0/library
+BINDGEN=$TOOLS/bin/bindgen
+VNG=$TOOLS/venv/bin/vng
+LIBCLANG_PATH=/usr/lib/llvm-19/lib
+PATH=$TOOLS/venv/bin:$PATH
+export RCD_CACHE LIBCLANG_PATH PATH
+# What every kernel `make` gets: Debian's rustc (it ships core/alloc source),
+# LLVM 19, our pinned bindgen.
+KMAKE_VARS=(LLVM=-19 RUSTC="$RUSTC" RUST_LIB_SRC="$RUST_LIB_SRC" BINDGEN="$BINDGEN"
+	CLIPPY_DRIVER=/usr/bin/clippy-driver RUSTFMT=/usr/bin/rustfmt
+	HOSTRUSTC="$RUSTC")
+mkdir -p "$RCD_CACHE"

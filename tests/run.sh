@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# `make check`: build the module, boot the test kernel in a guest, run the
+# KTAP suite there (tests/guest.sh) and print its report, ending with
+#   N passed, N failed[, N skipped]
+# Exits non-zero if a test failed, or if the guest did not run them all.
+#   tests/run.sh [NAME-FILTER]
+set -uo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+. "$here/scripts/env.sh"
+
+bash "$here/scripts/setup.sh" >/dev/null || exit 1
+KDIR=${KDIR:-$(bash "$here/scripts/kernel.sh" | tail -n 1)} || exit 1
+export KDIR
+bash "$here/scripts/build.sh" -s modules || { echo "check: module build failed"; exit 1; }
+
+log=$RCD_CACHE/check.log
+bash "$here/scripts/vm.sh" "bash $here/tests/guest.sh '${1:-.}'" 2>&1 | tee "$log"
+vm_rc=${PIPESTATUS[0]}
+
+plan=$(sed -n 's/^1\.\.\([0-9][0-9]*\)$/\1/p' "$log" | head -1)
+passed=$(grep -cE '^ok [0-9]+ ' "$log" | tr -d ' ')
+skipped=$(grep -cE '^ok [0-9]+ .*# SKIP' "$log" | tr -d ' ')
+failed=$(grep -cE '^not ok [0-9]+ ' "$log" | tr -d ' ')
+passed=$((passed - skipped))
+ran=$((passed + skipped + failed))
+rc=0
+if [ -z "$plan" ]; then
+	echo "# the guest printed no test plan (vm exit $vm_rc): it did not come up"
+	failed=$((failed + 1)); rc=1
+elif [ "$ran" -ne "$plan" ]; then
+	echo "# planned $plan tests, $ran reported (vm exit $vm_rc): the guest died or hung"
+	failed=$((failed + plan - ran)); rc=1
+fi
+[ "$failed" -eq 0 ] || rc=1
+line="$passed passed, $failed failed"
+[ "$skipped" -eq 0 ] || line="$line, $skipped skipped"
+echo "$line"
+exit $rc
