@@ -5,17 +5,30 @@
 //! The crate root: the module, its state and the order in which it is set up
 //! and torn down. The pieces live in `rust_cm_disconnect/`.
 
-use kernel::prelude::*;
-use kernel::sync::Arc;
+use kernel::{c_str, prelude::*, sync::Arc};
 
+#[path = "rust_cm_disconnect/capi.rs"]
+mod capi;
+#[path = "rust_cm_disconnect/cm.rs"]
+mod cm;
+#[path = "rust_cm_disconnect/conn.rs"]
+mod conn;
 #[path = "rust_cm_disconnect/control.rs"]
 mod control;
 #[path = "rust_cm_disconnect/debugfs.rs"]
 mod debugfs;
 #[path = "rust_cm_disconnect/devices.rs"]
 mod devices;
+#[path = "rust_cm_disconnect/disconnect.rs"]
+mod disconnect;
+#[path = "rust_cm_disconnect/errno.rs"]
+mod errno;
 #[path = "rust_cm_disconnect/ib_client.rs"]
 mod ib_client;
+#[path = "rust_cm_disconnect/path.rs"]
+mod path;
+#[path = "rust_cm_disconnect/verbs.rs"]
+mod verbs;
 
 module! {
     type: RustCmDisconnect,
@@ -26,21 +39,23 @@ module! {
 }
 
 struct RustCmDisconnect {
-    // Dropped in this order: the control files go first so that no command
-    // runs during teardown, then the RDMA client, whose unregistration
-    // removes every device and everything on it.
-    _debugfs: debugfs::Dir<control::State>,
-    _client: ib_client::Registration<devices::Devices>,
+    // Dropped in this order: the C API's view of the state, then the control
+    // files (no command runs during teardown), then the RDMA client, whose
+    // unregistration removes every device and everything on it.
+    _capi: capi::Registration,
+    _debugfs: debugfs::Dir<conn::Core>,
+    _client: ib_client::Registration<conn::Core>,
 }
 
 impl kernel::Module for RustCmDisconnect {
     fn init(_module: &'static ThisModule) -> Result<Self> {
-        let devices = Arc::pin_init(devices::Devices::new(), GFP_KERNEL)?;
-        let client = ib_client::Registration::new(c_str!("rust_cm_disconnect"), devices.clone())?;
-        let state = Arc::new(control::State::new(devices), GFP_KERNEL)?;
-        let debugfs = debugfs::Dir::new(c_str!("rust_cm_disconnect"), &control::FILES, state)?;
+        let core = Arc::pin_init(conn::Core::new(), GFP_KERNEL)?;
+        let client = ib_client::Registration::new(c_str!("rust_cm_disconnect"), core.clone())?;
+        let debugfs =
+            debugfs::Dir::new(c_str!("rust_cm_disconnect"), &control::FILES, core.clone())?;
         pr_info!("loaded\n");
         Ok(Self {
+            _capi: capi::Registration::new(core),
             _debugfs: debugfs,
             _client: client,
         })

@@ -8,7 +8,7 @@
  *  - debugfs: one directory whose files call back into Rust through a table
  *    of function pointers (struct rcd_debugfs_ops) and an opaque context;
  *  - exports: EXPORT_SYMBOL_GPL of the C API declared in
- *    include/rust_cm_disconnect.h (added with the API).
+ *    include/rust_cm_disconnect.h, implemented in rust_cm_disconnect/capi.rs.
  *
  * No logic lives here: every decision is taken by the Rust code.
  */
@@ -19,6 +19,8 @@
 #include <linux/seq_file.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
+
+#include <rust_cm_disconnect.h>
 
 #include "rust_cm_disconnect_shim.h"
 
@@ -102,3 +104,9 @@ void rcd_debugfs_remove(void)
 	rcd_ops = NULL;
 	rcd_ctx = NULL;
 }
+
+/* The C API (include/rust_cm_disconnect.h), implemented in capi.rs. */
+EXPORT_SYMBOL_GPL(rcd_send_dreq);
+EXPORT_SYMBOL_GPL(rcd_send_drep);
+EXPORT_SYMBOL_GPL(rcd_disconnect);
+EXPORT_SYMBOL_GPL(rcd_conn_borrow);

@@ -2,46 +2,268 @@
 
 //! The control interface: `/sys/kernel/debug/rust_cm_disconnect/`.
 //!
-//! - `devices` (read): one line per usable RDMA device and its IB CM ports.
-//! - `stats` (read): `name value` counters.
+//! Read:
+//! - `devices`: one line per usable RDMA device and its IB CM ports;
+//! - `conns`: one line per endpoint (listener, active or passive end);
+//! - `events`: every event each endpoint saw, with its private data in hex;
+//! - `stats`: `name value` counters.
+//!
+//! `ctl` takes one command per write; fields are separated by spaces:
+//!
+//! ```text
+//! listen  NUM DEV SERVICE_ID [auto_drep=DATA]
+//! connect NUM DEV SRC_IP DST_IP SERVICE_ID [port=N] [auto_drep=DATA]
+//!         [lifetime=N] [resp=N] [retries=N]
+//! dreq    NUM[,NUM...] [DATA]
+//! drep    NUM [DATA]
+//! disconnect NUM[,NUM...] [DATA]  QP to error, then DREQ or DREP (rdma_disconnect)
+//! post    NUM RECV [SEND] post work requests on the connection's QP
+//! poll    NUM             count the CQ's completions (and flushes)
+//! close   NUM
+//! ```
+//!
+//! DATA is `-` (none), `hex:0a0b...`, `text:WORD`, `pat:N` (N bytes 1, 2,
+//! ..., 255, 1, ...) or `fill:N:XX` (N bytes of hex XX). A write fails with
+//! the command's errno and changes nothing when the command is malformed.
 
 use crate::{
+    conn::{ConnectArgs, Core},
     debugfs::{File, Ops, Output},
-    devices::Devices,
+    path::Timing,
 };
-use kernel::{error::code::*, prelude::*, sync::Arc};
+use kernel::{
+    c_str,
+    error::code::*,
+    fmt,
+    prelude::*,
+    str::CString,
+    sync::{Arc, ArcBorrow},
+};
 
 const DEVICES: u32 = 0;
 const STATS: u32 = 1;
+const CONNS: u32 = 2;
+const EVENTS: u32 = 3;
+const CTL: u32 = 4;
 
 /// The files of the control directory.
-pub(crate) static FILES: [File; 2] = [
+pub(crate) static FILES: [File; 5] = [
     File::new(c_str!("devices"), 0o444, DEVICES),
     File::new(c_str!("stats"), 0o444, STATS),
+    File::new(c_str!("conns"), 0o444, CONNS),
+    File::new(c_str!("events"), 0o444, EVENTS),
+    File::new(c_str!("ctl"), 0o200, CTL),
 ];
 
-/// What the control files reach.
-pub(crate) struct State {
-    devices: Arc<Devices>,
-}
+/// The largest DATA a command may build (the checks under test reject
+/// anything over 224 bytes; this only bounds the allocation).
+const MAX_DATA: usize = 1 << 20;
 
-impl State {
-    pub(crate) fn new(devices: Arc<Devices>) -> Self {
-        Self { devices }
-    }
-}
-
-impl Ops for State {
-    fn show(&self, id: u32, out: &mut Output<'_>) -> Result {
+impl Ops for Core {
+    fn show(this: ArcBorrow<'_, Self>, id: u32, out: &mut Output<'_>) -> Result {
         match id {
-            DEVICES => self.devices.show(out),
-            STATS => self.devices.show_stats(out),
+            DEVICES => this.show_devices(out),
+            STATS => this.show_stats(out),
+            CONNS => this.show_conns(out),
+            EVENTS => this.show_events(out),
             _ => return Err(EINVAL),
         }
         .map_err(|_| ENOMEM)
     }
 
-    fn write(&self, _id: u32, _input: &[u8]) -> Result {
-        Err(EPERM)
+    fn write(this: ArcBorrow<'_, Self>, id: u32, input: &[u8]) -> Result {
+        if id != CTL {
+            return Err(EPERM);
+        }
+        let line = core::str::from_utf8(input).map_err(|_| EINVAL)?;
+        let mut words = line.split_ascii_whitespace();
+        let cmd = words.next().ok_or(EINVAL)?;
+        let mut args = KVec::new();
+        for w in words {
+            args.push(w, GFP_KERNEL)?;
+        }
+        let core: Arc<Core> = this.into();
+        match cmd {
+            "listen" => listen(&core, &args),
+            "connect" => connect(&core, &args),
+            // Several connections (`dreq 2,1000002`) are handled back to
+            // back, so that their DREQs cross on the wire.
+            "dreq" => for_each(&args, |num, data| core.send_dreq(num, data)),
+            "disconnect" => for_each(&args, |num, data| core.disconnect(num, data)),
+            "drep" => {
+                let (num, data) = num_and_data(&args)?;
+                core.send_drep(num, &data)
+            }
+            "post" => match args.as_slice() {
+                [num, recv] => core.post(parse_u32(num)?, parse_u32(recv)?, 0),
+                [num, recv, send] => core.post(parse_u32(num)?, parse_u32(recv)?, parse_u32(send)?),
+                _ => Err(EINVAL),
+            },
+            "poll" => match args.as_slice() {
+                [num] => core.poll(parse_u32(num)?),
+                _ => Err(EINVAL),
+            },
+            "close" => match args.as_slice() {
+                [num] => core.close(parse_u32(num)?),
+                _ => Err(EINVAL),
+            },
+            _ => Err(EINVAL),
+        }
     }
+}
+
+fn listen(core: &Arc<Core>, args: &[&str]) -> Result {
+    let [num, dev, service, opts @ ..] = args else {
+        return Err(EINVAL);
+    };
+    let mut auto_drep = None;
+    for opt in opts {
+        match opt.split_once('=') {
+            Some(("auto_drep", d)) => auto_drep = Some(parse_data(d)?),
+            _ => return Err(EINVAL),
+        }
+    }
+    let dev = CString::try_from_fmt(fmt!("{}", dev))?;
+    core.listen(parse_u32(num)?, &dev, parse_u64(service)?, auto_drep)
+}
+
+fn connect(core: &Arc<Core>, args: &[&str]) -> Result {
+    let [num, dev, src, dst, service, opts @ ..] = args else {
+        return Err(EINVAL);
+    };
+    let dev = CString::try_from_fmt(fmt!("{}", dev))?;
+    let mut a = ConnectArgs {
+        num: parse_u32(num)?,
+        device: &dev,
+        port: 1,
+        src: parse_ipv4(src)?,
+        dst: parse_ipv4(dst)?,
+        service_id: parse_u64(service)?,
+        timing: Timing::RDMA_CM,
+        auto_drep: None,
+    };
+    for opt in opts {
+        match opt.split_once('=').ok_or(EINVAL)? {
+            ("port", v) => a.port = parse_u32(v)?,
+            ("auto_drep", d) => a.auto_drep = Some(parse_data(d)?),
+            ("lifetime", v) => a.timing.packet_life_time = parse_u5(v)?,
+            ("resp", v) => a.timing.cm_response_timeout = parse_u5(v)?,
+            ("retries", v) => {
+                a.timing.max_cm_retries = parse_u32(v)?.try_into().map_err(|_| EINVAL)?
+            }
+            _ => return Err(EINVAL),
+        }
+    }
+    if a.timing.max_cm_retries > 15 {
+        return Err(EINVAL);
+    }
+    core.connect(a)
+}
+
+/// Runs `f` for each `NUM` of `NUM[,NUM...] [DATA]`; the first error wins.
+fn for_each(args: &[&str], f: impl Fn(u32, &[u8]) -> Result) -> Result {
+    let (nums, data) = nums_and_data(args)?;
+    let mut res = Ok(());
+    for num in nums.iter() {
+        res = res.and(f(*num, &data));
+    }
+    res
+}
+
+fn nums_and_data(args: &[&str]) -> Result<(KVec<u32>, KVec<u8>)> {
+    let (list, data) = match args {
+        [list] => (list, KVec::new()),
+        [list, data] => (list, parse_data(data)?),
+        _ => return Err(EINVAL),
+    };
+    let mut nums = KVec::new();
+    for n in list.split(',') {
+        nums.push(parse_u32(n)?, GFP_KERNEL)?;
+    }
+    Ok((nums, data))
+}
+
+fn num_and_data(args: &[&str]) -> Result<(u32, KVec<u8>)> {
+    match args {
+        [num] => Ok((parse_u32(num)?, KVec::new())),
+        [num, data] => Ok((parse_u32(num)?, parse_data(data)?)),
+        _ => Err(EINVAL),
+    }
+}
+
+fn parse_u32(s: &str) -> Result<u32> {
+    s.parse().map_err(|_| EINVAL)
+}
+
+/// A CM timeout exponent: 5 bits on the wire.
+fn parse_u5(s: &str) -> Result<u8> {
+    match s.parse::<u8>() {
+        Ok(v) if v < 32 => Ok(v),
+        _ => Err(EINVAL),
+    }
+}
+
+fn parse_u64(s: &str) -> Result<u64> {
+    match s.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => s.parse(),
+    }
+    .map_err(|_| EINVAL)
+}
+
+fn parse_ipv4(s: &str) -> Result<[u8; 4]> {
+    let mut ip = [0u8; 4];
+    let mut parts = s.split('.');
+    for b in ip.iter_mut() {
+        *b = parts.next().ok_or(EINVAL)?.parse().map_err(|_| EINVAL)?;
+    }
+    if parts.next().is_some() {
+        return Err(EINVAL);
+    }
+    Ok(ip)
+}
+
+fn hex_byte(s: &str) -> Result<u8> {
+    u8::from_str_radix(s, 16).map_err(|_| EINVAL)
+}
+
+/// DATA as described in the module documentation.
+fn parse_data(s: &str) -> Result<KVec<u8>> {
+    let mut v = KVec::new();
+    if s == "-" {
+        return Ok(v);
+    }
+    let (kind, rest) = s.split_once(':').ok_or(EINVAL)?;
+    match kind {
+        "text" => v.extend_from_slice(rest.as_bytes(), GFP_KERNEL)?,
+        "hex" => {
+            if rest.len() % 2 != 0 || rest.len() / 2 > MAX_DATA {
+                return Err(EINVAL);
+            }
+            for i in (0..rest.len()).step_by(2) {
+                v.push(hex_byte(rest.get(i..i + 2).ok_or(EINVAL)?)?, GFP_KERNEL)?;
+            }
+        }
+        "pat" => {
+            let n = parse_len(rest)?;
+            v.reserve(n, GFP_KERNEL)?;
+            for i in 0..n {
+                v.push((i % 255) as u8 + 1, GFP_KERNEL)?;
+            }
+        }
+        "fill" => {
+            let (n, byte) = rest.split_once(':').ok_or(EINVAL)?;
+            v.extend_with(parse_len(n)?, hex_byte(byte)?, GFP_KERNEL)?;
+        }
+        _ => return Err(EINVAL),
+    }
+    Ok(v)
+}
+
+fn parse_len(s: &str) -> Result<usize> {
+    let n: usize = s.parse().map_err(|_| EINVAL)?;
+    if n > MAX_DATA {
+        return Err(E2BIG);
+    }
+    Ok(n)
 }

@@ -14,12 +14,12 @@ use kernel::{
     ffi::{c_char, c_int, c_uint, c_void},
     prelude::*,
     str::CStr,
-    sync::Arc,
+    sync::{Arc, ArcBorrow},
 };
 
 /// Mirrors `struct rcd_debugfs_file` in `rust_cm_disconnect_shim.h`.
 #[repr(C)]
-pub struct File {
+pub(crate) struct File {
     name: *const c_char,
     mode: bindings::umode_t,
     id: c_uint,
@@ -28,7 +28,7 @@ pub struct File {
 impl File {
     /// A file called `name` with permissions `mode`, identified by `id` in
     /// the [`Ops`] callbacks.
-    pub const fn new(name: &'static CStr, mode: u16, id: u32) -> Self {
+    pub(crate) const fn new(name: &'static CStr, mode: u16, id: u32) -> Self {
         Self {
             name: name.as_char_ptr(),
             mode,
@@ -59,11 +59,11 @@ extern "C" {
 }
 
 /// What the files of a [`Dir`] do.
-pub trait Ops: Send + Sync + 'static {
+pub(crate) trait Ops: Send + Sync + 'static {
     /// Prints file `id` (called on each read from its start).
-    fn show(&self, id: u32, out: &mut Output<'_>) -> Result;
+    fn show(this: ArcBorrow<'_, Self>, id: u32, out: &mut Output<'_>) -> Result;
     /// Takes one write to file `id`.
-    fn write(&self, id: u32, input: &[u8]) -> Result;
+    fn write(this: ArcBorrow<'_, Self>, id: u32, input: &[u8]) -> Result;
 }
 
 /// The text of a file being read; implements [`fmt::Write`].
@@ -71,7 +71,7 @@ pub trait Ops: Send + Sync + 'static {
 /// # Invariants
 ///
 /// `m` is the `struct seq_file` of a read in progress for the lifetime `'a`.
-pub struct Output<'a> {
+pub(crate) struct Output<'a> {
     m: *mut c_void,
     _p: PhantomData<&'a mut ()>,
 }
@@ -98,15 +98,13 @@ impl<T: Ops> Adapter<T> {
     ///
     /// `ctx` is the context of a live `Dir<T>`; `m` a seq_file being read.
     unsafe extern "C" fn show(ctx: *mut c_void, id: c_uint, m: *mut c_void) -> c_int {
-        // SAFETY: `Dir<T>` keeps `ctx` alive until the directory is removed,
-        // which waits for running file operations.
-        let ctx = unsafe { &*ctx.cast::<T>() };
+        // SAFETY: `ctx` comes from `Arc::into_raw` in `Dir::new`, and `Dir<T>`
+        // keeps that reference until the directory is removed, which waits for
+        // running file operations.
+        let ctx = unsafe { ArcBorrow::from_raw(ctx.cast::<T>()) };
         // INVARIANT: `m` is live during this call, and so is `out`.
-        let mut out = Output {
-            m,
-            _p: PhantomData,
-        };
-        from_result(|| ctx.show(id, &mut out).map(|()| 0))
+        let mut out = Output { m, _p: PhantomData };
+        from_result(|| T::show(ctx, id, &mut out).map(|()| 0))
     }
 
     /// # Safety
@@ -119,10 +117,10 @@ impl<T: Ops> Adapter<T> {
         len: usize,
     ) -> c_int {
         // SAFETY: As in `show`.
-        let ctx = unsafe { &*ctx.cast::<T>() };
+        let ctx = unsafe { ArcBorrow::from_raw(ctx.cast::<T>()) };
         // SAFETY: The C part passes a kernel copy of the user's `len` bytes.
         let input = unsafe { core::slice::from_raw_parts(buf.cast::<u8>(), len) };
-        from_result(|| ctx.write(id, input).map(|()| 0))
+        from_result(|| T::write(ctx, id, input).map(|()| 0))
     }
 }
 
@@ -132,13 +130,13 @@ impl<T: Ops> Adapter<T> {
 ///
 /// The directory exists, and its files use a reference of `ctx` taken with
 /// [`Arc::into_raw`], released in `drop` after the directory is gone.
-pub struct Dir<T: Ops> {
+pub(crate) struct Dir<T: Ops> {
     ctx: *const T,
 }
 
 impl<T: Ops> Dir<T> {
     /// Creates `/sys/kernel/debug/<name>/` with `files`, served by `ctx`.
-    pub fn new(name: &'static CStr, files: &'static [File], ctx: Arc<T>) -> Result<Self> {
+    pub(crate) fn new(name: &'static CStr, files: &'static [File], ctx: Arc<T>) -> Result<Self> {
         let raw = Arc::into_raw(ctx);
         // SAFETY: `name` and `files` are `'static`; the table is a constant;
         // `raw` stays valid until `drop` removes the directory.

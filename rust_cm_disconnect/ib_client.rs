@@ -26,7 +26,7 @@ use kernel::{
 /// The wrapped `struct ib_device` is valid and registered for the lifetime of
 /// every `&Device`.
 #[repr(transparent)]
-pub struct Device(Opaque<bindings::ib_device>);
+pub(crate) struct Device(Opaque<bindings::ib_device>);
 
 impl Device {
     /// Creates a reference to a [`Device`] from a raw pointer.
@@ -47,14 +47,21 @@ impl Device {
     }
 
     /// The device's name, as `rdma link` shows it (`rxe0`).
-    pub fn name(&self) -> &CStr {
+    pub(crate) fn name(&self) -> &CStr {
         // SAFETY: By the type invariant the device is valid. `name` is a
         // NUL-terminated array that the core keeps terminated, also on rename.
         unsafe { CStr::from_char_ptr((*self.as_raw()).name.as_ptr()) }
     }
 
+    /// The device's index in the RDMA core: unique among registered devices.
+    pub(crate) fn index(&self) -> u32 {
+        // SAFETY: By the type invariant the device is valid; `index` is set
+        // before registration and never changes.
+        unsafe { (*self.as_raw()).index }
+    }
+
     /// The device's port numbers, `rdma_start_port()..=rdma_end_port()`.
-    pub fn ports(&self) -> core::ops::RangeInclusive<u32> {
+    pub(crate) fn ports(&self) -> core::ops::RangeInclusive<u32> {
         // SAFETY: By the type invariant the device is valid.
         let (first, last) = unsafe {
             (
@@ -66,22 +73,21 @@ impl Device {
     }
 
     /// Whether port `port` supports the IB connection manager (IB and RoCE do).
-    pub fn has_ib_cm(&self, port: u32) -> bool {
+    pub(crate) fn has_ib_cm(&self, port: u32) -> bool {
         // SAFETY: By the type invariant the device is valid; `rdma_cap_ib_cm`
         // only reads its immutable port capabilities.
         self.ports().contains(&port) && unsafe { bindings::rdma_cap_ib_cm(self.as_raw(), port) }
     }
 
     /// Whether port `port` runs RoCE (rxe does).
-    pub fn is_roce(&self, port: u32) -> bool {
+    pub(crate) fn is_roce(&self, port: u32) -> bool {
         // SAFETY: As in `has_ib_cm`.
-        self.ports().contains(&port)
-            && unsafe { bindings::rdma_protocol_roce(self.as_raw(), port) }
+        self.ports().contains(&port) && unsafe { bindings::rdma_protocol_roce(self.as_raw(), port) }
     }
 }
 
 /// What the RDMA core tells a client.
-pub trait Client: Send + Sync + 'static {
+pub(crate) trait Client: Send + Sync + 'static {
     /// The per-device state kept between `add` and `remove`.
     type DeviceData: ForeignOwnable + Send + Sync;
 
@@ -110,10 +116,11 @@ static CURRENT_CLIENT: AtomicPtr<bindings::ib_client> = AtomicPtr::new(core::ptr
 /// # Invariants
 ///
 /// `client` is registered with the RDMA core, `CURRENT` holds a reference of
-/// `ctx` taken with [`Arc::into_raw`] and `CURRENT_CLIENT` points to `client`.
-pub struct Registration<T: Client> {
+/// the context `Arc<T>` taken with [`Arc::into_raw`] and `CURRENT_CLIENT`
+/// points to `client`.
+pub(crate) struct Registration<T: Client> {
     client: Pin<KBox<Opaque<bindings::ib_client>>>,
-    ctx: Arc<T>,
+    _ctx: PhantomData<Arc<T>>,
 }
 
 struct Adapter<T: Client>(PhantomData<T>);
@@ -173,7 +180,7 @@ impl<T: Client> Registration<T> {
     ///
     /// `add` runs for every device already present before this returns.
     /// Fails with `EBUSY` if another registration exists.
-    pub fn new(name: &'static CStr, ctx: Arc<T>) -> Result<Self> {
+    pub(crate) fn new(name: &'static CStr, ctx: Arc<T>) -> Result<Self> {
         let client = KBox::pin(
             Opaque::new(bindings::ib_client {
                 name: name.as_char_ptr(),
@@ -183,9 +190,14 @@ impl<T: Client> Registration<T> {
             }),
             GFP_KERNEL,
         )?;
-        let raw = Arc::into_raw(ctx.clone()) as *mut c_void;
+        let raw = Arc::into_raw(ctx) as *mut c_void;
         if CURRENT
-            .compare_exchange(core::ptr::null_mut(), raw, Ordering::AcqRel, Ordering::Acquire)
+            .compare_exchange(
+                core::ptr::null_mut(),
+                raw,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
             .is_err()
         {
             // SAFETY: `raw` came from `Arc::into_raw` just above and was not
@@ -206,12 +218,10 @@ impl<T: Client> Registration<T> {
             return Err(Error::from_errno(ret));
         }
         // INVARIANT: registered, `CURRENT` and `CURRENT_CLIENT` set above.
-        Ok(Self { client, ctx })
-    }
-
-    /// The registered context.
-    pub fn context(&self) -> &Arc<T> {
-        &self.ctx
+        Ok(Self {
+            client,
+            _ctx: PhantomData,
+        })
     }
 }
 
@@ -233,3 +243,43 @@ impl<T: Client> Drop for Registration<T> {
 unsafe impl<T: Client> Send for Registration<T> {}
 // SAFETY: `&Registration` gives access to nothing but `&Arc<T>`.
 unsafe impl<T: Client> Sync for Registration<T> {}
+
+/// A counted reference on a registered device, looked up by name.
+///
+/// Hold it briefly: device unregistration waits for every reference.
+///
+/// # Invariants
+///
+/// Holds a reference taken by `ib_device_get_by_name`, put in `drop`.
+pub(crate) struct DeviceHandle(core::ptr::NonNull<bindings::ib_device>);
+
+impl DeviceHandle {
+    /// The registered device called `name`, or `ENODEV`.
+    pub(crate) fn get_by_name(name: &CStr) -> Result<Self> {
+        // SAFETY: `name` is NUL-terminated; any driver matches.
+        let ptr = unsafe {
+            bindings::ib_device_get_by_name(
+                name.as_char_ptr(),
+                bindings::rdma_driver_id_RDMA_DRIVER_UNKNOWN,
+            )
+        };
+        // INVARIANT: non-null means a reference was taken.
+        core::ptr::NonNull::new(ptr).map(Self).ok_or(ENODEV)
+    }
+}
+
+impl core::ops::Deref for DeviceHandle {
+    type Target = Device;
+
+    fn deref(&self) -> &Device {
+        // SAFETY: The reference we hold keeps the device registered.
+        unsafe { Device::from_raw(self.0.as_ptr()) }
+    }
+}
+
+impl Drop for DeviceHandle {
+    fn drop(&mut self) {
+        // SAFETY: The reference taken in `get_by_name` (type invariant).
+        unsafe { bindings::ib_device_put(self.0.as_ptr()) };
+    }
+}

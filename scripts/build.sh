@@ -12,4 +12,5 @@ if [ -z "${KDIR:-}" ]; then
 	bash "$here/scripts/setup.sh" >/dev/null
 	KDIR=$(bash "$here/scripts/kernel.sh" | tail -n 1)
 fi
-exec make -C "$KDIR" "${KMAKE_VARS[@]}" M="$here" CONFIG_RUST_CM_DISCONNECT=m "$@"
+exec make -C "$KDIR" "${KMAKE_VARS[@]}" M="$here" CONFIG_RUST_CM_DISCONNECT=m \
+	RCD_TEST_MODULES=m "$@"

@@ -64,10 +64,137 @@ rxe_del() { rdma link del "$1" 2>/dev/null; }
 
 # Back to a clean guest: the module out, rxe links and the veth pair gone.
 cleanup() {
+	rmmod rcd_consumer >/dev/null 2>&1
 	rcd_unload >/dev/null 2>&1
+	tc qdisc del dev v0 root 2>/dev/null
+	veth_cross_routes_undo >/dev/null 2>&1
 	for l in $(rdma link show 2>/dev/null | awk '{print $2}' | cut -d/ -f1); do
 		rxe_del "$l"
 	done
 	ip link del v0 2>/dev/null
 	true
+}
+
+# --- the control interface -------------------------------------------------
+
+# ctl CMD...: one command to the module; fails (printing the errno) if the
+# module refuses it.
+ctl() {
+	echo "$*" 2>/dev/null > "$RCD_DBG/ctl" || fail "ctl '$*': $(ctl_errno "$*" 2>&1)"
+}
+
+# ctl_errno CMD: prints OK or the errno name (EINVAL, ENOENT, ...) the
+# module answered the write with.
+ctl_errno() {
+	python3 - "$RCD_DBG/ctl" "$1" <<'PY'
+import errno, os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY)
+try:
+    os.write(fd, sys.argv[2].encode())
+    print("OK")
+except OSError as e:
+    print(errno.errorcode.get(e.errno, str(e.errno)))
+PY
+}
+
+# expect_errno ERRNO CMD: the module must refuse CMD with ERRNO.
+expect_errno() {
+	local got
+	got=$(ctl_errno "$2")
+	[ "$got" = "$1" ] || fail "ctl '$2': expected $1, got $got"
+}
+
+# conn_field NUM FIELD: a field of NUM's line in conns (state, role, ...).
+conn_field() {
+	awk -v n="$1" -v f="$2" '$1 == n { for (i = 2; i <= NF; i++) { split($i, kv, "="); if (kv[1] == f) print kv[2] } }' "$RCD_DBG/conns"
+}
+
+conn_state() { conn_field "$1" state; }
+
+# count_events KIND: how many endpoints saw an event KIND.
+count_events() { grep -c " $1 " "$RCD_DBG/events"; }
+
+# count_state STATE: how many endpoints are in STATE.
+count_state() { grep -c " state=$1 " "$RCD_DBG/conns"; }
+
+# has_event NUM KIND: NUM saw an event KIND.
+has_event() { grep -q "^$1 $2 " "$RCD_DBG/events"; }
+
+# event_count NUM KIND
+event_count() { grep -c "^$1 $2 " "$RCD_DBG/events"; }
+
+# event_field NUM KIND FIELD: FIELD (status, len, data) of NUM's first KIND.
+event_field() {
+	awk -v n="$1" -v k="$2" -v f="$3" '$1 == n && $2 == k { for (i = 3; i <= NF; i++) { split($i, kv, "="); if (kv[1] == f) { print kv[2]; exit } } }' "$RCD_DBG/events"
+}
+
+# wait_event SECONDS NUM KIND
+wait_event() { wait_for "$1" has_event "$2" "$3" || fail "$2: no $3 within $1 s"; }
+
+# pat_hex N TOTAL: hex of the module's pat:N bytes (1, 2, ..., 255, 1, ...)
+# followed by zeros up to TOTAL bytes: what a peer sees of pat:N.
+pat_hex() {
+	local i
+	for ((i = 0; i < $2; i++)); do
+		if [ $i -lt $1 ]; then printf '%02x' $((i % 255 + 1)); else printf '00'; fi
+	done
+}
+
+# A port counter of the IB CM: cm_counter DEV DIR MSG (DIR: cm_tx_msgs, ...)
+cm_counter() { cat "/sys/class/infiniband/$1/ports/1/$2/$3"; }
+
+# counter_is DEV DIR MSG VALUE: for wait_for (the counter is read each time).
+counter_is() { [ "$(cm_counter "$1" "$2" "$3")" = "$4" ]; }
+
+# cm_pair ACTIVE [LISTENER_OPTS]: rxe0 on v0, listener 1 on service 0x1000
+# (created once), and connection ACTIVE from 10.77.0.1 to itself, both ends
+# ESTABLISHED. The passive end is ACTIVE + 1000000.
+PASSIVE_BASE=1000000
+cm_pair() {
+	local a=$1; shift
+	if ! rcd_loaded; then
+		rxe_add rxe0 v0 && rcd_load || return 1
+	fi
+	grep -q '^1 ' "$RCD_DBG/conns" || ctl listen 1 rxe0 0x1000 "$@" || return 1
+	ctl connect "$a" rxe0 10.77.0.1 10.77.0.1 0x1000 ${CONNECT_OPTS:-} || return 1
+	wait_event 20 "$a" ESTABLISHED && wait_event 20 $((a + PASSIVE_BASE)) ESTABLISHED
+}
+
+# --- two rxe devices on the two ends of the veth pair ------------------------
+#
+# Both ends live in this one network namespace, so by default traffic from
+# 10.77.0.1 to 10.77.0.2 takes the local route over lo, where no rxe device
+# listens. Policy routing sends locally generated traffic for the other end
+# out of the veth instead, and the peer end accepts a local source address.
+veth_cross_routes() {
+	local c
+	for c in all v0 v1; do
+		sysctl -qw net.ipv4.conf.$c.accept_local=1 net.ipv4.conf.$c.rp_filter=0 || return 1
+	done
+	ip route add 10.77.0.2 dev v0 src 10.77.0.1 table 100 &&
+	ip route add 10.77.0.1 dev v1 src 10.77.0.2 table 101 &&
+	ip rule add pref 10 iif lo to 10.77.0.2 lookup 100 &&
+	ip rule add pref 10 iif lo to 10.77.0.1 lookup 101 &&
+	ip rule add pref 100 lookup local &&
+	ip rule del pref 0 lookup local
+}
+
+veth_cross_routes_undo() {
+	ip rule show | grep -q '^0:.*lookup local' || ip rule add pref 0 lookup local
+	ip rule del pref 100 lookup local 2>/dev/null
+	ip rule del pref 10 iif lo to 10.77.0.2 lookup 100 2>/dev/null
+	ip rule del pref 10 iif lo to 10.77.0.1 lookup 101 2>/dev/null
+	true
+}
+
+# cm_pair2 ACTIVE [LISTENER_OPTS]: rxe0 on v0 and rxe1 on v1, listener 1 on
+# rxe1, connection ACTIVE from 10.77.0.1 (rxe0) to 10.77.0.2 (rxe1).
+cm_pair2() {
+	local a=$1; shift
+	if ! rcd_loaded; then
+		rxe_add rxe0 v0 && rxe_add rxe1 v1 && veth_cross_routes && rcd_load || return 1
+	fi
+	grep -q '^1 ' "$RCD_DBG/conns" || ctl listen 1 rxe1 0x1000 "$@" || return 1
+	ctl connect "$a" rxe0 10.77.0.1 10.77.0.2 0x1000 ${CONNECT_OPTS:-} || return 1
+	wait_event 30 "$a" ESTABLISHED && wait_event 30 $((a + PASSIVE_BASE)) ESTABLISHED
 }

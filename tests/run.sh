@@ -6,6 +6,7 @@
 #   N passed, N failed[, N skipped]
 # Exits non-zero if a test failed, or if the guest did not run them all.
 #   tests/run.sh [NAME-FILTER]
+# RCD_KO=/path/to/rust_cm_disconnect.ko tests another build of the module.
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 . "$here/scripts/env.sh"
@@ -16,7 +17,8 @@ export KDIR
 bash "$here/scripts/build.sh" -s modules || { echo "check: module build failed"; exit 1; }
 
 log=$RCD_CACHE/check.log
-bash "$here/scripts/vm.sh" "bash $here/tests/guest.sh '${1:-.}'" 2>&1 | tee "$log"
+# RCD_KO: test another build of the module (make check-intree).
+bash "$here/scripts/vm.sh" "RCD_KO=${RCD_KO:-$here/rust_cm_disconnect.ko} bash $here/tests/guest.sh '${1:-.}'" 2>&1 | tee "$log"
 vm_rc=${PIPESTATUS[0]}
 
 plan=$(sed -n 's/^1\.\.\([0-9][0-9]*\)$/\1/p' "$log" | head -1)
@@ -32,6 +34,9 @@ if [ -z "$plan" ]; then
 elif [ "$ran" -ne "$plan" ]; then
 	echo "# planned $plan tests, $ran reported (vm exit $vm_rc): the guest died or hung"
 	failed=$((failed + plan - ran)); rc=1
+elif [ "$vm_rc" -ne 0 ]; then
+	echo "# the guest exited with status $vm_rc after the tests"
+	rc=1
 fi
 [ "$failed" -eq 0 ] || rc=1
 line="$passed passed, $failed failed"

@@ -1,0 +1,101 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * rust_cm_disconnect: checked disconnect paths for IB CM connections.
+ *
+ * The C face of the Rust module rust_cm_disconnect.ko. Every function takes a
+ * consumer's own struct ib_cm_id (and QP); lengths are size_t and are never
+ * truncated: what does not fit the message's private data field is -EINVAL
+ * and nothing is sent. All return 0 or a negative errno.
+ */
+#ifndef RUST_CM_DISCONNECT_H
+#define RUST_CM_DISCONNECT_H
+
+#include <linux/types.h>
+
+struct ib_cm_id;
+struct ib_qp;
+
+/* Private data bytes a DREQ and a DREP carry (IB_CM_DREQ/DREP_PRIVATE_DATA_SIZE). */
+#define RCD_DREQ_PRIVATE_DATA_SIZE 220
+#define RCD_DREP_PRIVATE_DATA_SIZE 224
+
+/**
+ * rcd_send_dreq() - Send a disconnection request, checked.
+ * @cm_id: the consumer's connection identifier.
+ * @private_data: bytes the peer receives with the DREQ, or NULL.
+ * @len: bytes at @private_data; 0 with NULL for none.
+ *
+ * Unlike ib_send_cm_dreq(), whose u8 length silently wraps (300 becomes 44),
+ * a @len over RCD_DREQ_PRIVATE_DATA_SIZE is refused.
+ *
+ * Context: any, like ib_send_cm_dreq() (it takes a spinlock, allocates
+ * with GFP_ATOMIC).
+ * Return: 0 on success (the id is then in DREQ_SENT); -EINVAL for a NULL
+ * @cm_id, NULL @private_data with a non-zero @len, or @len > 220 (nothing
+ * sent, the connection untouched); otherwise ib_send_cm_dreq()'s result:
+ * -EINVAL unless the id is ESTABLISHED (a second DREQ, one after the peer's
+ * DREQ, one before the connection is up).
+ */
+int rcd_send_dreq(struct ib_cm_id *cm_id, const void *private_data, size_t len);
+
+/**
+ * rcd_send_drep() - Answer the peer's DREQ with a DREP, checked.
+ * @cm_id: the consumer's connection identifier, in DREQ_RCVD.
+ * @private_data: bytes the peer receives with the DREP, or NULL.
+ * @len: bytes at @private_data; 0 with NULL for none.
+ *
+ * The length is checked before ib_send_cm_drep() is called: 6.12's
+ * ib_send_cm_drep() leaks its copy of the data when the length is too long.
+ *
+ * Context: process context; may sleep.
+ * Return: 0 on success; -EINVAL for a NULL @cm_id, NULL @private_data with a
+ * non-zero @len, or @len > 224; otherwise ib_send_cm_drep()'s result
+ * (-EINVAL unless the id is in DREQ_RCVD).
+ */
+int rcd_send_drep(struct ib_cm_id *cm_id, const void *private_data, size_t len);
+
+/**
+ * rcd_disconnect() - rdma_disconnect(3) for an ib_cm_id, reporting failures.
+ * @cm_id: the consumer's connection identifier.
+ * @qp: the connection's QP, or NULL if it has none.
+ * @private_data: bytes for the DREQ or DREP, or NULL.
+ * @len: bytes at @private_data.
+ *
+ * Moves @qp to the error state, so that its posted work requests complete
+ * on the CQ with IB_WC_WR_FLUSH_ERR, then sends a DREQ if the connection is
+ * ESTABLISHED, or a DREP if the peer's DREQ came first (also when it crosses
+ * ours). Both steps are tried. The consumer's CM handler then sees the DREP,
+ * the peer's DREQ or the DREQ's timeout (IB_CM_DREQ_ERROR), as usual.
+ *
+ * Unlike the kernel's rdma_disconnect(), which returns only the QP's result,
+ * every failure is returned.
+ *
+ * Context: process context; may sleep.
+ * Return: 0 on success; -EINVAL for a NULL @cm_id, NULL @private_data with a
+ * non-zero @len or a @len too long for the message; -EALREADY if the
+ * connection is already disconnecting (DREQ_SENT, TIMEWAIT: a second call);
+ * -ENOTCONN if it is not connected (not yet established, or idle); otherwise
+ * the first error of the QP modification and the DREQ/DREP.
+ */
+int rcd_disconnect(struct ib_cm_id *cm_id, struct ib_qp *qp,
+		   const void *private_data, size_t len);
+
+/**
+ * rcd_conn_borrow() - The CM id and QP of a connection the module made.
+ * @num: the connection's number in the module's control interface
+ *       (/sys/kernel/debug/rust_cm_disconnect/ctl).
+ * @cm_id: set to the connection's CM id on success.
+ * @qp: set to the connection's QP on success.
+ *
+ * Lets C code drive a connection set up through the control interface, with
+ * the functions above. The module keeps ownership: both stay valid until the
+ * connection is closed, its id is freed at timewait exit, its device is
+ * removed or the module unloads; the caller must not outlive that.
+ *
+ * Context: process context.
+ * Return: 0; -EINVAL for NULL @cm_id or @qp; -ENOENT if there is no such
+ * connection; -ENOTCONN if its id is already freed; -ENODEV if it has no QP.
+ */
+int rcd_conn_borrow(u32 num, struct ib_cm_id **cm_id, struct ib_qp **qp);
+
+#endif /* RUST_CM_DISCONNECT_H */

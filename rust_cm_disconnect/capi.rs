@@ -1,0 +1,192 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The C API of `include/rust_cm_disconnect.h`, for a consumer's own
+//! `struct ib_cm_id` and QP. `rust_cm_disconnect_exports.c` exports these
+//! functions (`EXPORT_SYMBOL_GPL`): 6.12 has no way to export from Rust.
+//!
+//! The C arguments are turned into the Rust types here and nowhere else: a
+//! length is compared with the message's field before any slice is made
+//! (so `SIZE_MAX` is just too long), NULL with a length is `EINVAL`.
+
+use crate::{
+    cm::{CmIdRef, DREP_PRIVATE_DATA_SIZE, DREQ_PRIVATE_DATA_SIZE},
+    conn::Core,
+    disconnect,
+    verbs::QpRef,
+};
+use core::{
+    ptr::NonNull,
+    sync::atomic::{AtomicPtr, Ordering},
+};
+use kernel::{
+    bindings,
+    error::{code::*, from_result},
+    ffi::{c_int, c_void},
+    prelude::*,
+    sync::Arc,
+};
+
+/// The caller's private data: `EINVAL` if longer than `max`, or NULL with a
+/// length.
+///
+/// # Safety
+///
+/// `ptr` must be NULL or valid for reads of `len` bytes during `'a`.
+unsafe fn c_private_data<'a>(ptr: *const c_void, len: usize, max: usize) -> Result<&'a [u8]> {
+    if len > max {
+        return Err(EINVAL);
+    }
+    if ptr.is_null() {
+        return if len == 0 { Ok(&[]) } else { Err(EINVAL) };
+    }
+    // SAFETY: `ptr` is valid for `len` bytes (the caller's contract), and
+    // `len <= max`, a few hundred bytes.
+    Ok(unsafe { core::slice::from_raw_parts(ptr.cast::<u8>(), len) })
+}
+
+/// The caller's id, or `EINVAL` for NULL.
+///
+/// # Safety
+///
+/// `id` must be NULL or a live `struct ib_cm_id` during `'a`.
+unsafe fn borrow_id<'a>(id: *mut bindings::ib_cm_id) -> Result<&'a CmIdRef> {
+    if id.is_null() {
+        return Err(EINVAL);
+    }
+    // SAFETY: Not NULL, so live for `'a` by the caller's contract.
+    Ok(unsafe { CmIdRef::from_raw(id) })
+}
+
+/// `rcd_send_dreq()`: see `include/rust_cm_disconnect.h`.
+///
+/// # Safety
+///
+/// `cm_id` must be NULL or a live id of the caller, not destroyed during the
+/// call; `private_data` NULL or valid for `len` bytes.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn rcd_send_dreq(
+    cm_id: *mut bindings::ib_cm_id,
+    private_data: *const c_void,
+    len: usize,
+) -> c_int {
+    from_result(|| {
+        // SAFETY: The caller's contract, as documented above.
+        let (id, data) = unsafe {
+            (
+                borrow_id(cm_id)?,
+                c_private_data(private_data, len, DREQ_PRIVATE_DATA_SIZE)?,
+            )
+        };
+        id.send_dreq(data)?;
+        Ok(0)
+    })
+}
+
+/// `rcd_send_drep()`: see `include/rust_cm_disconnect.h`.
+///
+/// # Safety
+///
+/// As for [`rcd_send_dreq`]; the caller may sleep.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn rcd_send_drep(
+    cm_id: *mut bindings::ib_cm_id,
+    private_data: *const c_void,
+    len: usize,
+) -> c_int {
+    from_result(|| {
+        // SAFETY: The caller's contract, as documented above.
+        let (id, data) = unsafe {
+            (
+                borrow_id(cm_id)?,
+                c_private_data(private_data, len, DREP_PRIVATE_DATA_SIZE)?,
+            )
+        };
+        id.send_drep(data)?;
+        Ok(0)
+    })
+}
+
+/// `rcd_disconnect()`: see `include/rust_cm_disconnect.h`.
+///
+/// # Safety
+///
+/// As for [`rcd_send_dreq`]; `qp` must be NULL or the connection's live QP;
+/// the caller may sleep.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn rcd_disconnect(
+    cm_id: *mut bindings::ib_cm_id,
+    qp: *mut bindings::ib_qp,
+    private_data: *const c_void,
+    len: usize,
+) -> c_int {
+    from_result(|| {
+        // SAFETY: The caller's contract. The bound is the larger field (the
+        // DREP's); `disconnect` checks the message it picks.
+        let (id, data) = unsafe {
+            (
+                borrow_id(cm_id)?,
+                c_private_data(private_data, len, DREP_PRIVATE_DATA_SIZE)?,
+            )
+        };
+        // SAFETY: NULL, or the caller's live QP.
+        let qp = (!qp.is_null()).then(|| unsafe { QpRef::from_raw(qp) });
+        disconnect::disconnect(id, qp, data)?.1?;
+        Ok(0)
+    })
+}
+
+/// The module's state, for the C functions that reach it.
+static CORE: AtomicPtr<Core> = AtomicPtr::new(core::ptr::null_mut());
+
+/// Makes the module's state reachable from the C API while it lives.
+///
+/// # Invariants
+///
+/// `CORE` holds a reference of an `Arc<Core>` taken with [`Arc::into_raw`]
+/// from `new` until `drop`.
+pub(crate) struct Registration(());
+
+impl Registration {
+    pub(crate) fn new(core: Arc<Core>) -> Self {
+        CORE.store(Arc::into_raw(core).cast_mut(), Ordering::Release);
+        // INVARIANT: stored just above.
+        Self(())
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        let core = CORE.swap(core::ptr::null_mut(), Ordering::AcqRel);
+        // SAFETY: The reference stored in `new` (type invariant). No consumer
+        // calls in any more: consumers hold the module while they can.
+        drop(unsafe { Arc::from_raw(core) });
+    }
+}
+
+/// `rcd_conn_borrow()`: see `include/rust_cm_disconnect.h`.
+///
+/// # Safety
+///
+/// `cm_id` and `qp` must be NULL or valid for writes.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn rcd_conn_borrow(
+    num: u32,
+    cm_id: *mut *mut bindings::ib_cm_id,
+    qp: *mut *mut bindings::ib_qp,
+) -> c_int {
+    from_result(|| {
+        if cm_id.is_null() || qp.is_null() {
+            return Err(EINVAL);
+        }
+        let core = NonNull::new(CORE.load(Ordering::Acquire)).ok_or(ENODEV)?;
+        // SAFETY: `CORE` holds a reference while the module is loaded, which
+        // it is while a consumer runs.
+        let (id, q) = unsafe { core.as_ref() }.borrow_raw(num)?;
+        // SAFETY: Both are valid for writes (the caller's contract).
+        unsafe {
+            *cm_id = id;
+            *qp = q;
+        }
+        Ok(0)
+    })
+}

@@ -1,0 +1,685 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! IB connection manager identifiers: `struct ib_cm_id`.
+//!
+//! A [`CmId`] owns one `struct ib_cm_id` and the consumer's data for it. The
+//! CM calls the consumer's [`Handler`] with that data for every event on the
+//! id. What the C interface leaves to the caller is checked here:
+//!
+//! - private data is a `&[u8]`: longer than the message's field (220 bytes
+//!   for a DREQ, 224 for a DREP, ...) is `EINVAL` before anything reaches
+//!   the CM, so a length can never be truncated to the C `u8`;
+//! - event private data is only lent to the handler for the callback, which
+//!   is as long as the CM keeps the received MAD;
+//! - a listener's new ids get their own data ([`Request::accept`]) before
+//!   any other event can reach them;
+//! - dropping a [`CmId`] destroys the id and waits for its callbacks, except
+//!   inside one of its own callbacks, where waiting would deadlock: there the
+//!   id is handed back to the CM, which destroys it when the callback returns.
+//!
+//! C header: [`include/rdma/ib_cm.h`](srctree/include/rdma/ib_cm.h)
+
+use crate::{
+    ib_client::Device,
+    path::{Route, Timing},
+};
+use core::{
+    cell::Cell,
+    marker::PhantomData,
+    ops::Deref,
+    ptr::NonNull,
+    sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering},
+};
+use kernel::{
+    bindings,
+    error::{code::*, from_err_ptr, to_result},
+    ffi::{c_int, c_void},
+    prelude::*,
+    sync::Arc,
+    task::Task,
+    types::Opaque,
+};
+
+/// Bytes of private data a DREQ carries (`IB_CM_DREQ_PRIVATE_DATA_SIZE`).
+pub(crate) const DREQ_PRIVATE_DATA_SIZE: usize =
+    bindings::ib_cm_data_size_IB_CM_DREQ_PRIVATE_DATA_SIZE as usize;
+/// Bytes of private data a DREP carries (`IB_CM_DREP_PRIVATE_DATA_SIZE`).
+pub(crate) const DREP_PRIVATE_DATA_SIZE: usize =
+    bindings::ib_cm_data_size_IB_CM_DREP_PRIVATE_DATA_SIZE as usize;
+/// Bytes of private data a REQ carries.
+pub(crate) const REQ_PRIVATE_DATA_SIZE: usize =
+    bindings::ib_cm_data_size_IB_CM_REQ_PRIVATE_DATA_SIZE as usize;
+/// Bytes of private data a REP carries.
+pub(crate) const REP_PRIVATE_DATA_SIZE: usize =
+    bindings::ib_cm_data_size_IB_CM_REP_PRIVATE_DATA_SIZE as usize;
+/// Bytes of private data an RTU carries.
+pub(crate) const RTU_PRIVATE_DATA_SIZE: usize =
+    bindings::ib_cm_data_size_IB_CM_RTU_PRIVATE_DATA_SIZE as usize;
+/// Bytes of private data a REJ carries.
+pub(crate) const REJ_PRIVATE_DATA_SIZE: usize =
+    bindings::ib_cm_data_size_IB_CM_REJ_PRIVATE_DATA_SIZE as usize;
+
+/// `(pointer, length)` for the CM's `(const void *, u8)` private data
+/// arguments, or `EINVAL` if `data` does not fit a field of `max` bytes.
+///
+/// Every field is shorter than 256 bytes, so a length that fits the field
+/// also fits the `u8`: nothing is ever truncated. An empty slice is passed
+/// as `NULL`, which is how the CM spells "no private data".
+fn private_data(data: &[u8], max: usize) -> Result<(*const c_void, u8)> {
+    if data.len() > max {
+        return Err(EINVAL);
+    }
+    let len = u8::try_from(data.len()).map_err(|_| EINVAL)?;
+    let ptr = if data.is_empty() {
+        core::ptr::null()
+    } else {
+        data.as_ptr().cast()
+    };
+    Ok((ptr, len))
+}
+
+/// The state of an id, as the CM keeps it (`enum ib_cm_state`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum State {
+    Idle,
+    Listen,
+    ReqSent,
+    ReqRcvd,
+    MraReqSent,
+    MraReqRcvd,
+    RepSent,
+    RepRcvd,
+    MraRepSent,
+    MraRepRcvd,
+    Established,
+    DreqSent,
+    DreqRcvd,
+    Timewait,
+    SidrReqSent,
+    SidrReqRcvd,
+}
+
+impl State {
+    fn from_raw(state: bindings::ib_cm_state) -> Self {
+        match state {
+            bindings::ib_cm_state_IB_CM_LISTEN => Self::Listen,
+            bindings::ib_cm_state_IB_CM_REQ_SENT => Self::ReqSent,
+            bindings::ib_cm_state_IB_CM_REQ_RCVD => Self::ReqRcvd,
+            bindings::ib_cm_state_IB_CM_MRA_REQ_SENT => Self::MraReqSent,
+            bindings::ib_cm_state_IB_CM_MRA_REQ_RCVD => Self::MraReqRcvd,
+            bindings::ib_cm_state_IB_CM_REP_SENT => Self::RepSent,
+            bindings::ib_cm_state_IB_CM_REP_RCVD => Self::RepRcvd,
+            bindings::ib_cm_state_IB_CM_MRA_REP_SENT => Self::MraRepSent,
+            bindings::ib_cm_state_IB_CM_MRA_REP_RCVD => Self::MraRepRcvd,
+            bindings::ib_cm_state_IB_CM_ESTABLISHED => Self::Established,
+            bindings::ib_cm_state_IB_CM_DREQ_SENT => Self::DreqSent,
+            bindings::ib_cm_state_IB_CM_DREQ_RCVD => Self::DreqRcvd,
+            bindings::ib_cm_state_IB_CM_TIMEWAIT => Self::Timewait,
+            bindings::ib_cm_state_IB_CM_SIDR_REQ_SENT => Self::SidrReqSent,
+            bindings::ib_cm_state_IB_CM_SIDR_REQ_RCVD => Self::SidrReqRcvd,
+            _ => Self::Idle,
+        }
+    }
+
+    /// The name the CM's own sources use, without the `IB_CM_` prefix.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::Idle => "IDLE",
+            Self::Listen => "LISTEN",
+            Self::ReqSent => "REQ_SENT",
+            Self::ReqRcvd => "REQ_RCVD",
+            Self::MraReqSent => "MRA_REQ_SENT",
+            Self::MraReqRcvd => "MRA_REQ_RCVD",
+            Self::RepSent => "REP_SENT",
+            Self::RepRcvd => "REP_RCVD",
+            Self::MraRepSent => "MRA_REP_SENT",
+            Self::MraRepRcvd => "MRA_REP_RCVD",
+            Self::Established => "ESTABLISHED",
+            Self::DreqSent => "DREQ_SENT",
+            Self::DreqRcvd => "DREQ_RCVD",
+            Self::Timewait => "TIMEWAIT",
+            Self::SidrReqSent => "SIDR_REQ_SENT",
+            Self::SidrReqRcvd => "SIDR_REQ_RCVD",
+        }
+    }
+}
+
+/// The number of ids this module holds (created or accepted, not yet
+/// destroyed): what tests look at to see that every id was freed.
+static LIVE_IDS: AtomicUsize = AtomicUsize::new(0);
+
+/// How many `struct ib_cm_id`s this module holds right now.
+pub(crate) fn live_ids() -> usize {
+    LIVE_IDS.load(Ordering::Relaxed)
+}
+
+/// An id borrowed from the CM: during a callback, or from a [`CmId`].
+///
+/// Everything that can be done with an id without owning it: sending CM
+/// messages, reading its state, preparing its QP's attributes.
+///
+/// # Invariants
+///
+/// The wrapped `struct ib_cm_id` is valid (not destroyed) for the lifetime of
+/// every `&CmIdRef`.
+#[repr(transparent)]
+pub(crate) struct CmIdRef(Opaque<bindings::ib_cm_id>);
+
+impl CmIdRef {
+    /// # Safety
+    ///
+    /// `ptr` must be a valid `struct ib_cm_id` that is not destroyed during
+    /// `'a`.
+    pub(crate) unsafe fn from_raw<'a>(ptr: *mut bindings::ib_cm_id) -> &'a Self {
+        // SAFETY: `CmIdRef` is a transparent wrapper; the caller guarantees
+        // validity for `'a`.
+        unsafe { &*ptr.cast() }
+    }
+
+    pub(crate) fn as_raw(&self) -> *mut bindings::ib_cm_id {
+        self.0.get()
+    }
+
+    /// The id's state as the CM last set it (a snapshot: the CM changes it
+    /// under its own lock as messages arrive).
+    pub(crate) fn state(&self) -> State {
+        // SAFETY: By the type invariant the id is valid. The CM writes `state`
+        // under its spinlock; a volatile read gives one consistent value.
+        State::from_raw(unsafe { core::ptr::addr_of!((*self.as_raw()).state).read_volatile() })
+    }
+
+    /// The local communication id (host order), as in the CM's messages.
+    pub(crate) fn local_id(&self) -> u32 {
+        // SAFETY: By the type invariant the id is valid; set at creation.
+        u32::from_be(unsafe { (*self.as_raw()).local_id })
+    }
+
+    /// The peer's communication id (host order), once known.
+    pub(crate) fn remote_id(&self) -> u32 {
+        // SAFETY: By the type invariant the id is valid. Written once by the
+        // CM when the REQ or REP arrives; a volatile read sees 0 or that value.
+        u32::from_be(unsafe { core::ptr::addr_of!((*self.as_raw()).remote_id).read_volatile() })
+    }
+
+    /// The RDMA device the id lives on.
+    pub(crate) fn device(&self) -> &Device {
+        // SAFETY: By the type invariant the id is valid, and the id holds its
+        // device (the CM destroys no id while its device is registered: the
+        // device's clients must destroy their ids in their `remove`).
+        unsafe { Device::from_raw((*self.as_raw()).device) }
+    }
+
+    /// Starts listening for REQs to `service_id` (host order).
+    pub(crate) fn listen(&self, service_id: u64) -> Result {
+        // SAFETY: By the type invariant the id is valid.
+        to_result(unsafe { bindings::ib_cm_listen(self.as_raw(), service_id.to_be()) })
+    }
+
+    /// Sends a REQ for `qp_num` along `route` to `service_id` (host order).
+    pub(crate) fn send_req(&self, req: &Req<'_>) -> Result {
+        let (ptr, len) = private_data(req.private_data, REQ_PRIVATE_DATA_SIZE)?;
+        let mut path = req.route.path;
+        let mut param = bindings::ib_cm_req_param {
+            primary_path: &mut path,
+            ppath_sgid_attr: req.route.sgid_attr.as_raw(),
+            service_id: req.service_id.to_be(),
+            qp_num: req.qp_num,
+            qp_type: bindings::ib_qp_type_IB_QPT_RC,
+            starting_psn: req.starting_psn,
+            private_data: ptr,
+            private_data_len: len,
+            responder_resources: 1,
+            initiator_depth: 1,
+            remote_cm_response_timeout: req.timing.cm_response_timeout,
+            local_cm_response_timeout: req.timing.cm_response_timeout,
+            flow_control: 1,
+            retry_count: 7,
+            rnr_retry_count: 7,
+            max_cm_retries: req.timing.max_cm_retries,
+            ..Default::default()
+        };
+        // SAFETY: By the type invariant the id is valid; `param` and what it
+        // points to (path, GID entry, private data) are valid for the call,
+        // and the CM copies or references what it keeps.
+        to_result(unsafe { bindings::ib_send_cm_req(self.as_raw(), &mut param) })
+    }
+
+    /// Answers a REQ with a REP for `qp_num`.
+    pub(crate) fn send_rep(&self, rep: &Rep<'_>) -> Result {
+        let (ptr, len) = private_data(rep.private_data, REP_PRIVATE_DATA_SIZE)?;
+        let mut param = bindings::ib_cm_rep_param {
+            qp_num: rep.qp_num,
+            starting_psn: rep.starting_psn,
+            private_data: ptr,
+            private_data_len: len,
+            responder_resources: rep.responder_resources,
+            initiator_depth: rep.initiator_depth,
+            flow_control: 1,
+            rnr_retry_count: 7,
+            ..Default::default()
+        };
+        // SAFETY: By the type invariant the id is valid; `param` and the
+        // private data are valid for the call (the CM copies them).
+        to_result(unsafe { bindings::ib_send_cm_rep(self.as_raw(), &mut param) })
+    }
+
+    /// Sends the RTU that completes an active connection.
+    pub(crate) fn send_rtu(&self, data: &[u8]) -> Result {
+        let (ptr, len) = private_data(data, RTU_PRIVATE_DATA_SIZE)?;
+        // SAFETY: By the type invariant the id is valid; `ptr` is NULL or
+        // valid for `len` bytes.
+        to_result(unsafe { bindings::ib_send_cm_rtu(self.as_raw(), ptr, len) })
+    }
+
+    /// Rejects a connection (REQ or REP received) with a consumer-defined
+    /// reason.
+    pub(crate) fn send_rej(&self, data: &[u8]) -> Result {
+        let (ptr, len) = private_data(data, REJ_PRIVATE_DATA_SIZE)?;
+        // SAFETY: As in `send_rtu`; no ARI is passed.
+        to_result(unsafe {
+            bindings::ib_send_cm_rej(
+                self.as_raw(),
+                bindings::ib_cm_rej_reason_IB_CM_REJ_CONSUMER_DEFINED,
+                core::ptr::null_mut(),
+                0,
+                ptr,
+                len,
+            )
+        })
+    }
+
+    /// Sends a disconnection request carrying `data` (at most 220 bytes; an
+    /// empty slice sends none).
+    ///
+    /// `EINVAL` if `data` is longer than [`DREQ_PRIVATE_DATA_SIZE`]: nothing
+    /// is sent and the connection is untouched. Otherwise the CM's answer as
+    /// it is: `EINVAL` unless the id is `ESTABLISHED` (a second DREQ, one
+    /// after the peer's DREQ, one before the RTU), `ENOMEM` or a MAD error
+    /// (the id then enters timewait). Callable from atomic context.
+    pub(crate) fn send_dreq(&self, data: &[u8]) -> Result {
+        let (ptr, len) = private_data(data, DREQ_PRIVATE_DATA_SIZE)?;
+        // SAFETY: By the type invariant the id is valid; `ptr` is NULL or
+        // valid for `len` bytes, which the CM copies into the MAD.
+        to_result(unsafe { bindings::ib_send_cm_dreq(self.as_raw(), ptr, len) })
+    }
+
+    /// Answers the peer's DREQ with a DREP carrying `data` (at most 224
+    /// bytes).
+    ///
+    /// `EINVAL` if `data` is longer than [`DREP_PRIVATE_DATA_SIZE`], checked
+    /// here because 6.12's `ib_send_cm_drep` leaks its copy of the data in
+    /// that case; `EINVAL` from the CM unless the id is `DREQ_RCVD`. May
+    /// sleep (the CM copies the data with `GFP_KERNEL`).
+    pub(crate) fn send_drep(&self, data: &[u8]) -> Result {
+        let (ptr, len) = private_data(data, DREP_PRIVATE_DATA_SIZE)?;
+        // SAFETY: As in `send_dreq`.
+        to_result(unsafe { bindings::ib_send_cm_drep(self.as_raw(), ptr, len) })
+    }
+
+    /// The QP attributes for moving the connection's QP to `state`, and the
+    /// mask of those set, as `ib_cm_init_qp_attr` computes them.
+    pub(crate) fn init_qp_attr(
+        &self,
+        state: bindings::ib_qp_state,
+    ) -> Result<(bindings::ib_qp_attr, c_int)> {
+        let mut attr = bindings::ib_qp_attr {
+            qp_state: state,
+            ..Default::default()
+        };
+        let mut mask: c_int = 0;
+        // SAFETY: By the type invariant the id is valid; `attr` and `mask` are
+        // valid for writes.
+        to_result(unsafe { bindings::ib_cm_init_qp_attr(self.as_raw(), &mut attr, &mut mask) })?;
+        Ok((attr, mask))
+    }
+}
+
+/// What [`CmIdRef::send_req`] sends.
+pub(crate) struct Req<'a> {
+    pub(crate) route: &'a Route,
+    pub(crate) service_id: u64,
+    pub(crate) qp_num: u32,
+    pub(crate) starting_psn: u32,
+    pub(crate) timing: Timing,
+    pub(crate) private_data: &'a [u8],
+}
+
+/// What [`CmIdRef::send_rep`] sends.
+pub(crate) struct Rep<'a> {
+    pub(crate) qp_num: u32,
+    pub(crate) starting_psn: u32,
+    pub(crate) responder_resources: u8,
+    pub(crate) initiator_depth: u8,
+    pub(crate) private_data: &'a [u8],
+}
+
+/// What the CM tells the owner of an id. Every method has a default that
+/// ignores the event; a listener implements [`Handler::req_received`].
+///
+/// Handlers run in process context on the CM's workqueue, serialised per id,
+/// and may sleep; the `*_error` events come from MAD completions.
+#[vtable]
+pub(crate) trait Handler: Sized + Send + Sync + 'static {
+    /// A REQ for a listening id: accept it with [`Request::accept`] (and send
+    /// a REP), or return an error (or drop the request) to reject it.
+    fn req_received(&self, _req: Request<'_, Self>) -> Result {
+        Err(EINVAL)
+    }
+    /// The REP for our REQ: move the QP to RTR and RTS, send the RTU.
+    fn rep_received(&self, _id: &CmIdRef, _remote_qpn: u32) {}
+    /// The RTU for our REP (or `ib_cm_notify` of a first packet).
+    fn established(&self, _id: &CmIdRef) {}
+    /// The peer rejected our REQ or REP (`reason` is `enum ib_cm_rej_reason`).
+    fn rej_received(&self, _id: &CmIdRef, _reason: u32, _private_data: &[u8]) {}
+    /// The peer's DREQ, with its 220 bytes of private data. The CM sends no
+    /// DREP by itself: answer with [`CmIdRef::send_drep`].
+    fn dreq_received(&self, _id: &CmIdRef, _private_data: &[u8]) {}
+    /// The DREP for our DREQ, with its 224 bytes of private data.
+    fn drep_received(&self, _id: &CmIdRef, _private_data: &[u8]) {}
+    /// Our DREQ got no answer after all retries (`send_status` is the MAD's
+    /// `enum ib_wc_status`). The id is in timewait.
+    fn dreq_error(&self, _id: &CmIdRef, _send_status: u32) {}
+    /// Our REQ or REP got no answer (`send_status` as for `dreq_error`).
+    fn connect_error(&self, _id: &CmIdRef, _send_status: u32) {}
+    /// The id left timewait: the connection is gone for good.
+    fn timewait_exit(&self, _id: &CmIdRef) {}
+}
+
+/// The memory behind a [`CmId`]: the id, the consumer's data, and what the
+/// callback trampoline needs to know.
+struct Inner<T> {
+    id: AtomicPtr<bindings::ib_cm_id>,
+    /// The task running one of this id's callbacks, or null.
+    callback_task: AtomicPtr<c_void>,
+    /// The [`CmId`] was dropped inside one of the id's own callbacks: the
+    /// trampoline lets the CM destroy the id when the callback returns.
+    destroy_on_return: AtomicBool,
+    data: T,
+}
+
+fn current_task() -> *mut c_void {
+    // SAFETY: The task is only compared by address, never dereferenced.
+    let task: *const Task = unsafe { &*Task::current() };
+    task.cast_mut().cast()
+}
+
+/// An owned `struct ib_cm_id` with the consumer's data `T`.
+///
+/// Dropping it destroys the id: from any context that may sleep, except one
+/// of the id's own callbacks, it waits for running callbacks and frees
+/// everything; inside its own callback the CM destroys the id right after
+/// the callback returns (returning non-zero from `cm_handler`).
+///
+/// # Invariants
+///
+/// `inner.id` is a live id whose handler is `Adapter::<T>::handler` and whose
+/// `context` holds a reference on `inner` taken with [`Arc::into_raw`].
+pub(crate) struct CmId<T: Handler> {
+    inner: Arc<Inner<T>>,
+}
+
+impl<T: Handler> CmId<T> {
+    /// Creates an id on `device` for an active connection or a listener.
+    pub(crate) fn new(device: &Device, data: T) -> Result<Self> {
+        let inner = Arc::new(
+            Inner {
+                id: AtomicPtr::new(core::ptr::null_mut()),
+                callback_task: AtomicPtr::new(core::ptr::null_mut()),
+                destroy_on_return: AtomicBool::new(false),
+                data,
+            },
+            GFP_KERNEL,
+        )?;
+        let ctx = Arc::into_raw(inner.clone());
+        // SAFETY: `device` is registered; the handler is ours and `ctx` stays
+        // valid until the id is destroyed (see `Drop`). No callback can run
+        // before the id is used, so storing `id` below comes first.
+        let id = unsafe {
+            bindings::ib_create_cm_id(
+                device.as_raw(),
+                Some(Adapter::<T>::handler),
+                ctx.cast_mut().cast(),
+            )
+        };
+        match from_err_ptr(id) {
+            Ok(id) => inner.id.store(id, Ordering::Release),
+            Err(e) => {
+                // SAFETY: The id was not created: `ctx` is unused.
+                drop(unsafe { Arc::from_raw(ctx) });
+                return Err(e);
+            }
+        }
+        LIVE_IDS.fetch_add(1, Ordering::Relaxed);
+        // INVARIANT: the id is live, with our handler and `ctx`.
+        Ok(Self { inner })
+    }
+}
+
+impl<T: Handler> Deref for CmId<T> {
+    type Target = CmIdRef;
+
+    fn deref(&self) -> &CmIdRef {
+        // SAFETY: By the type invariant the id is live while `self` exists.
+        unsafe { CmIdRef::from_raw(self.inner.id.load(Ordering::Acquire)) }
+    }
+}
+
+impl<T: Handler> Drop for CmId<T> {
+    fn drop(&mut self) {
+        if self.inner.callback_task.load(Ordering::Acquire) == current_task() {
+            // One of our own callbacks: `ib_destroy_cm_id` would wait for
+            // itself. The trampoline makes the CM destroy the id instead.
+            self.inner.destroy_on_return.store(true, Ordering::Release);
+            return;
+        }
+        let id = self.inner.id.load(Ordering::Acquire);
+        // SAFETY: By the type invariant the id is live; we are not in one of
+        // its callbacks, so this waits for them and then frees the id.
+        unsafe { bindings::ib_destroy_cm_id(id) };
+        LIVE_IDS.fetch_sub(1, Ordering::Relaxed);
+        let ctx: *const Inner<T> = &*self.inner;
+        // SAFETY: The reference the id's `context` held (type invariant): the
+        // address `Arc::into_raw` returned is the one `Deref` gives. The id is
+        // gone, so no callback uses it any more.
+        drop(unsafe { Arc::from_raw(ctx) });
+    }
+}
+
+/// A REQ for a listening id, lent to [`Handler::req_received`].
+///
+/// The new id it carries belongs to nobody until [`Request::accept`]: if the
+/// handler does not accept it, the CM destroys it and sends a REJ.
+pub(crate) struct Request<'a, T: Handler> {
+    id: &'a CmIdRef,
+    event: &'a bindings::ib_cm_event,
+    accepted: &'a Cell<Option<Arc<Inner<T>>>>,
+}
+
+impl<'a, T: Handler> Request<'a, T> {
+    /// The new id, to reject the REQ with a private message.
+    pub(crate) fn id(&self) -> &CmIdRef {
+        self.id
+    }
+
+    fn param(&self) -> &bindings::ib_cm_req_event_param {
+        // SAFETY: The event is a REQ_RECEIVED (checked by the trampoline), so
+        // `req_rcvd` is the union's active member.
+        unsafe { &self.event.param.req_rcvd }
+    }
+
+    /// The 92 bytes of the REQ's private data.
+    pub(crate) fn private_data(&self) -> &[u8] {
+        // SAFETY: For a REQ the CM points `private_data` at the MAD's field of
+        // `REQ_PRIVATE_DATA_SIZE` bytes, alive during the callback.
+        unsafe { event_private_data(self.event, REQ_PRIVATE_DATA_SIZE) }
+    }
+
+    /// The initiator depth the peer asked for.
+    pub(crate) fn initiator_depth(&self) -> u8 {
+        self.param().initiator_depth
+    }
+
+    /// The responder resources the peer offers.
+    pub(crate) fn responder_resources(&self) -> u8 {
+        self.param().responder_resources
+    }
+
+    /// Takes the new id, with `data` as its data, and returns its owner.
+    pub(crate) fn accept(self, data: T) -> Result<CmId<T>> {
+        let inner = Arc::new(
+            Inner {
+                id: AtomicPtr::new(self.id.as_raw()),
+                // We are in this id's REQ callback already.
+                callback_task: AtomicPtr::new(current_task()),
+                destroy_on_return: AtomicBool::new(false),
+                data,
+            },
+            GFP_KERNEL,
+        )?;
+        let ctx = Arc::into_raw(inner.clone());
+        // SAFETY: The new id is valid during its REQ callback, and nothing else
+        // reads its `context` until the callback returns: events on one id are
+        // serialised. From now on `context` holds our reference.
+        unsafe { (*self.id.as_raw()).context = ctx.cast_mut().cast() };
+        LIVE_IDS.fetch_add(1, Ordering::Relaxed);
+        self.accepted.set(Some(inner.clone()));
+        // INVARIANT: The id is live, has our handler (inherited from the
+        // listener) and its context holds `ctx`.
+        Ok(CmId { inner })
+    }
+}
+
+/// The private data of `event`, as a slice of the field's `size` bytes.
+///
+/// # Safety
+///
+/// `event.private_data` must be null or point to `size` bytes that stay
+/// valid for `'a`.
+unsafe fn event_private_data<'a>(event: &'a bindings::ib_cm_event, size: usize) -> &'a [u8] {
+    match NonNull::new(event.private_data.cast::<u8>()) {
+        None => &[],
+        // SAFETY: The caller guarantees `size` valid bytes for `'a`.
+        Some(p) => unsafe { core::slice::from_raw_parts(p.as_ptr(), size) },
+    }
+}
+
+struct Adapter<T: Handler>(PhantomData<T>);
+
+impl<T: Handler> Adapter<T> {
+    /// The `ib_cm_handler` of every id made here.
+    ///
+    /// # Safety
+    ///
+    /// Called by the CM with a live id whose context is an `Inner<T>` (a
+    /// REQ's new id: the listener's) and an event valid during the call.
+    unsafe extern "C" fn handler(
+        cm_id: *mut bindings::ib_cm_id,
+        event: *const bindings::ib_cm_event,
+    ) -> c_int {
+        // SAFETY: The CM passes a valid event for the duration of the call.
+        let event = unsafe { &*event };
+        // SAFETY: The id is valid during its callback.
+        let id = unsafe { CmIdRef::from_raw(cm_id) };
+        // SAFETY: Every id with this handler has an `Inner<T>` context holding
+        // a reference (for a REQ's new id, the listener's, which the CM keeps
+        // alive while it delivers the REQ).
+        let ctx = unsafe { (*cm_id).context }.cast::<Inner<T>>().cast_const();
+        // SAFETY: See above: `ctx` is alive at least until we return.
+        let inner = unsafe { &*ctx };
+
+        if event.event == bindings::ib_cm_event_type_IB_CM_REQ_RECEIVED {
+            return Self::req(inner, id, event);
+        }
+
+        inner.callback_task.store(current_task(), Ordering::Release);
+        Self::dispatch(&inner.data, id, event);
+        inner
+            .callback_task
+            .store(core::ptr::null_mut(), Ordering::Release);
+        Self::finish(ctx)
+    }
+
+    /// A REQ on a listener's new id: the listener's handler decides.
+    fn req(listener: &Inner<T>, id: &CmIdRef, event: &bindings::ib_cm_event) -> c_int {
+        if !T::HAS_REQ_RECEIVED {
+            return EINVAL.to_errno();
+        }
+        let accepted = Cell::new(None);
+        let req = Request {
+            id,
+            event,
+            accepted: &accepted,
+        };
+        let ret = listener.data.req_received(req);
+        match accepted.take() {
+            // Not accepted: the CM destroys the new id and sends a REJ.
+            None => ret.err().unwrap_or(EINVAL).to_errno(),
+            Some(inner) => {
+                inner
+                    .callback_task
+                    .store(core::ptr::null_mut(), Ordering::Release);
+                let ctx: *const Inner<T> = &*inner;
+                drop(inner);
+                Self::finish(ctx)
+            }
+        }
+    }
+
+    /// The end of a callback on an id of ours: if its owner was dropped
+    /// during the callback, give the id back to the CM to destroy.
+    fn finish(ctx: *const Inner<T>) -> c_int {
+        // SAFETY: `ctx` is the id's context, alive until we release it here.
+        if !unsafe { &*ctx }.destroy_on_return.load(Ordering::Acquire) {
+            return 0;
+        }
+        LIVE_IDS.fetch_sub(1, Ordering::Relaxed);
+        // SAFETY: The context's reference: the owner is gone and the CM
+        // destroys the id without further callbacks when we return non-zero.
+        drop(unsafe { Arc::from_raw(ctx) });
+        1
+    }
+
+    fn dispatch(data: &T, id: &CmIdRef, event: &bindings::ib_cm_event) {
+        match event.event {
+            bindings::ib_cm_event_type_IB_CM_REP_RECEIVED => {
+                // SAFETY: `rep_rcvd` is the member the CM fills for a REP.
+                let qpn = unsafe { event.param.rep_rcvd.remote_qpn };
+                data.rep_received(id, qpn)
+            }
+            bindings::ib_cm_event_type_IB_CM_RTU_RECEIVED
+            | bindings::ib_cm_event_type_IB_CM_USER_ESTABLISHED => data.established(id),
+            bindings::ib_cm_event_type_IB_CM_REJ_RECEIVED => {
+                // SAFETY: `rej_rcvd` is the member the CM fills for a REJ.
+                let reason = unsafe { event.param.rej_rcvd.reason };
+                // SAFETY: A received REJ's private data is its MAD's field of
+                // `REJ_PRIVATE_DATA_SIZE` bytes, alive during the callback.
+                let pd = unsafe { event_private_data(event, REJ_PRIVATE_DATA_SIZE) };
+                data.rej_received(id, reason, pd)
+            }
+            bindings::ib_cm_event_type_IB_CM_DREQ_RECEIVED => {
+                // SAFETY: As for the REJ, with the DREQ's field size.
+                let pd = unsafe { event_private_data(event, DREQ_PRIVATE_DATA_SIZE) };
+                data.dreq_received(id, pd)
+            }
+            bindings::ib_cm_event_type_IB_CM_DREP_RECEIVED => {
+                // SAFETY: As for the REJ, with the DREP's field size.
+                let pd = unsafe { event_private_data(event, DREP_PRIVATE_DATA_SIZE) };
+                data.drep_received(id, pd)
+            }
+            bindings::ib_cm_event_type_IB_CM_DREQ_ERROR => {
+                // SAFETY: `send_status` is the member the CM fills for errors.
+                let status = unsafe { event.param.send_status };
+                data.dreq_error(id, status)
+            }
+            bindings::ib_cm_event_type_IB_CM_REQ_ERROR
+            | bindings::ib_cm_event_type_IB_CM_REP_ERROR => {
+                // SAFETY: As for DREQ_ERROR.
+                let status = unsafe { event.param.send_status };
+                data.connect_error(id, status)
+            }
+            bindings::ib_cm_event_type_IB_CM_TIMEWAIT_EXIT => data.timewait_exit(id),
+            // MRA, LAP, APR and SIDR are not used by RC connections made here.
+            _ => {}
+        }
+    }
+}

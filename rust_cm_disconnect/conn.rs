@@ -1,0 +1,801 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Connections over the IB CM, made and torn down by this module: listeners,
+//! the active and passive ends of RC connections, their disconnect, and the
+//! record of every event each end saw.
+//!
+//! Locking: one mutex ([`Core`]) guards the device set and the connection
+//! table. A [`CmId`] is never dropped with it held: dropping an id waits for
+//! the id's callbacks, and callbacks take the lock.
+
+use crate::{
+    cm::{self, CmId, CmIdRef, Handler, Rep, Req, Request},
+    devices::{DeviceEntry, Devices},
+    disconnect::{self, Message},
+    errno,
+    ib_client::{Client, Device, DeviceHandle},
+    path::{self, GidAttr, Timing},
+    verbs::{Completion, QpSize, RcQp, WC_WR_FLUSH_ERR},
+};
+use core::{
+    fmt::Write,
+    sync::atomic::{AtomicU64, AtomicUsize, Ordering},
+};
+use kernel::{
+    bindings,
+    error::code::*,
+    fmt, new_mutex,
+    prelude::*,
+    rbtree::RBTree,
+    str::CString,
+    sync::{Arc, Mutex},
+};
+
+/// The REQ private data of a connection made here starts with this, then the
+/// active end's number (little endian): the passive end takes the number
+/// plus [`PASSIVE_BASE`], so tests know both names.
+const REQ_MAGIC: &[u8; 4] = b"RCD1";
+/// Passive ends of this module's own connections: active number + this.
+pub(crate) const PASSIVE_BASE: u32 = 1_000_000;
+/// Passive ends of foreign connections are numbered from here.
+const FOREIGN_BASE: u32 = 2_000_000;
+
+/// Queue sizes of every connection's QP.
+const QP_SIZE: QpSize = QpSize { send: 64, recv: 64 };
+
+/// Endpoints alive (in the table or still held by an id): 0 once everything
+/// is freed.
+static LIVE_ENDPOINTS: AtomicUsize = AtomicUsize::new(0);
+
+/// What an endpoint is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Role {
+    Listener,
+    Active,
+    Passive,
+}
+
+impl Role {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Listener => "listener",
+            Self::Active => "active",
+            Self::Passive => "passive",
+        }
+    }
+}
+
+/// What happened to an endpoint, in order.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EventKind {
+    Established,
+    RejReceived,
+    ConnectError,
+    DreqReceived,
+    DrepReceived,
+    DrepSent,
+    DreqError,
+    TimewaitExit,
+    /// Once per endpoint: its connection is over (status 0, or `-ETIMEDOUT`
+    /// when our DREQ got no answer), as rdma_cm's DISCONNECTED.
+    Disconnected,
+}
+
+impl EventKind {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Established => "ESTABLISHED",
+            Self::RejReceived => "REJ_RECEIVED",
+            Self::ConnectError => "CONNECT_ERROR",
+            Self::DreqReceived => "DREQ_RECEIVED",
+            Self::DrepReceived => "DREP_RECEIVED",
+            Self::DrepSent => "DREP_SENT",
+            Self::DreqError => "DREQ_ERROR",
+            Self::TimewaitExit => "TIMEWAIT_EXIT",
+            Self::Disconnected => "DISCONNECTED",
+        }
+    }
+}
+
+struct Event {
+    kind: EventKind,
+    /// An errno (negative), a CM reason or a work completion status.
+    status: i32,
+    /// The private data the message carried (the whole field).
+    data: KVec<u8>,
+}
+
+struct EndpointState {
+    events: KVec<Event>,
+    verbs: Option<RcQp>,
+    /// Answer a peer's DREQ at once with a DREP carrying these bytes.
+    auto_drep: Option<KVec<u8>>,
+    /// `disconnect` was called: a crossing DREQ is answered at once.
+    disconnecting: bool,
+    /// The DISCONNECTED event was recorded.
+    disconnected: bool,
+    /// Work requests posted, and their completions by status.
+    posted: u64,
+    completed_ok: u64,
+    flushed: u64,
+    completed_err: u64,
+}
+
+impl EndpointState {
+    /// Takes every completion from the QP's CQ and counts it.
+    fn drain_cq(&mut self) -> Result {
+        let verbs = self.verbs.as_ref().ok_or(ENODEV)?;
+        let mut wc = [Completion { status: 0 }; 16];
+        loop {
+            let n = verbs.poll(&mut wc)?;
+            for c in wc[..n].iter() {
+                match c.status {
+                    0 => self.completed_ok += 1,
+                    WC_WR_FLUSH_ERR => self.flushed += 1,
+                    _ => self.completed_err += 1,
+                }
+            }
+            if n < wc.len() {
+                return Ok(());
+            }
+        }
+    }
+
+    fn record(&mut self, core: &Core, kind: EventKind, status: i32, data: &[u8]) {
+        let mut ev = Event {
+            kind,
+            status,
+            data: KVec::new(),
+        };
+        // A record that cannot keep its data still says what happened.
+        if ev.data.extend_from_slice(data, GFP_KERNEL).is_err() {
+            ev.status = ENOMEM.to_errno();
+        }
+        if self.events.push(ev, GFP_KERNEL).is_err() {
+            core.lost_events.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Records DISCONNECTED, once, whatever path ends the connection.
+    fn record_disconnected(&mut self, core: &Core, status: i32) {
+        if !self.disconnected {
+            self.disconnected = true;
+            self.record(core, EventKind::Disconnected, status, &[]);
+        }
+    }
+}
+
+/// One end of a connection (or a listener), shared by its entry in the
+/// table and its CM id.
+#[pin_data]
+pub(crate) struct Endpoint {
+    num: u32,
+    role: Role,
+    dev_index: u32,
+    dev_name: CString,
+    /// The listener that made a passive end.
+    listener: u32,
+    core: Arc<Core>,
+    #[pin]
+    st: Mutex<EndpointState>,
+    _live: LiveToken,
+}
+
+impl Endpoint {
+    fn new(
+        core: &Arc<Core>,
+        num: u32,
+        role: Role,
+        device: &Device,
+        listener: u32,
+        auto_drep: Option<KVec<u8>>,
+    ) -> Result<Arc<Self>> {
+        let ep = Arc::pin_init(
+            try_pin_init!(Self {
+                num,
+                role,
+                dev_index: device.index(),
+                dev_name: CString::try_from_fmt(fmt!("{}", device.name()))?,
+                listener,
+                core: core.clone(),
+                st <- new_mutex!(EndpointState {
+                    events: KVec::new(),
+                    verbs: None,
+                    auto_drep,
+                    disconnecting: false,
+                    disconnected: false,
+                    posted: 0,
+                    completed_ok: 0,
+                    flushed: 0,
+                    completed_err: 0,
+                }),
+                _live: LiveToken::new(),
+            }? Error),
+            GFP_KERNEL,
+        )?;
+        Ok(ep)
+    }
+
+    fn record(&self, kind: EventKind, status: i32, data: &[u8]) {
+        self.st.lock().record(&self.core, kind, status, data);
+    }
+
+    /// Moves the QP to `state` with the attributes the CM computes.
+    fn move_qp(&self, id: &CmIdRef, state: bindings::ib_qp_state) -> Result {
+        let (mut attr, mask) = id.init_qp_attr(state)?;
+        let st = self.st.lock();
+        st.verbs.as_ref().ok_or(ENODEV)?.modify(&mut attr, mask)
+    }
+
+    /// The id left timewait: free it and the QP; keep the record (with the
+    /// completions still on the CQ counted).
+    fn free_id(&self) {
+        let verbs = {
+            let mut st = self.st.lock();
+            if st.verbs.is_some() {
+                let _ = st.drain_cq();
+            }
+            st.verbs.take()
+        };
+        let cm = self.core.take_cm(self.num);
+        // Dropped here, in the id's own callback: the CM destroys the id when
+        // the callback returns (see `cm::CmId`).
+        drop(cm);
+        drop(verbs);
+    }
+}
+
+/// Counted in [`LIVE_ENDPOINTS`] while it exists: one per endpoint.
+struct LiveToken;
+
+impl LiveToken {
+    fn new() -> Self {
+        LIVE_ENDPOINTS.fetch_add(1, Ordering::Relaxed);
+        Self
+    }
+}
+
+impl Drop for LiveToken {
+    fn drop(&mut self) {
+        LIVE_ENDPOINTS.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+#[vtable]
+impl Handler for Arc<Endpoint> {
+    fn req_received(&self, req: Request<'_, Self>) -> Result {
+        let pd = req.private_data();
+        let core = &self.core;
+        let num = if pd.starts_with(REQ_MAGIC) {
+            let mut n = [0u8; 4];
+            n.copy_from_slice(&pd[4..8]);
+            PASSIVE_BASE + u32::from_le_bytes(n) % PASSIVE_BASE
+        } else {
+            FOREIGN_BASE + core.next_foreign.fetch_add(1, Ordering::Relaxed) as u32
+        };
+        let (depth, resources) = (req.initiator_depth(), req.responder_resources());
+        let auto_drep = match &self.st.lock().auto_drep {
+            Some(d) => Some(copy(d)?),
+            None => None,
+        };
+        let device = req.id().device();
+        let ep = Endpoint::new(core, num, Role::Passive, device, self.num, auto_drep)?;
+        let cm = req.accept(ep.clone())?;
+        // From here an error drops `cm` in its own callback: the CM destroys
+        // the new id and rejects the REQ.
+        let verbs = RcQp::new(cm.device(), QP_SIZE)?;
+        let qp_num = verbs.qp_num();
+        ep.st.lock().verbs = Some(verbs);
+        ep.move_qp(&cm, bindings::ib_qp_state_IB_QPS_INIT)?;
+        ep.move_qp(&cm, bindings::ib_qp_state_IB_QPS_RTR)?;
+        cm.send_rep(&Rep {
+            qp_num,
+            starting_psn: qp_num,
+            responder_resources: depth.min(1),
+            initiator_depth: resources.min(1),
+            private_data: &[],
+        })?;
+        core.insert(num, ep, cm)
+    }
+
+    fn rep_received(&self, id: &CmIdRef, _remote_qpn: u32) {
+        let res = self
+            .move_qp(id, bindings::ib_qp_state_IB_QPS_RTR)
+            .and_then(|()| self.move_qp(id, bindings::ib_qp_state_IB_QPS_RTS))
+            .and_then(|()| id.send_rtu(&[]));
+        match res {
+            Ok(()) => self.record(EventKind::Established, 0, &[]),
+            Err(e) => {
+                self.record(EventKind::ConnectError, e.to_errno(), &[]);
+                let _ = id.send_rej(&[]);
+            }
+        }
+    }
+
+    fn established(&self, id: &CmIdRef) {
+        let status = match self.move_qp(id, bindings::ib_qp_state_IB_QPS_RTS) {
+            Ok(()) => 0,
+            Err(e) => e.to_errno(),
+        };
+        self.record(EventKind::Established, status, &[]);
+    }
+
+    fn rej_received(&self, _id: &CmIdRef, reason: u32, private_data: &[u8]) {
+        self.record(EventKind::RejReceived, reason as i32, private_data);
+    }
+
+    fn dreq_received(&self, id: &CmIdRef, private_data: &[u8]) {
+        // Under the lock `disconnect` holds while it decides and sends: a
+        // DREQ crossing ours is answered exactly once.
+        let mut st = self.st.lock();
+        st.record(&self.core, EventKind::DreqReceived, 0, private_data);
+        st.record_disconnected(&self.core, 0);
+        let answer = if st.disconnecting {
+            Some(KVec::new())
+        } else {
+            match &st.auto_drep {
+                Some(d) => copy(d).ok(),
+                None => None,
+            }
+        };
+        if let Some(data) = answer {
+            let status = match id.send_drep(&data) {
+                Ok(()) => {
+                    self.core.drep_sent.fetch_add(1, Ordering::Relaxed);
+                    0
+                }
+                Err(e) => e.to_errno(),
+            };
+            st.record(&self.core, EventKind::DrepSent, status, &data);
+        }
+    }
+
+    fn drep_received(&self, _id: &CmIdRef, private_data: &[u8]) {
+        let mut st = self.st.lock();
+        st.record(&self.core, EventKind::DrepReceived, 0, private_data);
+        st.record_disconnected(&self.core, 0);
+    }
+
+    fn dreq_error(&self, _id: &CmIdRef, send_status: u32) {
+        let mut st = self.st.lock();
+        st.record(&self.core, EventKind::DreqError, send_status as i32, &[]);
+        st.record_disconnected(&self.core, errno::etimedout().to_errno());
+    }
+
+    fn connect_error(&self, _id: &CmIdRef, send_status: u32) {
+        self.record(EventKind::ConnectError, send_status as i32, &[]);
+    }
+
+    fn timewait_exit(&self, _id: &CmIdRef) {
+        self.record(EventKind::TimewaitExit, 0, &[]);
+        self.free_id();
+    }
+}
+
+fn copy(data: &[u8]) -> Result<KVec<u8>> {
+    let mut v = KVec::new();
+    v.extend_from_slice(data, GFP_KERNEL)?;
+    Ok(v)
+}
+
+/// An entry of the connection table: the endpoint, and its id until freed.
+struct Conn {
+    ep: Arc<Endpoint>,
+    cm: Option<CmId<Arc<Endpoint>>>,
+}
+
+struct CoreInner {
+    devices: Devices,
+    conns: RBTree<u32, Conn>,
+}
+
+/// The module's state: devices, connections, counters.
+#[pin_data]
+pub(crate) struct Core {
+    #[pin]
+    inner: Mutex<CoreInner>,
+    next_foreign: AtomicUsize,
+    lost_events: AtomicUsize,
+    pub(crate) dreq_sent: AtomicU64,
+    pub(crate) dreq_failed: AtomicU64,
+    pub(crate) drep_sent: AtomicU64,
+    pub(crate) drep_failed: AtomicU64,
+}
+
+/// How to set up an active connection.
+pub(crate) struct ConnectArgs<'a> {
+    pub(crate) num: u32,
+    pub(crate) device: &'a CStr,
+    pub(crate) port: u32,
+    pub(crate) src: [u8; 4],
+    pub(crate) dst: [u8; 4],
+    pub(crate) service_id: u64,
+    pub(crate) timing: Timing,
+    pub(crate) auto_drep: Option<KVec<u8>>,
+}
+
+impl Core {
+    pub(crate) fn new() -> impl PinInit<Self> {
+        pin_init!(Self {
+            inner <- new_mutex!(CoreInner {
+                devices: Devices::new(),
+                conns: RBTree::new(),
+            }),
+            next_foreign: AtomicUsize::new(0),
+            lost_events: AtomicUsize::new(0),
+            dreq_sent: AtomicU64::new(0),
+            dreq_failed: AtomicU64::new(0),
+            drep_sent: AtomicU64::new(0),
+            drep_failed: AtomicU64::new(0),
+        })
+    }
+
+    fn insert(&self, num: u32, ep: Arc<Endpoint>, cm: CmId<Arc<Endpoint>>) -> Result {
+        let mut inner = self.inner.lock();
+        if !inner.devices.contains(ep.dev_index) {
+            // The device went away while the connection was being set up.
+            drop(inner);
+            drop(cm);
+            return Err(ENODEV);
+        }
+        if inner.conns.get(&num).is_some() {
+            drop(inner);
+            drop(cm);
+            return Err(EEXIST);
+        }
+        let conn = Conn { ep, cm: Some(cm) };
+        inner.conns.try_create_and_insert(num, conn, GFP_KERNEL)?;
+        Ok(())
+    }
+
+    fn take_cm(&self, num: u32) -> Option<CmId<Arc<Endpoint>>> {
+        self.inner.lock().conns.get_mut(&num)?.cm.take()
+    }
+
+    /// `listen NUM DEV SERVICE_ID`: a listener for REQs to `service_id`.
+    pub(crate) fn listen(
+        self: &Arc<Self>,
+        num: u32,
+        device: &CStr,
+        service_id: u64,
+        auto_drep: Option<KVec<u8>>,
+    ) -> Result {
+        let dev = DeviceHandle::get_by_name(device)?;
+        let ep = Endpoint::new(self, num, Role::Listener, &dev, 0, auto_drep)?;
+        let cm = CmId::new(&dev, ep.clone())?;
+        cm.listen(service_id)?;
+        self.insert(num, ep, cm)
+    }
+
+    /// `connect NUM DEV SRC DST SERVICE_ID`: an active connection.
+    pub(crate) fn connect(self: &Arc<Self>, a: ConnectArgs<'_>) -> Result {
+        if a.num >= PASSIVE_BASE {
+            return Err(EINVAL);
+        }
+        let dev = DeviceHandle::get_by_name(a.device)?;
+        let peer = self.find_gid(&path::ipv4_gid(a.dst))?;
+        let route = path::roce_v2(&dev, a.port, a.src, &peer, a.timing)?;
+        let ep = Endpoint::new(self, a.num, Role::Active, &dev, 0, a.auto_drep)?;
+        let cm = CmId::new(&dev, ep.clone())?;
+        let verbs = RcQp::new(&dev, QP_SIZE)?;
+        let qp_num = verbs.qp_num();
+        let mut attr = bindings::ib_qp_attr {
+            qp_state: bindings::ib_qp_state_IB_QPS_INIT,
+            pkey_index: 0,
+            port_num: a.port,
+            ..Default::default()
+        };
+        verbs.modify(
+            &mut attr,
+            (bindings::ib_qp_attr_mask_IB_QP_STATE
+                | bindings::ib_qp_attr_mask_IB_QP_PKEY_INDEX
+                | bindings::ib_qp_attr_mask_IB_QP_PORT
+                | bindings::ib_qp_attr_mask_IB_QP_ACCESS_FLAGS) as i32,
+        )?;
+        ep.st.lock().verbs = Some(verbs);
+        let mut pd = [0u8; 8];
+        pd[..4].copy_from_slice(REQ_MAGIC);
+        pd[4..].copy_from_slice(&a.num.to_le_bytes());
+        // In the table before the REQ leaves, so that nothing it causes can
+        // miss the entry.
+        self.insert(a.num, ep, cm)?;
+        let res = self.with_cm(a.num, |cm| {
+            cm.send_req(&Req {
+                route: &route,
+                service_id: a.service_id,
+                qp_num,
+                starting_psn: qp_num,
+                timing: a.timing,
+                private_data: &pd,
+            })
+        });
+        if res.is_err() {
+            drop(self.remove(a.num));
+        }
+        res
+    }
+
+    /// The GID entry of `gid` on any device this module knows.
+    fn find_gid(&self, gid: &bindings::ib_gid) -> Result<GidAttr> {
+        let names = self.inner.lock().devices.names()?;
+        for name in names.iter() {
+            if let Ok(dev) = DeviceHandle::get_by_name(name) {
+                if let Ok(attr) = GidAttr::find_roce_v2(&dev, gid, None) {
+                    return Ok(attr);
+                }
+            }
+        }
+        Err(errno::ehostunreach())
+    }
+
+    /// Runs `f` on the id of connection `num`: `ENOENT` if there is no such
+    /// connection, `ENOTCONN` if its id was already freed.
+    fn with_cm<R>(&self, num: u32, f: impl FnOnce(&CmId<Arc<Endpoint>>) -> Result<R>) -> Result<R> {
+        let inner = self.inner.lock();
+        let conn = inner.conns.get(&num).ok_or(ENOENT)?;
+        f(conn.cm.as_ref().ok_or_else(errno::enotconn)?)
+    }
+
+    /// `dreq NUM [DATA]`: sends a DREQ with `data` as private data.
+    pub(crate) fn send_dreq(&self, num: u32, data: &[u8]) -> Result {
+        let res = self.with_cm(num, |cm| cm.send_dreq(data));
+        let counter = if res.is_ok() {
+            &self.dreq_sent
+        } else {
+            &self.dreq_failed
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        res
+    }
+
+    /// `drep NUM [DATA]`: answers the peer's DREQ with a DREP.
+    pub(crate) fn send_drep(&self, num: u32, data: &[u8]) -> Result {
+        let res = self.with_cm(num, |cm| cm.send_drep(data));
+        let counter = if res.is_ok() {
+            &self.drep_sent
+        } else {
+            &self.drep_failed
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        if res.is_ok() {
+            self.with_ep(num, |ep| ep.record(EventKind::DrepSent, 0, data));
+        }
+        res
+    }
+
+    /// `disconnect NUM [DATA]`: rdma_disconnect(3), reporting every failure
+    /// (see [`disconnect::disconnect`]); `EALREADY` for a second call. The
+    /// DISCONNECTED event follows, once, on the DREP, the peer's DREQ or the
+    /// DREQ's timeout (`-ETIMEDOUT`).
+    pub(crate) fn disconnect(&self, num: u32, data: &[u8]) -> Result {
+        let inner = self.inner.lock();
+        let conn = inner.conns.get(&num).ok_or(ENOENT)?;
+        let cm = conn.cm.as_ref().ok_or_else(errno::enotconn)?;
+        // Held while deciding and sending: see `dreq_received`.
+        let mut st = conn.ep.st.lock();
+        if st.disconnecting {
+            return Err(errno::ealready());
+        }
+        let qp = st.verbs.as_ref().map(|v| v.qp());
+        // Refused (the outer `?`): nothing was done, nothing changes.
+        let (msg, res) = disconnect::disconnect(cm, qp, data)?;
+        st.disconnecting = true;
+        let counter = match (msg, res.is_ok()) {
+            (Message::Dreq, true) => &self.dreq_sent,
+            (Message::Drep, true) => &self.drep_sent,
+            (Message::Dreq, false) => &self.dreq_failed,
+            (Message::Drep, false) => &self.drep_failed,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        res
+    }
+
+    /// `post NUM RECV [SEND]`: posts work requests on the connection's QP.
+    pub(crate) fn post(&self, num: u32, recv: u32, send: u32) -> Result {
+        let ep = self.ep(num)?;
+        let mut st = ep.st.lock();
+        let st = &mut *st;
+        let verbs = st.verbs.as_ref().ok_or(ENODEV)?;
+        for i in 0..recv {
+            verbs.post_recv(u64::from(i))?;
+            st.posted += 1;
+        }
+        for i in 0..send {
+            verbs.post_send(u64::from(recv + i))?;
+            st.posted += 1;
+        }
+        Ok(())
+    }
+
+    /// `poll NUM`: takes every completion from the connection's CQ and
+    /// counts it (`flushed` for `IB_WC_WR_FLUSH_ERR`).
+    pub(crate) fn poll(&self, num: u32) -> Result {
+        self.ep(num)?.st.lock().drain_cq()
+    }
+
+    /// The raw id and QP of connection `num`, for `rcd_conn_borrow()`.
+    pub(crate) fn borrow_raw(
+        &self,
+        num: u32,
+    ) -> Result<(*mut bindings::ib_cm_id, *mut bindings::ib_qp)> {
+        let inner = self.inner.lock();
+        let conn = inner.conns.get(&num).ok_or(ENOENT)?;
+        let cm = conn.cm.as_ref().ok_or_else(errno::enotconn)?;
+        let st = conn.ep.st.lock();
+        let qp = st.verbs.as_ref().ok_or(ENODEV)?.qp().as_raw();
+        Ok((cm.as_raw(), qp))
+    }
+
+    fn ep(&self, num: u32) -> Result<Arc<Endpoint>> {
+        let inner = self.inner.lock();
+        Ok(inner.conns.get(&num).ok_or(ENOENT)?.ep.clone())
+    }
+
+    fn with_ep(&self, num: u32, f: impl FnOnce(&Endpoint)) {
+        let ep = self.inner.lock().conns.get(&num).map(|c| c.ep.clone());
+        if let Some(ep) = ep {
+            f(&ep);
+        }
+    }
+
+    /// Takes connection `num` out of the table; dropping it destroys its id
+    /// (the CM sends what the id's state asks for) and its QP.
+    fn remove(&self, num: u32) -> Option<Conn> {
+        self.inner.lock().conns.remove(&num)
+    }
+
+    /// `close NUM`: destroys the connection's id and QP and forgets it.
+    pub(crate) fn close(&self, num: u32) -> Result {
+        let conn = self.remove(num).ok_or(ENOENT)?;
+        drop(conn);
+        Ok(())
+    }
+
+    /// Prints `devices`.
+    pub(crate) fn show_devices(&self, out: &mut impl Write) -> core::fmt::Result {
+        self.inner.lock().devices.show(out)
+    }
+
+    /// Prints `conns`: one line per endpoint.
+    pub(crate) fn show_conns(&self, out: &mut impl Write) -> core::fmt::Result {
+        let inner = self.inner.lock();
+        for (num, c) in inner.conns.iter() {
+            let ep = &c.ep;
+            write!(
+                out,
+                "{} role={} dev={}",
+                num,
+                ep.role.name(),
+                ep.dev_name.to_str().unwrap_or("?")
+            )?;
+            match &c.cm {
+                Some(cm) => write!(
+                    out,
+                    " state={} local_id={:#x} remote_id={:#x}",
+                    cm.state().name(),
+                    cm.local_id(),
+                    cm.remote_id()
+                )?,
+                None => write!(out, " state=FREED")?,
+            }
+            let st = ep.st.lock();
+            if let Some(v) = &st.verbs {
+                write!(out, " qpn={}", v.qp_num())?;
+            }
+            if st.posted > 0 {
+                write!(
+                    out,
+                    " posted={} completed={} flushed={} failed={}",
+                    st.posted, st.completed_ok, st.flushed, st.completed_err
+                )?;
+            }
+            if ep.role == Role::Passive {
+                write!(out, " listener={}", ep.listener)?;
+            }
+            writeln!(out, " events={}", st.events.len())?;
+        }
+        Ok(())
+    }
+
+    /// Prints `events`: every event of every endpoint, in order per endpoint.
+    pub(crate) fn show_events(&self, out: &mut impl Write) -> core::fmt::Result {
+        let inner = self.inner.lock();
+        for (num, c) in inner.conns.iter() {
+            let st = c.ep.st.lock();
+            for ev in st.events.iter() {
+                write!(
+                    out,
+                    "{} {} status={} len={}",
+                    num,
+                    ev.kind.name(),
+                    ev.status,
+                    ev.data.len()
+                )?;
+                if !ev.data.is_empty() {
+                    write!(out, " data=")?;
+                    for b in ev.data.iter() {
+                        write!(out, "{:02x}", b)?;
+                    }
+                }
+                writeln!(out)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Prints `stats`.
+    pub(crate) fn show_stats(&self, out: &mut impl Write) -> core::fmt::Result {
+        let inner = self.inner.lock();
+        inner.devices.show_stats(out)?;
+        writeln!(out, "conns {}", inner.conns.iter().count())?;
+        drop(inner);
+        writeln!(out, "cm_ids_live {}", cm::live_ids())?;
+        writeln!(
+            out,
+            "endpoints_live {}",
+            LIVE_ENDPOINTS.load(Ordering::Relaxed)
+        )?;
+        writeln!(out, "dreq_sent {}", self.dreq_sent.load(Ordering::Relaxed))?;
+        writeln!(
+            out,
+            "dreq_failed {}",
+            self.dreq_failed.load(Ordering::Relaxed)
+        )?;
+        writeln!(out, "drep_sent {}", self.drep_sent.load(Ordering::Relaxed))?;
+        writeln!(
+            out,
+            "drep_failed {}",
+            self.drep_failed.load(Ordering::Relaxed)
+        )?;
+        writeln!(
+            out,
+            "events_lost {}",
+            self.lost_events.load(Ordering::Relaxed)
+        )
+    }
+
+    /// Removes every connection on device `index`, one at a time, each
+    /// destroyed with the lock released.
+    fn remove_all_on(&self, index: u32) {
+        loop {
+            let conn = {
+                let mut inner = self.inner.lock();
+                let num = inner
+                    .conns
+                    .iter()
+                    .find(|(_, c)| c.ep.dev_index == index)
+                    .map(|(n, _)| *n);
+                match num {
+                    Some(num) => inner.conns.remove(&num),
+                    None => None,
+                }
+            };
+            match conn {
+                Some(conn) => drop(conn),
+                None => break,
+            }
+        }
+    }
+}
+
+impl Client for Core {
+    type DeviceData = Arc<DeviceEntry>;
+
+    fn add(&self, device: &Device) -> Result<Arc<DeviceEntry>> {
+        let entry = DeviceEntry::new(device)?;
+        self.inner.lock().devices.insert(device, entry.clone())?;
+        pr_info!(
+            "device {} added ({} IB CM port(s))\n",
+            device.name(),
+            entry.ports.len()
+        );
+        Ok(entry)
+    }
+
+    fn remove(&self, device: &Device, _entry: Arc<DeviceEntry>) {
+        // Not usable for new connections from here on.
+        self.inner.lock().devices.remove(device);
+        self.remove_all_on(device.index());
+        pr_info!("device {} removed\n", device.name());
+    }
+}

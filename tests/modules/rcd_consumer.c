@@ -1,0 +1,119 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * rcd_consumer: a C kernel consumer of rust_cm_disconnect's exported API,
+ * used by tests/t_capi.sh. It includes only the public header.
+ *
+ * On load it takes connection @conn (made through the module's control
+ * interface; its passive end is @conn + 1000000), and runs the steps named
+ * by @steps against its live CM id and QP:
+ *
+ *   bad      bad inputs to every function: nothing may reach the CM
+ *   drep     a DREP with no DREQ received (the CM's -EINVAL)
+ *   disc     rcd_disconnect() with "from-c", then a second call (-EALREADY)
+ *            and a DREQ in DREQ_SENT (the CM's -EINVAL)
+ *   dreq     rcd_send_dreq() with "c-dreq"
+ *
+ * Each check logs "rcd_consumer: ok|FAIL <what>: got <ret>". The module
+ * stays loaded (it holds rust_cm_disconnect) until removed.
+ */
+#include <linux/kernel.h>
+#include <linux/module.h>
+#include <linux/slab.h>
+#include <linux/string.h>
+
+#include <rust_cm_disconnect.h>
+
+static unsigned int conn;
+module_param(conn, uint, 0444);
+MODULE_PARM_DESC(conn, "connection number in rust_cm_disconnect's ctl");
+
+static char *steps = "bad";
+module_param(steps, charp, 0444);
+MODULE_PARM_DESC(steps, "comma-separated steps: bad, drep, disc, dreq");
+
+static int failures;
+
+static void expect(const char *what, int got, int want)
+{
+	if (got == want) {
+		pr_info("rcd_consumer: ok %s: got %d\n", what, got);
+	} else {
+		pr_err("rcd_consumer: FAIL %s: got %d, want %d\n", what, got, want);
+		failures++;
+	}
+}
+
+static void step_bad(struct ib_cm_id *id, struct ib_qp *qp)
+{
+	static const size_t lens[] = { 221, 255, 256, 300, 65536, SIZE_MAX };
+	u8 *buf = kzalloc(65536, GFP_KERNEL);
+	int i;
+
+	if (!buf) {
+		failures++;
+		return;
+	}
+	expect("dreq NULL id", rcd_send_dreq(NULL, NULL, 0), -EINVAL);
+	expect("drep NULL id", rcd_send_drep(NULL, NULL, 0), -EINVAL);
+	expect("disconnect NULL id", rcd_disconnect(NULL, qp, NULL, 0), -EINVAL);
+	expect("dreq NULL data, len 5", rcd_send_dreq(id, NULL, 5), -EINVAL);
+	expect("drep NULL data, len 5", rcd_send_drep(id, NULL, 5), -EINVAL);
+	expect("disconnect NULL data, len 5", rcd_disconnect(id, qp, NULL, 5), -EINVAL);
+	for (i = 0; i < ARRAY_SIZE(lens); i++) {
+		char what[64];
+		/* SIZE_MAX with a real buffer: the length alone must stop it. */
+		snprintf(what, sizeof(what), "dreq len %zu", lens[i]);
+		expect(what, rcd_send_dreq(id, buf, lens[i]), -EINVAL);
+		snprintf(what, sizeof(what), "disconnect len %zu", lens[i]);
+		expect(what, rcd_disconnect(id, qp, buf, lens[i]), -EINVAL);
+	}
+	expect("drep len 225", rcd_send_drep(id, buf, 225), -EINVAL);
+	expect("drep len SIZE_MAX", rcd_send_drep(id, buf, SIZE_MAX), -EINVAL);
+	expect("borrow NULL out", rcd_conn_borrow(conn, NULL, NULL), -EINVAL);
+	kfree(buf);
+}
+
+static int __init rcd_consumer_init(void)
+{
+	struct ib_cm_id *id;
+	struct ib_qp *qp;
+	char *s, *list, *step;
+	int ret;
+
+	ret = rcd_conn_borrow(conn, &id, &qp);
+	if (ret) {
+		pr_err("rcd_consumer: cannot borrow connection %u: %d\n", conn, ret);
+		return ret;
+	}
+	list = s = kstrdup(steps, GFP_KERNEL);
+	if (!s)
+		return -ENOMEM;
+	while ((step = strsep(&s, ",")) != NULL) {
+		if (!strcmp(step, "bad")) {
+			step_bad(id, qp);
+		} else if (!strcmp(step, "drep")) {
+			expect("drep without a DREQ", rcd_send_drep(id, "x", 1), -EINVAL);
+		} else if (!strcmp(step, "disc")) {
+			expect("disconnect", rcd_disconnect(id, qp, "from-c", 6), 0);
+			expect("second disconnect", rcd_disconnect(id, qp, NULL, 0), -EALREADY);
+			expect("dreq in DREQ_SENT", rcd_send_dreq(id, NULL, 0), -EINVAL);
+		} else if (!strcmp(step, "dreq")) {
+			expect("dreq", rcd_send_dreq(id, "c-dreq", 6), 0);
+		} else {
+			pr_err("rcd_consumer: FAIL unknown step %s\n", step);
+			failures++;
+		}
+	}
+	kfree(list);
+	pr_info("rcd_consumer: done, %d failure(s)\n", failures);
+	return 0;
+}
+
+static void __exit rcd_consumer_exit(void)
+{
+}
+
+module_init(rcd_consumer_init);
+module_exit(rcd_consumer_exit);
+MODULE_DESCRIPTION("C consumer of rust_cm_disconnect's API (tests)");
+MODULE_LICENSE("GPL");

@@ -1,0 +1,58 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# The exported C API, used by a C consumer module (tests/modules/
+# rcd_consumer.c) that includes only include/rust_cm_disconnect.h.
+
+CONSUMER=${RCD_TOP}/tests/modules/rcd_consumer.ko
+
+consumer_failures() { dmesg | grep -c 'rcd_consumer: FAIL'; }
+
+test_capi_exports_and_dependency() {
+	local f
+	insmod "$CONSUMER" conn=1 2>/dev/null && fail "consumer loaded without the module" && return 1
+	rxe_add rxe0 v0 && rcd_load || return 1
+	for f in rcd_send_dreq rcd_send_drep rcd_disconnect rcd_conn_borrow; do
+		check "$f in kallsyms" grep -qE " $f\s+\[rust_cm_disconnect\]" /proc/kallsyms || return 1
+	done
+	check "consumer depends on the module" sh -c "modinfo -F depends $CONSUMER | grep -qx rust_cm_disconnect" || return 1
+	ctl listen 1 rxe0 0x1000 || return 1
+	check "borrowing a listener's QP is refused" sh -c "! insmod $CONSUMER conn=1 steps=bad 2>/dev/null" || return 1
+	check "the listener has no QP: -ENODEV" sh -c "dmesg | grep -q 'cannot borrow connection 1: -19'" || return 1
+}
+
+# Bad inputs through the C API: lengths 221 .. SIZE_MAX, NULL with a length,
+# NULL ids, a DREP in the wrong state. Nothing reaches the wire, the
+# connection stays ESTABLISHED, and the module cannot be unloaded under its
+# consumer.
+test_capi_bad_inputs() {
+	local n=200 p=$((200 + PASSIVE_BASE))
+	cm_pair $n || return 1
+	insmod "$CONSUMER" conn=$n steps=bad,drep || return 1
+	dmesg | grep 'rcd_consumer:' | tail -3 | sed 's/^/# /'
+	check "no failures" test "$(consumer_failures)" = 0 || return 1
+	check "every check ran" sh -c "dmesg | grep -q 'rcd_consumer: done, 0 failure'" || return 1
+	check "still ESTABLISHED" test "$(conn_state $n)" = ESTABLISHED || return 1
+	check "the peer saw nothing" sh -c "! grep -q '^$p DREQ_RECEIVED' $RCD_DBG/events" || return 1
+	check "unloading the module under its consumer is refused" sh -c "! rmmod rust_cm_disconnect 2>/dev/null" || return 1
+	check "still loaded" rcd_loaded || return 1
+	rmmod rcd_consumer || return 1
+	ctl dreq $n text:after || return 1
+	wait_event 20 $p DREQ_RECEIVED
+}
+
+# rcd_disconnect() from C on a live connection: the QP flushes, the peer gets
+# the DREQ with the C caller's bytes, a second call is -EALREADY.
+test_capi_disconnect_live() {
+	local n=210 p=$((210 + PASSIVE_BASE))
+	cm_pair $n || return 1
+	ctl post $n 8 || return 1
+	insmod "$CONSUMER" conn=$n steps=disc || return 1
+	check "no failures" test "$(consumer_failures)" = 0 || return 1
+	wait_event 20 $p DREQ_RECEIVED || return 1
+	check "the peer got 'from-c'" test "$(event_field $p DREQ_RECEIVED data | cut -c1-12)" = "$(printf from-c | od -An -tx1 | tr -d ' \n')" || return 1
+	ctl poll $n || return 1
+	check "8 flushed" test "$(conn_field $n flushed)" = 8 || return 1
+	rmmod rcd_consumer || return 1
+	ctl disconnect $p || return 1
+	wait_event 20 $n DREP_RECEIVED
+}

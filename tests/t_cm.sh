@@ -1,0 +1,234 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# The safe ib_cm_id: DREQ/DREP with private data over rxe, the bounds, the
+# wrong states, crossing DREQs, churn and unload. Connections are made by
+# the module itself (tests/lib.sh: cm_pair) on one rxe device talking to
+# itself; connection N's passive end is N + 1000000.
+
+# A DREQ carries 0, 1, 219 and 220 bytes; the DREP 0 and 224. The peer sees
+# exactly those bytes followed by zeros, both ends reach timewait exit and
+# their ids are freed.
+test_dreq_drep_private_data() {
+	local n=10 size drep p got
+	for size in 0 1 219 220; do
+		n=$((n + 1)); p=$((n + PASSIVE_BASE))
+		cm_pair $n || return 1
+		ctl dreq $n pat:$size || return 1
+		wait_event 20 $p DREQ_RECEIVED || return 1
+		got=$(event_field $p DREQ_RECEIVED data)
+		[ "$got" = "$(pat_hex $size 220)" ] ||
+			fail "DREQ of $size bytes: peer saw ${got:0:80}..." || return 1
+		check "DREQ field is 220 bytes" test "$(event_field $p DREQ_RECEIVED len)" = 220 || return 1
+		check "passive in DREQ_RCVD" test "$(conn_state $p)" = DREQ_RCVD || return 1
+		drep=0; [ $size -lt 200 ] || drep=224
+		ctl drep $p pat:$drep || return 1
+		wait_event 20 $n DREP_RECEIVED || return 1
+		got=$(event_field $n DREP_RECEIVED data)
+		[ "$got" = "$(pat_hex $drep 224)" ] ||
+			fail "DREP of $drep bytes: initiator saw ${got:0:80}..." || return 1
+		log "DREQ $size bytes, DREP $drep bytes: delivered exactly"
+	done
+	for n in 11 12 13 14; do
+		wait_event 30 $n TIMEWAIT_EXIT || return 1
+		wait_event 30 $((n + PASSIVE_BASE)) TIMEWAIT_EXIT || return 1
+		check "$n freed" test "$(conn_state $n)" = FREED || return 1
+		check "$((n + PASSIVE_BASE)) freed" test "$(conn_state $((n + PASSIVE_BASE)))" = FREED || return 1
+	done
+	# Only the listener still holds an id.
+	check "ids freed (cm_ids_live=$(rcd_stat cm_ids_live))" test "$(rcd_stat cm_ids_live)" = 1
+}
+
+# Over-long private data is refused before it reaches the CM: EINVAL, the
+# connection still ESTABLISHED, nothing on the wire, and a valid DREQ after.
+test_dreq_too_long_is_einval() {
+	local n=20 p=$((20 + PASSIVE_BASE)) tx size
+	cm_pair $n || return 1
+	tx=$(cm_counter rxe0 cm_tx_msgs dreq)
+	for size in 221 255 256 300 65536; do
+		expect_errno EINVAL "dreq $n pat:$size" || return 1
+		check "still ESTABLISHED after $size" test "$(conn_state $n)" = ESTABLISHED || return 1
+	done
+	check "no DREQ sent" test "$(cm_counter rxe0 cm_tx_msgs dreq)" = "$tx" || return 1
+	check "no DREQ seen by the peer" sh -c "! grep -q '^$p DREQ_RECEIVED' $RCD_DBG/events" || return 1
+	ctl dreq $n pat:5 || return 1
+	wait_event 20 $p DREQ_RECEIVED || return 1
+	check "the peer got the valid DREQ's 5 bytes" test "$(event_field $p DREQ_RECEIVED data)" = "$(pat_hex 5 220)" || return 1
+	# cm.c counts a DREQ when its send completes, which is when its DREP
+	# (the response) arrives.
+	ctl drep $p || return 1
+	wait_event 20 $n DREP_RECEIVED || return 1
+	check "the valid DREQ went out once" wait_for 10 counter_is rxe0 cm_tx_msgs dreq $((tx + 1))
+}
+
+# The same for DREP beyond 224 bytes (6.12's ib_send_cm_drep would leak its
+# copy: the module must not call it).
+test_drep_too_long_is_einval() {
+	local n=30 p=$((30 + PASSIVE_BASE)) tx size
+	cm_pair $n || return 1
+	ctl dreq $n || return 1
+	wait_event 20 $p DREQ_RECEIVED || return 1
+	tx=$(cm_counter rxe0 cm_tx_msgs drep)
+	for size in 225 256 300 65536; do
+		expect_errno EINVAL "drep $p pat:$size" || return 1
+		check "still DREQ_RCVD after $size" test "$(conn_state $p)" = DREQ_RCVD || return 1
+	done
+	check "no DREP sent" test "$(cm_counter rxe0 cm_tx_msgs drep)" = "$tx" || return 1
+	ctl drep $p pat:224 || return 1
+	wait_event 20 $n DREP_RECEIVED || return 1
+	check "the valid DREP went out once" wait_for 10 counter_is rxe0 cm_tx_msgs drep $((tx + 1))
+}
+
+# Calls in the wrong state get the CM's EINVAL and send nothing.
+test_wrong_states() {
+	local n=40 p=$((40 + PASSIVE_BASE)) tx
+	cm_pair $n || return 1
+	tx=$(cm_counter rxe0 cm_tx_msgs dreq)
+	# Before any connection: a listener, and a REQ nobody listens for.
+	expect_errno EINVAL "dreq 1" || return 1
+	ctl connect 41 rxe0 10.77.0.1 10.77.0.1 0x9999 || return 1
+	wait_event 20 41 REJ_RECEIVED || return 1
+	expect_errno EINVAL "dreq 41" || return 1
+	# A DREP with no DREQ received.
+	expect_errno EINVAL "drep $p" || return 1
+	check "no DREP sent" test "$(cm_counter rxe0 cm_tx_msgs drep)" = 0 || return 1
+	# A second DREQ.
+	ctl dreq $n || return 1
+	expect_errno EINVAL "dreq $n" || return 1
+	wait_event 20 $p DREQ_RECEIVED || return 1
+	# A DREQ after the peer's DREQ arrived (answer with a DREP instead).
+	expect_errno EINVAL "dreq $p" || return 1
+	# Unknown connections, and ones whose id is gone.
+	expect_errno ENOENT "dreq 4242" || return 1
+	ctl drep $p || return 1
+	wait_event 20 $n DREP_RECEIVED || return 1
+	check "exactly one DREQ sent" wait_for 10 counter_is rxe0 cm_tx_msgs dreq $((tx + 1)) || return 1
+	sleep 1
+	check "and no more" counter_is rxe0 cm_tx_msgs dreq $((tx + 1)) || return 1
+	wait_event 30 $n TIMEWAIT_EXIT || return 1
+	expect_errno ENOTCONN "dreq $n"
+}
+
+# Both ends send a DREQ at once: each sees the other's DREQ, answers it with
+# a DREP, and both reach timewait exit.
+test_crossing_dreqs() {
+	local n=50 p=$((50 + PASSIVE_BASE))
+	CONNECT_OPTS=auto_drep=text:bye cm_pair $n auto_drep=text:bye || return 1
+	ctl dreq $n,$p text:cross || return 1
+	wait_event 20 $n DREQ_RECEIVED || return 1
+	wait_event 20 $p DREQ_RECEIVED || return 1
+	wait_event 20 $n DREP_SENT || return 1
+	wait_event 20 $p DREP_SENT || return 1
+	wait_event 30 $n TIMEWAIT_EXIT || return 1
+	wait_event 30 $p TIMEWAIT_EXIT || return 1
+	grep -E "^($n|$p) " "$RCD_DBG/events" | cut -c1-60 | sed 's/^/# /'
+	check "no DREP_RECEIVED after a crossing" sh -c "! grep -qE '^($n|$p) DREP_RECEIVED' $RCD_DBG/events"
+}
+
+# A peer that destroys its id without answering: the CM's behaviour is
+# observed (what the initiator sees is printed) and handled: the initiator
+# ends in timewait exit with nothing left.
+test_peer_destroys_id() {
+	local n=60 p=$((60 + PASSIVE_BASE))
+	cm_pair $n || return 1
+	ctl close $p || return 1
+	# Destroying an ESTABLISHED id sends a DREQ and cancels it at once.
+	sleep 1
+	log "initiator after the peer's destroy: $(conn_state $n); events: $(grep "^$n " $RCD_DBG/events | awk '{print $2}' | tr '\n' ' ')"
+	if [ "$(conn_state $n)" = ESTABLISHED ]; then
+		ctl dreq $n || return 1
+	elif has_event $n DREQ_RECEIVED && [ "$(conn_state $n)" = DREQ_RCVD ]; then
+		ctl drep $n || return 1
+	fi
+	wait_event 60 $n TIMEWAIT_EXIT || return 1
+	log "then: $(grep "^$n " $RCD_DBG/events | awk '{print $2}' | tr '\n' ' ')"
+	check "ids freed" test "$(rcd_stat cm_ids_live)" = 1
+}
+
+# Unloading with connections in several states frees everything.
+test_unload_with_live_connections() {
+	cm_pair 70 || return 1                       # ESTABLISHED
+	cm_pair 71 || return 1
+	ctl dreq 71 || return 1                        # DREQ_SENT / DREQ_RCVD
+	wait_event 20 $((71 + PASSIVE_BASE)) DREQ_RECEIVED || return 1
+	ctl connect 72 rxe0 10.77.0.1 10.77.0.1 0x7777 || return 1  # rejected
+	cat "$RCD_DBG/conns" | sed 's/^/# /'
+	rcd_unload || return 1
+	check "unloaded" sh -c "! test -d /sys/module/rust_cm_disconnect" || return 1
+	rcd_load || return 1
+	cm_pair 73 || return 1
+	check "works after reload" test "$(conn_state 73)" = ESTABLISHED
+}
+
+# Two rxe devices on the two ends of the veth pair: the same disconnect.
+test_two_devices() {
+	local n=90 p=$((90 + PASSIVE_BASE))
+	cm_pair2 $n auto_drep=text:bye || return 1
+	check "active on rxe0" test "$(conn_field $n dev)" = rxe0 || return 1
+	check "passive on rxe1" test "$(conn_field $p dev)" = rxe1 || return 1
+	ctl dreq $n text:over-the-veth || return 1
+	wait_event 30 $n DREP_RECEIVED || return 1
+	check "rxe0 sent the DREQ" wait_for 10 counter_is rxe0 cm_tx_msgs dreq 1 || return 1
+	check "rxe1 received it" counter_is rxe1 cm_rx_msgs dreq 1 || return 1
+	check "rxe1 sent the DREP" wait_for 10 counter_is rxe1 cm_tx_msgs drep 1 || return 1
+	wait_event 30 $n TIMEWAIT_EXIT && wait_event 30 $p TIMEWAIT_EXIT
+}
+
+# A DREQ nobody answers (all of rxe0's traffic dropped on v0): DREQ_ERROR
+# after the CM's retries, then timewait exit, and the id is freed. The CM
+# timing is shortened for the test: packet life time 2^14 x 4.096 us,
+# response timeout the same, 3 retries: about 4 x 200 ms.
+test_dreq_unanswered() {
+	local n=80 t0 t1 ms
+	CONNECT_OPTS="lifetime=14 resp=14 retries=3" cm_pair2 $n || return 1
+	modprobe sch_netem || return 1
+	tc qdisc add dev v0 root netem loss 100% || return 1
+	t0=$(date +%s%N)
+	ctl dreq $n text:anyone-there || return 1
+	wait_event 60 $n DREQ_ERROR || return 1
+	t1=$(date +%s%N); ms=$(( (t1 - t0) / 1000000 ))
+	log "DREQ_ERROR after $ms ms, send status $(event_field $n DREQ_ERROR status); retries: $(cm_counter rxe0 cm_tx_retries dreq)"
+	check "the CM retried" test "$(cm_counter rxe0 cm_tx_retries dreq)" -ge 1 || return 1
+	check "no DREP arrived" sh -c "! grep -q '^$n DREP_RECEIVED' $RCD_DBG/events" || return 1
+	wait_event 30 $n TIMEWAIT_EXIT || return 1
+	check "freed" test "$(conn_state $n)" = FREED
+}
+
+# 1,000 sequential connect / DREQ / DREP cycles: every DREP arrives, every
+# id is freed, and dmesg stays clean (the runner's last test).
+test_churn_1000_sequential() {
+	local i n p
+	cm_pair 2 auto_drep=text:bye || return 1
+	ctl close 2 && ctl close $((2 + PASSIVE_BASE)) || return 1
+	for ((i = 0; i < ${RCD_CHURN:-1000}; i++)); do
+		n=$((1000 + i)); p=$((n + PASSIVE_BASE))
+		ctl connect $n rxe0 10.77.0.1 10.77.0.1 0x1000 || return 1
+		wait_for 20 has_event $n ESTABLISHED || fail "cycle $i: not established" || return 1
+		ctl dreq $n || return 1
+		wait_for 20 has_event $n DREP_RECEIVED || fail "cycle $i: no DREP" || return 1
+		ctl close $n && ctl close $p || return 1
+	done
+	log "$i cycles; $(grep -E '^(dreq_sent|drep_sent|cm_ids_live|endpoints_live) ' $RCD_DBG/stats | tr '\n' ' ')"
+	check "every DREQ sent" test "$(rcd_stat dreq_sent)" = $((i + 0)) || return 1
+	check "ids freed" wait_for 10 sh -c "grep -qx 'cm_ids_live 1' $RCD_DBG/stats" || return 1
+	check "endpoints freed" test "$(rcd_stat endpoints_live)" = 1
+}
+
+# 256 connections disconnected at once: every DREP arrives, every end
+# reaches timewait exit and every id is freed.
+test_churn_256_at_once() {
+	local i nums=
+	cm_pair 2 auto_drep=text:bye || return 1
+	for ((i = 0; i < 256; i++)); do
+		ctl connect $((3000 + i)) rxe0 10.77.0.1 10.77.0.1 0x1000 || return 1
+		nums=$nums${nums:+,}$((3000 + i))
+	done
+	wait_for 120 sh -c "[ \$(grep -c ' ESTABLISHED ' $RCD_DBG/events) -ge 514 ]" ||
+		fail "$(grep -c ' ESTABLISHED ' $RCD_DBG/events) of 514 ends established" || return 1
+	ctl dreq "$nums" text:all-at-once || return 1
+	wait_for 120 sh -c "[ \$(grep -c ' DREP_RECEIVED ' $RCD_DBG/events) -ge 256 ]" ||
+		fail "$(count_events DREP_RECEIVED) of 256 DREPs" || return 1
+	wait_for 120 sh -c "[ \$(grep -c ' TIMEWAIT_EXIT ' $RCD_DBG/events) -ge 512 ]" ||
+		fail "$(count_events TIMEWAIT_EXIT) of 512 timewait exits" || return 1
+	log "$(grep -E '^(dreq_sent|drep_sent|cm_ids_live|endpoints_live) ' $RCD_DBG/stats | tr '\n' ' ')"
+	check "ids freed but the listener's and pair 2's" test "$(rcd_stat cm_ids_live)" = 3
+}

@@ -1,0 +1,87 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# disconnect(): rdma_disconnect(3) done right, over rxe. Each end posts K
+# receive work requests; a disconnect moves the QP to the error state, so
+# each CQ must give back exactly K IB_WC_WR_FLUSH_ERR completions, and each
+# end gets exactly one DISCONNECTED event.
+
+K=8
+
+# post_both A P: K receive WRs on both ends.
+post_both() { ctl post "$1" $K && ctl post "$2" $K; }
+
+# flushed NUM: poll NUM's CQ and print how many completions were flushes.
+flushed() { ctl poll "$1" && conn_field "$1" flushed; }
+
+test_disconnect_flushes_and_events() {
+	local n=100 p=$((100 + PASSIVE_BASE))
+	cm_pair $n || return 1
+	post_both $n $p || return 1
+	check "nothing flushed before" test "$(flushed $n)" = 0 || return 1
+	ctl disconnect $n text:initiator || return 1
+	check "initiator: $K flushed" test "$(flushed $n)" = $K || return 1
+	# The responder hears of it by the DREQ, and disconnects in turn: a DREP.
+	wait_event 20 $p DISCONNECTED || return 1
+	check "responder still has its WRs" test "$(flushed $p)" = 0 || return 1
+	ctl disconnect $p text:responder || return 1
+	check "responder: $K flushed" test "$(flushed $p)" = $K || return 1
+	wait_event 20 $n DISCONNECTED || return 1
+	check "the DREP carried the responder's data" test "$(event_field $n DREP_RECEIVED data | cut -c1-18)" = "$(printf responder | od -An -tx1 | tr -d ' \n')" || return 1
+	wait_event 30 $n TIMEWAIT_EXIT && wait_event 30 $p TIMEWAIT_EXIT || return 1
+	check "one DISCONNECTED for the initiator" test "$(event_count $n DISCONNECTED)" = 1 || return 1
+	check "one DISCONNECTED for the responder" test "$(event_count $p DISCONNECTED)" = 1 || return 1
+	check "initiator's event status 0" test "$(event_field $n DISCONNECTED status)" = 0
+}
+
+# A second call, and calls on what is not connected, say so (rdma_cm
+# returns 0 for all of them).
+test_disconnect_errnos() {
+	local n=110 p=$((110 + PASSIVE_BASE))
+	cm_pair $n || return 1
+	expect_errno ENOTCONN "disconnect 1" || return 1
+	ctl connect 111 rxe0 10.77.0.1 10.77.0.1 0x4444 || return 1
+	wait_event 20 111 REJ_RECEIVED || return 1
+	expect_errno ENOTCONN "disconnect 111" || return 1
+	expect_errno EINVAL "disconnect $n pat:221" || return 1
+	check "still ESTABLISHED after EINVAL" test "$(conn_state $n)" = ESTABLISHED || return 1
+	ctl disconnect $n || return 1
+	expect_errno EALREADY "disconnect $n" || return 1
+	wait_event 20 $p DISCONNECTED || return 1
+	ctl disconnect $p || return 1
+	expect_errno EALREADY "disconnect $p" || return 1
+	wait_event 30 $n TIMEWAIT_EXIT || return 1
+	expect_errno ENOTCONN "disconnect $n" || return 1
+	expect_errno ENOENT "disconnect 4242"
+}
+
+# Both ends call disconnect() at the same moment: the DREQs cross, each end
+# answers the other's, each gets one DISCONNECTED and flushes its WRs.
+test_disconnect_simultaneous() {
+	local n=120 p=$((120 + PASSIVE_BASE))
+	cm_pair $n || return 1
+	post_both $n $p || return 1
+	ctl disconnect $n,$p || return 1
+	wait_event 20 $n DISCONNECTED && wait_event 20 $p DISCONNECTED || return 1
+	wait_event 30 $n TIMEWAIT_EXIT && wait_event 30 $p TIMEWAIT_EXIT || return 1
+	grep -E "^($n|$p) " "$RCD_DBG/events" | cut -c1-50 | sed 's/^/# /'
+	check "$n: one DISCONNECTED" test "$(event_count $n DISCONNECTED)" = 1 || return 1
+	check "$p: one DISCONNECTED" test "$(event_count $p DISCONNECTED)" = 1 || return 1
+	# The QPs are freed at timewait exit; what was on their CQs is counted.
+	check "$n flushed $K" test "$(conn_field $n flushed)" = $K || return 1
+	check "$p flushed $K" test "$(conn_field $p flushed)" = $K
+}
+
+# The peer vanished (all traffic dropped): the disconnect still flushes the
+# QP, and the DISCONNECTED event says ETIMEDOUT after the CM's retries.
+test_disconnect_peer_vanished() {
+	local n=130
+	CONNECT_OPTS="lifetime=14 resp=14 retries=3" cm_pair2 $n || return 1
+	ctl post $n $K || return 1
+	modprobe sch_netem && tc qdisc add dev v0 root netem loss 100% || return 1
+	ctl disconnect $n || return 1
+	check "$K flushed at once" test "$(flushed $n)" = $K || return 1
+	wait_event 60 $n DISCONNECTED || return 1
+	check "DISCONNECTED with -ETIMEDOUT" test "$(event_field $n DISCONNECTED status)" = -110 || return 1
+	check "one DISCONNECTED" test "$(event_count $n DISCONNECTED)" = 1 || return 1
+	wait_event 30 $n TIMEWAIT_EXIT
+}
