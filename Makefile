@@ -5,6 +5,8 @@
 #
 #   make            build rust_cm_disconnect.ko (and the test modules)
 #   make check      run the KTAP test suite in a QEMU guest over rdma_rxe
+#   make check-intree  the same against the module built in the kernel tree
+#   make intree-patch  the whole change as one patch against a fresh tree
 #   make demo       the main job, in a guest
 #   make clean      remove build outputs from this directory
 #   make rustfmt    format the Rust sources; make rustfmtcheck checks them
@@ -22,6 +24,12 @@ all modules:
 
 check:
 	bash tests/run.sh '$(T)'
+
+check-intree:
+	RCD_KO=$$(bash scripts/intree.sh build | tail -n 1) bash tests/run.sh '$(T)'
+
+intree-patch:
+	bash scripts/intree.sh patch
 
 demo:
 	bash scripts/demo.sh
@@ -41,4 +49,4 @@ rustfmt:
 rustfmtcheck:
 	$(RUSTFMT_CMD) --check $(RUST_SOURCES)
 
-.PHONY: all modules check demo kernel clean rustfmt rustfmtcheck
+.PHONY: all modules check check-intree intree-patch demo kernel clean rustfmt rustfmtcheck
