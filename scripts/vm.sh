@@ -16,7 +16,11 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 [ $# -eq 1 ] || { echo "usage: $0 'command'" >&2; exit 2; }
 KDIR=${KDIR:-$(bash "$here/scripts/kernel.sh" | tail -n 1)}
 
+# The guest gets its own /tmp: a checkout there must be shared explicitly.
+share=()
+case "$here" in /tmp/*) share=(--rodir "$here") ;; esac
+
 exec timeout --kill-after=30 "${RCD_VM_TIMEOUT:-3600}" \
 	"$VNG" --run "$KDIR" --disable-kvm --user root \
 	--memory "${RCD_VM_MEM:-2G}" --cpus "${RCD_VM_CPUS:-2}" \
-	--exec "$1" </dev/null
+	"${share[@]}" --exec "$1" </dev/null

@@ -51,9 +51,15 @@ cat "$RCD_DBG/conns"
 grep -E 'cm_ids_live|endpoints_live' "$RCD_DBG/stats"
 echo "wire counters: rxe0 sent $(cm_counter rxe0 cm_tx_msgs dreq) DREQ, rxe1 sent $(cm_counter rxe1 cm_tx_msgs drep) DREP"
 
-step "rmmod: nothing left"
+step "close the listener and the two records: nothing left"
+ctl close 1
+ctl close 2
+ctl close 1000002
+grep -E 'conns|cm_ids_live|endpoints_live' "$RCD_DBG/stats"
+
+step "rmmod"
 rcd_unload
 dmesg | grep rust_cm_disconnect
 if dmesg | grep -qE 'BUG:|WARNING:|Oops'; then echo "dmesg has warnings"; exit 1; fi
 echo "clean dmesg"
-cleanup
+cleanup || true
