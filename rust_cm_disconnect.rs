@@ -11,6 +11,8 @@ use kernel::{c_str, prelude::*, sync::Arc};
 mod capi;
 #[path = "rust_cm_disconnect/cm.rs"]
 mod cm;
+#[path = "rust_cm_disconnect/cma.rs"]
+mod cma;
 #[path = "rust_cm_disconnect/conn.rs"]
 mod conn;
 #[path = "rust_cm_disconnect/control.rs"]

@@ -10,6 +10,7 @@
 
 use crate::{
     cm::{self, CmId, CmIdRef, Handler, Rep, Req, Request},
+    cma,
     devices::{DeviceEntry, Devices},
     disconnect::{self, Message},
     errno,
@@ -175,6 +176,8 @@ pub(crate) struct Endpoint {
     dev_name: CString,
     /// The listener that made a passive end.
     listener: u32,
+    /// A listener that takes rdma_cm's REQs only (a valid `cma_hdr` first).
+    cma: bool,
     core: Arc<Core>,
     #[pin]
     st: Mutex<EndpointState>,
@@ -188,6 +191,7 @@ impl Endpoint {
         role: Role,
         device: &Device,
         listener: u32,
+        cma: bool,
         auto_drep: Option<KVec<u8>>,
     ) -> Result<Arc<Self>> {
         let ep = Arc::pin_init(
@@ -197,6 +201,7 @@ impl Endpoint {
                 dev_index: device.index(),
                 dev_name: CString::try_from_fmt(fmt!("{}", device.name()))?,
                 listener,
+                cma,
                 core: core.clone(),
                 st <- new_mutex!(EndpointState {
                     events: KVec::new(),
@@ -266,12 +271,20 @@ impl Handler for Arc<Endpoint> {
     fn req_received(&self, req: Request<'_, Self>) -> Result {
         let pd = req.private_data();
         let core = &self.core;
-        let num = if pd.starts_with(REQ_MAGIC) {
-            let mut n = [0u8; 4];
-            n.copy_from_slice(&pd[4..8]);
-            PASSIVE_BASE + u32::from_le_bytes(n) % PASSIVE_BASE
+        let ours = if self.cma {
+            // Garbage is rejected: the CM sends the REJ.
+            cma::parse(pd)?;
+            &pd[cma::HDR_SIZE..]
         } else {
-            FOREIGN_BASE + core.next_foreign.fetch_add(1, Ordering::Relaxed) as u32
+            pd
+        };
+        let num = match ours.strip_prefix(REQ_MAGIC) {
+            Some(n) => {
+                let mut b = [0u8; 4];
+                b.copy_from_slice(&n[..4]);
+                PASSIVE_BASE + u32::from_le_bytes(b) % PASSIVE_BASE
+            }
+            None => FOREIGN_BASE + core.next_foreign.fetch_add(1, Ordering::Relaxed) as u32,
         };
         let (depth, resources) = (req.initiator_depth(), req.responder_resources());
         let auto_drep = match &self.st.lock().auto_drep {
@@ -279,7 +292,7 @@ impl Handler for Arc<Endpoint> {
             None => None,
         };
         let device = req.id().device();
-        let ep = Endpoint::new(core, num, Role::Passive, device, self.num, auto_drep)?;
+        let ep = Endpoint::new(core, num, Role::Passive, device, self.num, false, auto_drep)?;
         let cm = req.accept(ep.clone())?;
         // From here an error drops `cm` in its own callback: the CM destroys
         // the new id and rejects the REQ.
@@ -412,6 +425,11 @@ pub(crate) struct ConnectArgs<'a> {
     pub(crate) service_id: u64,
     pub(crate) timing: Timing,
     pub(crate) auto_drep: Option<KVec<u8>>,
+    /// Start the REQ's private data with a `cma_hdr` from this source port,
+    /// as rdma_cm does (for an rdma_cm listener).
+    pub(crate) cma_port: Option<u16>,
+    /// Send exactly these bytes as the REQ's private data.
+    pub(crate) req_data: Option<KVec<u8>>,
 }
 
 impl Core {
@@ -458,10 +476,11 @@ impl Core {
         num: u32,
         device: &CStr,
         service_id: u64,
+        cma: bool,
         auto_drep: Option<KVec<u8>>,
     ) -> Result {
         let dev = DeviceHandle::get_by_name(device)?;
-        let ep = Endpoint::new(self, num, Role::Listener, &dev, 0, auto_drep)?;
+        let ep = Endpoint::new(self, num, Role::Listener, &dev, 0, cma, auto_drep)?;
         let cm = CmId::new(&dev, ep.clone())?;
         cm.listen(service_id)?;
         self.insert(num, ep, cm)
@@ -475,7 +494,7 @@ impl Core {
         let dev = DeviceHandle::get_by_name(a.device)?;
         let peer = self.find_gid(&path::ipv4_gid(a.dst))?;
         let route = path::roce_v2(&dev, a.port, a.src, &peer, a.timing)?;
-        let ep = Endpoint::new(self, a.num, Role::Active, &dev, 0, a.auto_drep)?;
+        let ep = Endpoint::new(self, a.num, Role::Active, &dev, 0, false, a.auto_drep)?;
         let cm = CmId::new(&dev, ep.clone())?;
         let verbs = RcQp::new(&dev, QP_SIZE)?;
         let qp_num = verbs.qp_num();
@@ -493,9 +512,19 @@ impl Core {
                 | bindings::ib_qp_attr_mask_IB_QP_ACCESS_FLAGS) as i32,
         )?;
         ep.st.lock().verbs = Some(verbs);
-        let mut pd = [0u8; 8];
-        pd[..4].copy_from_slice(REQ_MAGIC);
-        pd[4..].copy_from_slice(&a.num.to_le_bytes());
+        // Our number after the `cma_hdr` if any, so that our passive end,
+        // even behind an rdma_cm-style listener, knows whose it is.
+        let mut pd = KVec::new();
+        match a.req_data {
+            Some(d) => pd = d,
+            None => {
+                if let Some(port) = a.cma_port {
+                    pd.extend_from_slice(&cma::hdr(a.src, port, a.dst), GFP_KERNEL)?;
+                }
+                pd.extend_from_slice(REQ_MAGIC, GFP_KERNEL)?;
+                pd.extend_from_slice(&a.num.to_le_bytes(), GFP_KERNEL)?;
+            }
+        }
         // In the table before the REQ leaves, so that nothing it causes can
         // miss the entry.
         self.insert(a.num, ep, cm)?;

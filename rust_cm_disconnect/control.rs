@@ -11,9 +11,9 @@
 //! `ctl` takes one command per write; fields are separated by spaces:
 //!
 //! ```text
-//! listen  NUM DEV SERVICE_ID [auto_drep=DATA]
+//! listen  NUM DEV SERVICE_ID [auto_drep=DATA] [cma=1]
 //! connect NUM DEV SRC_IP DST_IP SERVICE_ID [port=N] [auto_drep=DATA]
-//!         [lifetime=N] [resp=N] [retries=N]
+//!         [lifetime=N] [resp=N] [retries=N] [cma_port=N] [req_data=DATA]
 //! dreq    NUM[,NUM...] [DATA]
 //! drep    NUM [DATA]
 //! disconnect NUM[,NUM...] [DATA]  QP to error, then DREQ or DREP (rdma_disconnect)
@@ -22,11 +22,18 @@
 //! close   NUM
 //! ```
 //!
+//! SERVICE_ID is a number (`0x1000`) or `tcp:PORT`, rdma_cm's service id of
+//! a TCP port. `cma=1`: a listener for rdma_cm peers (a REQ must start with a
+//! valid `cma_hdr`, or it is rejected); `cma_port=N`: start the REQ's private
+//! data with a `cma_hdr` from port N, as rdma_cm does; `req_data`: send
+//! exactly DATA as the REQ's private data.
+//!
 //! DATA is `-` (none), `hex:0a0b...`, `text:WORD`, `pat:N` (N bytes 1, 2,
 //! ..., 255, 1, ...) or `fill:N:XX` (N bytes of hex XX). A write fails with
 //! the command's errno and changes nothing when the command is malformed.
 
 use crate::{
+    cma,
     conn::{ConnectArgs, Core},
     debugfs::{File, Ops, Output},
     path::Timing,
@@ -117,14 +124,23 @@ fn listen(core: &Arc<Core>, args: &[&str]) -> Result {
         return Err(EINVAL);
     };
     let mut auto_drep = None;
+    let mut cma = false;
     for opt in opts {
         match opt.split_once('=') {
             Some(("auto_drep", d)) => auto_drep = Some(parse_data(d)?),
+            Some(("cma", "1")) => cma = true,
+            Some(("cma", "0")) => cma = false,
             _ => return Err(EINVAL),
         }
     }
     let dev = CString::try_from_fmt(fmt!("{}", dev))?;
-    core.listen(parse_u32(num)?, &dev, parse_u64(service)?, auto_drep)
+    core.listen(
+        parse_u32(num)?,
+        &dev,
+        parse_service(service)?,
+        cma,
+        auto_drep,
+    )
 }
 
 fn connect(core: &Arc<Core>, args: &[&str]) -> Result {
@@ -138,14 +154,18 @@ fn connect(core: &Arc<Core>, args: &[&str]) -> Result {
         port: 1,
         src: parse_ipv4(src)?,
         dst: parse_ipv4(dst)?,
-        service_id: parse_u64(service)?,
+        service_id: parse_service(service)?,
         timing: Timing::RDMA_CM,
         auto_drep: None,
+        cma_port: None,
+        req_data: None,
     };
     for opt in opts {
         match opt.split_once('=').ok_or(EINVAL)? {
             ("port", v) => a.port = parse_u32(v)?,
             ("auto_drep", d) => a.auto_drep = Some(parse_data(d)?),
+            ("cma_port", v) => a.cma_port = Some(v.parse().map_err(|_| EINVAL)?),
+            ("req_data", d) => a.req_data = Some(parse_data(d)?),
             ("lifetime", v) => a.timing.packet_life_time = parse_u5(v)?,
             ("resp", v) => a.timing.cm_response_timeout = parse_u5(v)?,
             ("retries", v) => {
@@ -209,6 +229,14 @@ fn parse_u64(s: &str) -> Result<u64> {
         None => s.parse(),
     }
     .map_err(|_| EINVAL)
+}
+
+/// A service id, or `tcp:PORT` for rdma_cm's TCP port space.
+fn parse_service(s: &str) -> Result<u64> {
+    match s.strip_prefix("tcp:") {
+        Some(port) => Ok(cma::tcp_service_id(port.parse().map_err(|_| EINVAL)?)),
+        None => parse_u64(s),
+    }
 }
 
 fn parse_ipv4(s: &str) -> Result<[u8; 4]> {

@@ -56,3 +56,22 @@ test_capi_disconnect_live() {
 	ctl disconnect $p || return 1
 	wait_event 20 $n DREP_RECEIVED
 }
+
+# rcd_disconnect() from C after the peer destroyed its id: the call itself
+# succeeds (the peer's CM answers a DREQ for an unknown id with a DREP of
+# its own, or the DREQ times out), and the connection ends.
+test_capi_peer_gone() {
+	local n=220 p=$((220 + PASSIVE_BASE))
+	cm_pair $n || return 1
+	ctl close $p || return 1
+	sleep 1
+	log "after the peer's destroy: $(conn_state $n)"
+	if [ "$(conn_state $n)" = ESTABLISHED ] || [ "$(conn_state $n)" = DREQ_RCVD ]; then
+		insmod "$CONSUMER" conn=$n steps=gone || return 1
+		check "no failures" test "$(consumer_failures)" = 0 || return 1
+		rmmod rcd_consumer || return 1
+	fi
+	wait_event 60 $n TIMEWAIT_EXIT || return 1
+	log "events: $(grep "^$n " $RCD_DBG/events | awk '{print $2}' | tr '\n' ' ')"
+	check "one DISCONNECTED" test "$(event_count $n DISCONNECTED)" = 1
+}

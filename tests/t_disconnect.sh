@@ -85,3 +85,16 @@ test_disconnect_peer_vanished() {
 	check "one DISCONNECTED" test "$(event_count $n DISCONNECTED)" = 1 || return 1
 	wait_event 30 $n TIMEWAIT_EXIT
 }
+
+# Send WRs too: the initiator posts K receives and S SENDs that stay
+# outstanding (the peer posts no receive), and the disconnect flushes all
+# K + S of them.
+test_disconnect_flushes_sends() {
+	local n=140 S=3
+	cm_pair $n || return 1
+	ctl post $n $K $S || return 1
+	check "nothing completed before" test "$(flushed $n)" = 0 || return 1
+	ctl disconnect $n || return 1
+	check "initiator: $K receives + $S sends flushed" test "$(flushed $n)" = $((K + S)) || return 1
+	check "no other completion" test "$(conn_field $n completed)" = 0 -a "$(conn_field $n failed)" = 0
+}

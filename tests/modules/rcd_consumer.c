@@ -12,6 +12,8 @@
  *   disc     rcd_disconnect() with "from-c", then a second call (-EALREADY)
  *            and a DREQ in DREQ_SENT (the CM's -EINVAL)
  *   dreq     rcd_send_dreq() with "c-dreq"
+ *   gone     rcd_disconnect() after the peer destroyed its id: 0, the CM
+ *            still answers (see t_capi.sh)
  *
  * Each check logs "rcd_consumer: ok|FAIL <what>: got <ret>". The module
  * stays loaded (it holds rust_cm_disconnect) until removed.
@@ -97,6 +99,8 @@ static int __init rcd_consumer_init(void)
 			expect("disconnect", rcd_disconnect(id, qp, "from-c", 6), 0);
 			expect("second disconnect", rcd_disconnect(id, qp, NULL, 0), -EALREADY);
 			expect("dreq in DREQ_SENT", rcd_send_dreq(id, NULL, 0), -EINVAL);
+		} else if (!strcmp(step, "gone")) {
+			expect("disconnect, peer gone", rcd_disconnect(id, qp, NULL, 0), 0);
 		} else if (!strcmp(step, "dreq")) {
 			expect("dreq", rcd_send_dreq(id, "c-dreq", 6), 0);
 		} else {

@@ -1,0 +1,52 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! rdma_cm's wire conventions, so that the module talks to peers that use
+//! rdma_cm (librdmacm in user space: cmtime, ucmatose, rping, ...).
+//!
+//! - A connection to an rdma_cm listener on TCP port `P` is a REQ to service
+//!   id `(RDMA_PS_TCP << 16) + P`.
+//! - Its private data starts with a `struct cma_hdr` (cma.c): version 0, the
+//!   IP version in bits 7:4 of the second byte, the source port, then the
+//!   source and destination addresses (16 bytes each; IPv4 in the last 4).
+
+use kernel::{bindings, error::code::*, prelude::*};
+
+/// Bytes of `struct cma_hdr`.
+pub(crate) const HDR_SIZE: usize = 36;
+const CMA_VERSION: u8 = 0;
+
+/// The service id of rdma_cm's TCP port space for `port`.
+pub(crate) fn tcp_service_id(port: u16) -> u64 {
+    (u64::from(bindings::rdma_ucm_port_space_RDMA_PS_TCP) << 16) + u64::from(port)
+}
+
+/// A `cma_hdr` for an IPv4 connection from `src:port` to `dst`.
+pub(crate) fn hdr(src: [u8; 4], port: u16, dst: [u8; 4]) -> [u8; HDR_SIZE] {
+    let mut h = [0u8; HDR_SIZE];
+    h[0] = CMA_VERSION;
+    h[1] = 4 << 4;
+    h[2..4].copy_from_slice(&port.to_be_bytes());
+    h[16..20].copy_from_slice(&src);
+    h[32..36].copy_from_slice(&dst);
+    h
+}
+
+/// The source address, port and destination address of a REQ's `cma_hdr`,
+/// or `EPROTO` if it does not start with a valid IPv4 one.
+pub(crate) fn parse(pd: &[u8]) -> Result<([u8; 4], u16, [u8; 4])> {
+    let h = pd.get(..HDR_SIZE).ok_or(EINVAL)?;
+    let bad = Error::from_errno(-(bindings::EPROTO as i32));
+    if h[0] != CMA_VERSION || h[1] >> 4 != 4 {
+        return Err(bad);
+    }
+    let mut src = [0u8; 4];
+    let mut dst = [0u8; 4];
+    src.copy_from_slice(&h[16..20]);
+    dst.copy_from_slice(&h[32..36]);
+    // The IPv4 form leaves the first 12 bytes of each address zero.
+    let padding_zero = h[4..16].iter().all(|&b| b == 0) && h[20..32].iter().all(|&b| b == 0);
+    if !padding_zero || src == [0; 4] || dst == [0; 4] {
+        return Err(bad);
+    }
+    Ok((src, u16::from_be_bytes([h[2], h[3]]), dst))
+}
