@@ -8,6 +8,7 @@
 #   make check-intree  the same against the module built in the kernel tree
 #   make intree-patch  the whole change as one patch against a fresh tree
 #   make demo       the main job, in a guest
+#   make bench      module vs C baseline vs cmtime, ratios from one guest run
 #   make clean      remove build outputs from this directory
 #   make rustfmt    format the Rust sources; make rustfmtcheck checks them
 #   make CLIPPY=1   build with clippy as the kernel does
@@ -26,13 +27,17 @@ check:
 	bash tests/run.sh '$(T)'
 
 check-intree:
-	RCD_KO=$$(bash scripts/intree.sh build | tail -n 1) bash tests/run.sh '$(T)'
+	set -e; set -- $$(bash scripts/intree.sh build | tail -n 1); \
+	KDIR=$$1 RCD_KO=$$2 bash tests/run.sh '$(T)'
 
 intree-patch:
 	bash scripts/intree.sh patch
 
 demo:
 	bash scripts/demo.sh
+
+bench:
+	bash scripts/bench.sh
 
 kernel:
 	bash scripts/setup.sh && bash scripts/kernel.sh
@@ -49,4 +54,4 @@ rustfmt:
 rustfmtcheck:
 	$(RUSTFMT_CMD) --check $(RUST_SOURCES)
 
-.PHONY: all modules check check-intree intree-patch demo kernel clean rustfmt rustfmtcheck
+.PHONY: all modules check check-intree intree-patch demo bench kernel clean rustfmt rustfmtcheck

@@ -419,6 +419,10 @@ pub(crate) struct CmId<T: Handler> {
 }
 
 impl<T: Handler> CmId<T> {
+    /// Bytes this abstraction allocates per id (the consumer's data included),
+    /// besides what the CM allocates for the id itself.
+    pub(crate) const ALLOC_BYTES: usize = core::mem::size_of::<Inner<T>>();
+
     /// Creates an id on `device` for an active connection or a listener.
     pub(crate) fn new(device: &Device, data: T) -> Result<Self> {
         let inner = Arc::new(

@@ -30,6 +30,7 @@ use kernel::{
     rbtree::RBTree,
     str::CString,
     sync::{Arc, Mutex},
+    time::Ktime,
 };
 
 /// The REQ private data of a connection made here starts with this, then the
@@ -75,6 +76,8 @@ pub(crate) enum EventKind {
     DreqReceived,
     DrepReceived,
     DrepSent,
+    /// A DREQ left (by `dreq` or `disconnect`): the start of a round trip.
+    DreqSent,
     DreqError,
     TimewaitExit,
     /// Once per endpoint: its connection is over (status 0, or `-ETIMEDOUT`
@@ -91,6 +94,7 @@ impl EventKind {
             Self::DreqReceived => "DREQ_RECEIVED",
             Self::DrepReceived => "DREP_RECEIVED",
             Self::DrepSent => "DREP_SENT",
+            Self::DreqSent => "DREQ_SENT",
             Self::DreqError => "DREQ_ERROR",
             Self::TimewaitExit => "TIMEWAIT_EXIT",
             Self::Disconnected => "DISCONNECTED",
@@ -99,6 +103,8 @@ impl EventKind {
 }
 
 struct Event {
+    /// `ktime_get()` when it was recorded, in ns: what `make bench` uses.
+    t_ns: i64,
     kind: EventKind,
     /// An errno (negative), a CM reason or a work completion status.
     status: i32,
@@ -143,7 +149,13 @@ impl EndpointState {
     }
 
     fn record(&mut self, core: &Core, kind: EventKind, status: i32, data: &[u8]) {
+        self.record_at(core, Ktime::ktime_get().to_ns(), kind, status, data);
+    }
+
+    /// As `record`, at time `t_ns`.
+    fn record_at(&mut self, core: &Core, t_ns: i64, kind: EventKind, status: i32, data: &[u8]) {
         let mut ev = Event {
+            t_ns,
             kind,
             status,
             data: KVec::new(),
@@ -317,7 +329,10 @@ impl Handler for Arc<Endpoint> {
             .and_then(|()| self.move_qp(id, bindings::ib_qp_state_IB_QPS_RTS))
             .and_then(|()| id.send_rtu(&[]));
         match res {
-            Ok(()) => self.record(EventKind::Established, 0, &[]),
+            Ok(()) => {
+                self.record(EventKind::Established, 0, &[]);
+                self.core.established.fetch_add(1, Ordering::Relaxed);
+            }
             Err(e) => {
                 self.record(EventKind::ConnectError, e.to_errno(), &[]);
                 let _ = id.send_rej(&[]);
@@ -331,6 +346,7 @@ impl Handler for Arc<Endpoint> {
             Err(e) => e.to_errno(),
         };
         self.record(EventKind::Established, status, &[]);
+        self.core.established.fetch_add(1, Ordering::Relaxed);
     }
 
     fn rej_received(&self, _id: &CmIdRef, reason: u32, private_data: &[u8]) {
@@ -367,6 +383,7 @@ impl Handler for Arc<Endpoint> {
         let mut st = self.st.lock();
         st.record(&self.core, EventKind::DrepReceived, 0, private_data);
         st.record_disconnected(&self.core, 0);
+        self.core.drep_received.fetch_add(1, Ordering::Relaxed);
     }
 
     fn dreq_error(&self, _id: &CmIdRef, send_status: u32) {
@@ -413,6 +430,10 @@ pub(crate) struct Core {
     pub(crate) dreq_failed: AtomicU64,
     pub(crate) drep_sent: AtomicU64,
     pub(crate) drep_failed: AtomicU64,
+    /// Endpoints that reached ESTABLISHED, and DREPs received: cheap to
+    /// read (`stats`) for whoever waits on many connections.
+    established: AtomicU64,
+    drep_received: AtomicU64,
 }
 
 /// How to set up an active connection.
@@ -445,6 +466,8 @@ impl Core {
             dreq_failed: AtomicU64::new(0),
             drep_sent: AtomicU64::new(0),
             drep_failed: AtomicU64::new(0),
+            established: AtomicU64::new(0),
+            drep_received: AtomicU64::new(0),
         })
     }
 
@@ -560,14 +583,30 @@ impl Core {
     /// Runs `f` on the id of connection `num`: `ENOENT` if there is no such
     /// connection, `ENOTCONN` if its id was already freed.
     fn with_cm<R>(&self, num: u32, f: impl FnOnce(&CmId<Arc<Endpoint>>) -> Result<R>) -> Result<R> {
+        self.with_conn(num, |cm, _| f(cm))
+    }
+
+    /// As [`Core::with_cm`], with the endpoint too.
+    fn with_conn<R>(
+        &self,
+        num: u32,
+        f: impl FnOnce(&CmId<Arc<Endpoint>>, &Endpoint) -> Result<R>,
+    ) -> Result<R> {
         let inner = self.inner.lock();
         let conn = inner.conns.get(&num).ok_or(ENOENT)?;
-        f(conn.cm.as_ref().ok_or_else(errno::enotconn)?)
+        f(conn.cm.as_ref().ok_or_else(errno::enotconn)?, &conn.ep)
     }
 
     /// `dreq NUM [DATA]`: sends a DREQ with `data` as private data.
     pub(crate) fn send_dreq(&self, num: u32, data: &[u8]) -> Result {
-        let res = self.with_cm(num, |cm| cm.send_dreq(data));
+        let res = self.with_conn(num, |cm, ep| {
+            let mut st = ep.st.lock();
+            // Taken before the send: the start of the DREQ/DREP round trip.
+            let t_ns = Ktime::ktime_get().to_ns();
+            cm.send_dreq(data)?;
+            st.record_at(self, t_ns, EventKind::DreqSent, 0, data);
+            Ok(())
+        });
         let counter = if res.is_ok() {
             &self.dreq_sent
         } else {
@@ -606,9 +645,13 @@ impl Core {
             return Err(errno::ealready());
         }
         let qp = st.verbs.as_ref().map(|v| v.qp());
+        let t_ns = Ktime::ktime_get().to_ns();
         // Refused (the outer `?`): nothing was done, nothing changes.
         let (msg, res) = disconnect::disconnect(cm, qp, data)?;
         st.disconnecting = true;
+        if msg == Message::Dreq && res.is_ok() {
+            st.record_at(self, t_ns, EventKind::DreqSent, 0, data);
+        }
         let counter = match (msg, res.is_ok()) {
             (Message::Dreq, true) => &self.dreq_sent,
             (Message::Drep, true) => &self.drep_sent,
@@ -734,11 +777,12 @@ impl Core {
             for ev in st.events.iter() {
                 write!(
                     out,
-                    "{} {} status={} len={}",
+                    "{} {} status={} len={} t={}",
                     num,
                     ev.kind.name(),
                     ev.status,
-                    ev.data.len()
+                    ev.data.len(),
+                    ev.t_ns
                 )?;
                 if !ev.data.is_empty() {
                     write!(out, " data=")?;
@@ -756,13 +800,41 @@ impl Core {
     pub(crate) fn show_stats(&self, out: &mut impl Write) -> core::fmt::Result {
         let inner = self.inner.lock();
         inner.devices.show_stats(out)?;
-        writeln!(out, "conns {}", inner.conns.iter().count())?;
+        let count = inner.conns.iter().count();
+        writeln!(out, "conns {}", count)?;
+        // What the module itself holds per endpoint (the verbs objects and
+        // the CM's own id are the RDMA core's and the CM's).
+        let mut bytes = 0;
+        for c in inner.conns.values() {
+            let st = c.ep.st.lock();
+            bytes += core::mem::size_of::<Endpoint>()
+                + core::mem::size_of::<Conn>()
+                + st.events.capacity() * core::mem::size_of::<Event>()
+                + st.events.iter().map(|e| e.data.capacity()).sum::<usize>()
+                + st.verbs
+                    .as_ref()
+                    .map_or(0, |_| core::mem::size_of::<RcQp>());
+            if c.cm.is_some() {
+                bytes += CmId::<Arc<Endpoint>>::ALLOC_BYTES;
+            }
+        }
+        writeln!(out, "endpoint_bytes_avg {}", bytes / count.max(1))?;
         drop(inner);
         writeln!(out, "cm_ids_live {}", cm::live_ids())?;
         writeln!(
             out,
             "endpoints_live {}",
             LIVE_ENDPOINTS.load(Ordering::Relaxed)
+        )?;
+        writeln!(
+            out,
+            "established {}",
+            self.established.load(Ordering::Relaxed)
+        )?;
+        writeln!(
+            out,
+            "drep_received {}",
+            self.drep_received.load(Ordering::Relaxed)
         )?;
         writeln!(out, "dreq_sent {}", self.dreq_sent.load(Ordering::Relaxed))?;
         writeln!(

@@ -9,9 +9,11 @@
 #                              drivers/infiniband/{Kconfig,ulp/Makefile}) to
 #                              $RCD_CACHE/intree/, and check that it applies
 #                              with `patch -p1` to a fresh tree
-#   scripts/intree.sh build    place the module in the cached kernel tree,
-#                              set CONFIG_RUST_CM_DISCONNECT=m, build it; prints
-#                              the .ko path last
+#   scripts/intree.sh build    copy the cached kernel tree (once) to
+#                              $RCD_CACHE/intree/linux, place the module in it,
+#                              set CONFIG_RUST_CM_DISCONNECT=m and build; prints
+#                              the tree and the .ko path last. The test tree
+#                              itself is never changed.
 # `make check-intree` runs the test suite against that in-tree .ko.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -92,14 +94,22 @@ HDR
 	echo "intree: $p applies to a fresh linux-source-6.12 tree ($(grep -c '^+++ ' "$p") files)"
 	;;
 build)
-	KDIR=${KDIR:-$(bash "$here/scripts/kernel.sh" | tail -n 1)}
+	src=$(bash "$here/scripts/kernel.sh" | tail -n 1)
+	KDIR=$out/linux
+	if [ "$(cat "$KDIR/.rcd-copied-from" 2>/dev/null)" != "$(cat "$src/.rcd-stamp") $src" ]; then
+		echo "intree: copying $src to $KDIR" >&2
+		rm -rf "$KDIR"
+		cp -a "$src" "$KDIR"
+		echo "$(cat "$src/.rcd-stamp") $src" > "$KDIR/.rcd-copied-from"
+	fi
 	place "$KDIR"
 	"$KDIR/scripts/config" --file "$KDIR/.config" --module RUST_CM_DISCONNECT
 	make -C "$KDIR" -s "${KMAKE_VARS[@]}" olddefconfig
 	grep -qx 'CONFIG_RUST_CM_DISCONNECT=m' "$KDIR/.config" ||
 		{ echo "intree: CONFIG_RUST_CM_DISCONNECT=m did not take" >&2; exit 1; }
-	make -C "$KDIR" -s "${KMAKE_VARS[@]}" -j"$(nproc)" modules >&2
-	echo "$KDIR/$rel/rust_cm_disconnect.ko"
+	# A config change rebuilds the Rust crates of vmlinux too: build both.
+	make -C "$KDIR" -s "${KMAKE_VARS[@]}" -j"$(nproc)" bzImage modules >&2
+	echo "$KDIR $KDIR/$rel/rust_cm_disconnect.ko"
 	;;
 *)
 	echo "usage: $0 patch|build" >&2

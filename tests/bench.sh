@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# `make bench`, inside the guest: for each N, the DREQ -> DREP round trip of
+# N connections disconnected at once, three ways, in this one guest run:
+#   rust   the module: its passive ends send the DREQs (`dreq` with all N),
+#          times from its own event records (ktime_get)
+#   c      tests/modules/rcd_cbase.ko: the same with raw ib_send_cm_dreq()
+#          and a C handler
+#   cmtime rdma-core's cmtime client against the module as server: its
+#          `disconnect` step (librdmacm -> ucma -> rdma_cm -> ib_cm)
+# The peer answering the DREQs is the same for rust and c: the module's
+# active ends with auto_drep. Prints one CSV line per (N, way) on stdout,
+# prefixed with "csv,".
+RCD_TOP=$(cd "$(dirname "$0")/.." && pwd)
+. "$RCD_TOP/tests/lib.sh"
+mount | grep -q ' /sys/kernel/debug ' || mount -t debugfs none /sys/kernel/debug
+CBASE=$RCD_TOP/tests/modules/rcd_cbase.ko
+set -u
+
+stat_ge() { [ "$(rcd_stat "$1")" -ge "$2" ]; }
+
+slab_kb() { awk '/^Slab:/ {print $2}' /proc/meminfo; }
+
+# stats NAME: p50, p99, max (us) and teardown (ms) from "t_dreq t_drep" lines.
+stats() {
+	python3 -c '
+import sys
+rows = [tuple(map(int, l.split())) for l in sys.stdin if l.strip()]
+rtt = sorted((b - a) / 1000 for a, b in rows)
+n = len(rtt)
+q = lambda p: rtt[min(n - 1, int(p * n))]
+span = (max(b for a, b in rows) - min(a for a, b in rows)) / 1e6
+print("%d,%.1f,%.1f,%.1f,%.2f,%.1f" % (n, q(0.50), q(0.99), rtt[-1], span, n / (span / 1000)))
+'
+}
+
+bench_rust() {
+	local n=$1 i nums= s0 s1
+	rcd_load && ctl listen 1 rxe0 0x1000 || return 1
+	s0=$(slab_kb)
+	for ((i = 1; i <= n; i++)); do
+		echo "connect $((10 + i)) rxe0 10.77.0.1 10.77.0.1 0x1000 auto_drep=-" > "$RCD_DBG/ctl" || return 1
+		nums=$nums${nums:+,}$((10 + i + PASSIVE_BASE))
+	done
+	# Wait on the counters, not on `events`: formatting every event takes
+	# the endpoints' locks, which the callbacks being measured need.
+	wait_for 600 stat_ge established $((2 * n)) || { echo "# rust: not all established"; return 1; }
+	s1=$(slab_kb)
+	echo "dreq $nums" > "$RCD_DBG/ctl" || return 1
+	wait_for 600 stat_ge drep_received $n || { echo "# rust: DREPs missing"; return 1; }
+	local r
+	r=$(awk '$2 == "DREQ_SENT" || $2 == "DREP_RECEIVED" { for (i = 3; i <= NF; i++) if ($i ~ /^t=/) t[$1, $2] = substr($i, 3) }
+		END { for (k in t) { split(k, p, SUBSEP); if (p[2] == "DREQ_SENT" && ((p[1], "DREP_RECEIVED") in t)) print t[k], t[p[1], "DREP_RECEIVED"] } }' "$RCD_DBG/events" | stats)
+	echo "csv,$n,rust,$r,$(( (s1 - s0) * 1024 / n )),$(rcd_stat endpoint_bytes_avg)"
+	rcd_unload
+}
+
+bench_c() {
+	local n=$1 i
+	rcd_load && insmod "$CBASE" dev=rxe0 service=0x2000 || return 1
+	for ((i = 1; i <= n; i++)); do
+		echo "connect $i rxe0 10.77.0.1 10.77.0.1 0x2000 auto_drep=-" > "$RCD_DBG/ctl" || return 1
+	done
+	wait_for 600 sh -c "head -1 /sys/kernel/debug/rcd_cbase/lat | grep -q 'established $n '" || { echo "# c: not all established"; return 1; }
+	# The same polling load as for rust: the module's counters.
+	wait_for 600 stat_ge established $n || return 1
+	echo go > /sys/kernel/debug/rcd_cbase/ctl
+	wait_for 600 sh -c "head -1 /sys/kernel/debug/rcd_cbase/lat | grep -q 'done $n\$'" || { echo "# c: DREPs missing"; return 1; }
+	echo "csv,$n,c,$(tail -n +2 /sys/kernel/debug/rcd_cbase/lat | stats),,"
+	rmmod rcd_cbase; rcd_unload
+}
+
+bench_cmtime() {
+	local n=$1 out
+	rcd_load && ctl listen 1 rxe0 tcp:7471 cma=1 auto_drep=- || return 1
+	out=$(timeout 600 cmtime -s 10.77.0.1 -p 7471 -c "$n" 2>&1) || { echo "# cmtime failed: $out"; return 1; }
+	# "disconnect   :   total_ms   max_ms   min_us   us/conn"
+	echo "$out" | awk -v n="$n" '$1 == "disconnect" { printf "csv,%d,cmtime,%d,,,%.1f,%.2f,%.1f,,\n", n, n, $4 * 1000, $3, n / ($3 / 1000) }'
+	rcd_unload
+}
+
+rxe_add rxe0 v0 || exit 1
+for n in ${RCD_BENCH_N:-100 1000}; do
+	for way in rust c cmtime; do
+		"bench_$way" "$n" || echo "# bench $way $n failed"
+		rmmod rcd_cbase >/dev/null 2>&1
+		cleanup >/dev/null 2>&1; rxe_add rxe0 v0 >/dev/null 2>&1
+	done
+done
+dmesg | grep -E 'BUG:|WARNING:|Oops' && echo "# dmesg has warnings"
+rmmod rcd_cbase >/dev/null 2>&1
+cleanup >/dev/null 2>&1
+exit 0
