@@ -57,6 +57,26 @@ unsafe fn borrow_id<'a>(id: *mut bindings::ib_cm_id) -> Result<&'a CmIdRef> {
     Ok(unsafe { CmIdRef::from_raw(id) })
 }
 
+/// A checked send of `max` bytes at most with `send`.
+///
+/// # Safety
+///
+/// As for [`rcd_send_dreq`].
+unsafe fn checked_send(
+    cm_id: *mut bindings::ib_cm_id,
+    private_data: *const c_void,
+    len: usize,
+    max: usize,
+    send: fn(&CmIdRef, &[u8]) -> Result,
+) -> c_int {
+    from_result(|| {
+        // SAFETY: The caller's contract, as documented for `rcd_send_dreq`.
+        let (id, data) = unsafe { (borrow_id(cm_id)?, c_private_data(private_data, len, max)?) };
+        send(id, data)?;
+        Ok(0)
+    })
+}
+
 /// `rcd_send_dreq()`: see `include/rust_cm_disconnect.h`.
 ///
 /// # Safety
@@ -69,17 +89,16 @@ pub(crate) unsafe extern "C" fn rcd_send_dreq(
     private_data: *const c_void,
     len: usize,
 ) -> c_int {
-    from_result(|| {
-        // SAFETY: The caller's contract, as documented above.
-        let (id, data) = unsafe {
-            (
-                borrow_id(cm_id)?,
-                c_private_data(private_data, len, DREQ_PRIVATE_DATA_SIZE)?,
-            )
-        };
-        id.send_dreq(data)?;
-        Ok(0)
-    })
+    // SAFETY: Our caller's contract is `checked_send`'s.
+    unsafe {
+        checked_send(
+            cm_id,
+            private_data,
+            len,
+            DREQ_PRIVATE_DATA_SIZE,
+            CmIdRef::send_dreq,
+        )
+    }
 }
 
 /// `rcd_send_drep()`: see `include/rust_cm_disconnect.h`.
@@ -93,17 +112,16 @@ pub(crate) unsafe extern "C" fn rcd_send_drep(
     private_data: *const c_void,
     len: usize,
 ) -> c_int {
-    from_result(|| {
-        // SAFETY: The caller's contract, as documented above.
-        let (id, data) = unsafe {
-            (
-                borrow_id(cm_id)?,
-                c_private_data(private_data, len, DREP_PRIVATE_DATA_SIZE)?,
-            )
-        };
-        id.send_drep(data)?;
-        Ok(0)
-    })
+    // SAFETY: Our caller's contract is `checked_send`'s.
+    unsafe {
+        checked_send(
+            cm_id,
+            private_data,
+            len,
+            DREP_PRIVATE_DATA_SIZE,
+            CmIdRef::send_drep,
+        )
+    }
 }
 
 /// `rcd_disconnect()`: see `include/rust_cm_disconnect.h`.

@@ -203,9 +203,8 @@ impl CmIdRef {
 
     /// The RDMA device the id lives on.
     pub(crate) fn device(&self) -> &Device {
-        // SAFETY: By the type invariant the id is valid, and the id holds its
-        // device (the CM destroys no id while its device is registered: the
-        // device's clients must destroy their ids in their `remove`).
+        // SAFETY: The id is valid (type invariant) and its device outlives it: clients destroy
+        // their ids in their `remove`, before the device is unregistered.
         unsafe { Device::from_raw((*self.as_raw()).device) }
     }
 
@@ -238,9 +237,8 @@ impl CmIdRef {
             max_cm_retries: req.timing.max_cm_retries,
             ..Default::default()
         };
-        // SAFETY: By the type invariant the id is valid; `param` and what it
-        // points to (path, GID entry, private data) are valid for the call,
-        // and the CM copies or references what it keeps.
+        // SAFETY: The id is valid (type invariant); `param` and what it points to (path, GID
+        // entry, private data) are valid for the call; the CM copies or refs what it keeps.
         to_result(unsafe { bindings::ib_send_cm_req(self.as_raw(), &mut param) })
     }
 
@@ -435,9 +433,8 @@ impl<T: Handler> CmId<T> {
             GFP_KERNEL,
         )?;
         let ctx = Arc::into_raw(inner.clone());
-        // SAFETY: `device` is registered; the handler is ours and `ctx` stays
-        // valid until the id is destroyed (see `Drop`). No callback can run
-        // before the id is used, so storing `id` below comes first.
+        // SAFETY: `device` is registered; `ctx` stays valid until the id is destroyed (`Drop`).
+        // No callback runs before the id is used, so `id` is stored below in time.
         let id = unsafe {
             bindings::ib_create_cm_id(
                 device.as_raw(),
@@ -482,9 +479,8 @@ impl<T: Handler> Drop for CmId<T> {
         unsafe { bindings::ib_destroy_cm_id(id) };
         LIVE_IDS.fetch_sub(1, Ordering::Relaxed);
         let ctx: *const Inner<T> = &*self.inner;
-        // SAFETY: The reference the id's `context` held (type invariant): the
-        // address `Arc::into_raw` returned is the one `Deref` gives. The id is
-        // gone, so no callback uses it any more.
+        // SAFETY: The id's `context` reference (type invariant; `Arc::into_raw` gave the address
+        // `Deref` gives). The id is gone, so no callback uses it any more.
         drop(unsafe { Arc::from_raw(ctx) });
     }
 }
@@ -541,9 +537,8 @@ impl<'a, T: Handler> Request<'a, T> {
             GFP_KERNEL,
         )?;
         let ctx = Arc::into_raw(inner.clone());
-        // SAFETY: The new id is valid during its REQ callback, and nothing else
-        // reads its `context` until the callback returns: events on one id are
-        // serialised. From now on `context` holds our reference.
+        // SAFETY: The new id is valid in its REQ callback and events on one id are serialised:
+        // nothing reads `context` until we return. From now on it holds our reference.
         unsafe { (*self.id.as_raw()).context = ctx.cast_mut().cast() };
         LIVE_IDS.fetch_add(1, Ordering::Relaxed);
         self.accepted.set(Some(inner.clone()));
@@ -584,9 +579,8 @@ impl<T: Handler> Adapter<T> {
         let event = unsafe { &*event };
         // SAFETY: The id is valid during its callback.
         let id = unsafe { CmIdRef::from_raw(cm_id) };
-        // SAFETY: Every id with this handler has an `Inner<T>` context holding
-        // a reference (for a REQ's new id, the listener's, which the CM keeps
-        // alive while it delivers the REQ).
+        // SAFETY: Every id with this handler has an `Inner<T>` context holding a reference (a
+        // REQ's new id: the listener's, which the CM keeps alive while it delivers the REQ).
         let ctx = unsafe { (*cm_id).context }.cast::<Inner<T>>().cast_const();
         // SAFETY: See above: `ctx` is alive at least until we return.
         let inner = unsafe { &*ctx };

@@ -216,7 +216,9 @@ impl Endpoint {
                 cma,
                 core: core.clone(),
                 st <- new_mutex!(EndpointState {
-                    events: KVec::new(),
+                    // A connection's life is about eight events: reserved now,
+                    // callbacks do not reallocate.
+                    events: KVec::with_capacity(8, GFP_KERNEL)?,
                     verbs: None,
                     auto_drep,
                     disconnecting: false,

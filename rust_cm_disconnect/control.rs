@@ -14,7 +14,7 @@
 //! listen  NUM DEV SERVICE_ID [auto_drep=DATA] [cma=1]
 //! connect NUM DEV SRC_IP DST_IP SERVICE_ID [port=N] [auto_drep=DATA]
 //!         [lifetime=N] [resp=N] [retries=N] [cma_port=N] [req_data=DATA]
-//! dreq    NUM[,NUM...] [DATA]
+//! dreq    NUM[,NUM...] [DATA]   (NUM may be a range, A-B)
 //! drep    NUM [DATA]
 //! disconnect NUM[,NUM...] [DATA]  QP to error, then DREQ or DREP (rdma_disconnect)
 //! post    NUM RECV [SEND] post work requests on the connection's QP
@@ -61,6 +61,9 @@ pub(crate) static FILES: [File; 5] = [
     File::new(c_str!("events"), 0o444, EVENTS),
     File::new(c_str!("ctl"), 0o200, CTL),
 ];
+
+/// The most connections one `dreq` or `disconnect` names.
+const MAX_LIST: u32 = 65536;
 
 /// The largest DATA a command may build (the checks under test reject
 /// anything over 224 bytes; this only bounds the allocation).
@@ -198,7 +201,17 @@ fn nums_and_data(args: &[&str]) -> Result<(KVec<u32>, KVec<u8>)> {
     };
     let mut nums = KVec::new();
     for n in list.split(',') {
-        nums.push(parse_u32(n)?, GFP_KERNEL)?;
+        // `A-B`: every number from A to B.
+        let (first, last) = match n.split_once('-') {
+            Some((a, b)) => (parse_u32(a)?, parse_u32(b)?),
+            None => (parse_u32(n)?, parse_u32(n)?),
+        };
+        if last < first || last - first >= MAX_LIST {
+            return Err(EINVAL);
+        }
+        for num in first..=last {
+            nums.push(num, GFP_KERNEL)?;
+        }
     }
     Ok((nums, data))
 }

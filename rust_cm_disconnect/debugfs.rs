@@ -78,9 +78,8 @@ pub(crate) struct Output<'a> {
 
 impl fmt::Write for Output<'_> {
     fn write_str(&mut self, s: &str) -> fmt::Result {
-        // SAFETY: By the type invariant `m` is a live seq_file; `s` is valid
-        // for `s.len()` bytes. seq_file records overflow itself and retries
-        // the whole show with a bigger buffer.
+        // SAFETY: `m` is a live seq_file (type invariant), `s` valid for `s.len()` bytes;
+        // seq_file records an overflow and retries the show with a bigger buffer.
         unsafe { rcd_seq_write(self.m, s.as_ptr().cast(), s.len()) };
         Ok(())
     }
@@ -98,9 +97,8 @@ impl<T: Ops> Adapter<T> {
     ///
     /// `ctx` is the context of a live `Dir<T>`; `m` a seq_file being read.
     unsafe extern "C" fn show(ctx: *mut c_void, id: c_uint, m: *mut c_void) -> c_int {
-        // SAFETY: `ctx` comes from `Arc::into_raw` in `Dir::new`, and `Dir<T>`
-        // keeps that reference until the directory is removed, which waits for
-        // running file operations.
+        // SAFETY: `ctx` is from `Arc::into_raw` in `Dir::new`; `Dir<T>` keeps it until the
+        // directory is removed, which waits for running file operations.
         let ctx = unsafe { ArcBorrow::from_raw(ctx.cast::<T>()) };
         // INVARIANT: `m` is live during this call, and so is `out`.
         let mut out = Output { m, _p: PhantomData };

@@ -132,9 +132,8 @@ impl<T: Client> Adapter<T> {
     ///
     /// Only called by the RDMA core while a `Registration<T>` exists.
     unsafe fn ctx<'a>() -> &'a T {
-        // SAFETY: By the invariants of `Registration<T>`, `CURRENT` holds a
-        // reference of an `Arc<T>` that is released only after the client is
-        // unregistered, which waits for every callback to return.
+        // SAFETY: `CURRENT` holds an `Arc<T>` reference (`Registration<T>` invariant), released
+        // only after unregistering the client, which waits for every callback to return.
         unsafe { &*CURRENT.load(Ordering::Acquire).cast::<T>() }
     }
 
@@ -147,9 +146,8 @@ impl<T: Client> Adapter<T> {
             let dev = unsafe { Device::from_raw(device) };
             // SAFETY: We are called by the RDMA core for the registered client.
             let data = unsafe { Self::ctx() }.add(dev)?;
-            // SAFETY: `device` is valid and `CURRENT_CLIENT` is the registered
-            // client being added to it. Ownership of `data` passes to the
-            // device's client data until `remove_callback` takes it back.
+            // SAFETY: `device` is valid, `CURRENT_CLIENT` the client being added to it. `data` is
+            // owned by the client data until `remove_callback` takes it back.
             unsafe {
                 bindings::ib_set_client_data(
                     device,
@@ -206,8 +204,7 @@ impl<T: Client> Registration<T> {
             return Err(EBUSY);
         }
         CURRENT_CLIENT.store(client.get(), Ordering::Release);
-        // SAFETY: `client` is pinned in memory that outlives the registration
-        // (it is dropped only after `ib_unregister_client` in `drop`), and its
+        // SAFETY: `client` is pinned and dropped only after `ib_unregister_client` (`drop`); its
         // callbacks find their context in `CURRENT`, set above.
         let ret = unsafe { bindings::ib_register_client(client.get()) };
         if ret != 0 {

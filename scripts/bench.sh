@@ -6,13 +6,7 @@
 # written as CSV to $RCD_CACHE/bench/. Absolute times under TCG mean little;
 # the ratios, taken side by side in one run, are the result.
 set -euo pipefail
-here=$(cd "$(dirname "$0")/.." && pwd)
-. "$here/scripts/env.sh"
-
-bash "$here/scripts/setup.sh" >/dev/null
-KDIR=${KDIR:-$(bash "$here/scripts/kernel.sh" | tail -n 1)}
-export KDIR
-bash "$here/scripts/build.sh" -s modules
+. "$(dirname "$0")/../scripts/prepare.sh"
 mkdir -p "$RCD_CACHE/bench"
 out=$RCD_CACHE/bench/bench-$(date +%Y%m%d-%H%M%S)
 RCD_VM_MEM=${RCD_VM_MEM:-4G} bash "$here/scripts/vm.sh" \

@@ -8,13 +8,7 @@
 #   tests/run.sh [NAME-FILTER]
 # RCD_KO=/path/to/rust_cm_disconnect.ko tests another build of the module.
 set -uo pipefail
-here=$(cd "$(dirname "$0")/.." && pwd)
-. "$here/scripts/env.sh"
-
-bash "$here/scripts/setup.sh" >/dev/null || exit 1
-KDIR=${KDIR:-$(bash "$here/scripts/kernel.sh" | tail -n 1)} || exit 1
-export KDIR
-bash "$here/scripts/build.sh" -s modules || { echo "check: module build failed"; exit 1; }
+. "$(dirname "$0")/../scripts/prepare.sh"
 
 log=$RCD_CACHE/check.log
 # RCD_KO: test another build of the module (make check-intree).

@@ -58,7 +58,8 @@ static int req_received(struct ib_cm_id *id, const struct ib_cm_event *ev)
 {
 	struct ib_qp_init_attr qa = {};
 	struct ib_cm_rep_param rep = {};
-	int n = atomic_read(&nconns);
+	/* REQ handlers of different ids may run at once: reserve a slot. */
+	int n = atomic_fetch_inc(&nconns);
 	struct cconn *c;
 
 	if (n >= MAX_CONNS)
@@ -93,7 +94,6 @@ static int req_received(struct ib_cm_id *id, const struct ib_cm_event *ev)
 	rep.rnr_retry_count = 7;
 	if (ib_send_cm_rep(id, &rep))
 		goto err_qp;
-	atomic_inc(&nconns);
 	return 0;
 err_qp:
 	ib_destroy_qp(c->qp);
@@ -104,7 +104,8 @@ err_pd:
 	c->qp = NULL;
 	c->cq = NULL;
 	c->pd = NULL;
-	return -EINVAL; /* the CM destroys the id and rejects */
+	c->id = NULL;	/* the CM destroys the id and rejects */
+	return -EINVAL;
 }
 
 static int handler(struct ib_cm_id *id, const struct ib_cm_event *ev)
@@ -131,10 +132,15 @@ static int handler(struct ib_cm_id *id, const struct ib_cm_event *ev)
 	return 0;
 }
 
+static int slots(void)
+{
+	return min(atomic_read(&nconns), MAX_CONNS);
+}
+
 static ssize_t ctl_write(struct file *f, const char __user *buf, size_t len,
 			 loff_t *pos)
 {
-	int i, n = atomic_read(&nconns);
+	int i, n = slots();
 
 	mutex_lock(&lock);
 	atomic_set(&ndone, 0);
@@ -154,7 +160,7 @@ static ssize_t ctl_write(struct file *f, const char __user *buf, size_t len,
 
 static int lat_show(struct seq_file *m, void *v)
 {
-	int i, n = atomic_read(&nconns), est = 0;
+	int i, n = slots(), est = 0;
 
 	for (i = 0; i < n; i++)
 		est += READ_ONCE(conns[i].established);
@@ -207,11 +213,13 @@ err:
 
 static void __exit rcd_cbase_exit(void)
 {
-	int i, n = atomic_read(&nconns);
+	int i, n = slots();
 
 	debugfs_remove(dir);
 	ib_destroy_cm_id(listen_id);
 	for (i = 0; i < n; i++) {
+		if (!conns[i].id)
+			continue;
 		ib_destroy_cm_id(conns[i].id);
 		ib_destroy_qp(conns[i].qp);
 		ib_free_cq(conns[i].cq);
