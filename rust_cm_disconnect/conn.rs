@@ -821,6 +821,16 @@ impl Core {
             }
         }
         writeln!(out, "endpoint_bytes_avg {}", bytes / count.max(1))?;
+        // The part that does not depend on the event record.
+        writeln!(
+            out,
+            "endpoint_fixed_bytes {}",
+            core::mem::size_of::<Endpoint>()
+                + core::mem::size_of::<Conn>()
+                + core::mem::size_of::<RcQp>()
+                + CmId::<Arc<Endpoint>>::ALLOC_BYTES
+        )?;
+        writeln!(out, "event_bytes {}", core::mem::size_of::<Event>())?;
         drop(inner);
         writeln!(out, "cm_ids_live {}", cm::live_ids())?;
         writeln!(
