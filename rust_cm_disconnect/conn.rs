@@ -292,13 +292,16 @@ impl Handler for Arc<Endpoint> {
         } else {
             pd
         };
-        let num = match ours.strip_prefix(REQ_MAGIC) {
-            Some(n) => {
-                let mut b = [0u8; 4];
-                b.copy_from_slice(&n[..4]);
-                PASSIVE_BASE + u32::from_le_bytes(b) % PASSIVE_BASE
+        let ours = ours
+            .strip_prefix(REQ_MAGIC)
+            .and_then(|n| n.get(..4))
+            .and_then(|n| <[u8; 4]>::try_from(n).ok());
+        let num = match ours {
+            Some(n) => PASSIVE_BASE + u32::from_le_bytes(n) % PASSIVE_BASE,
+            // Numbers wrap rather than overflow after 2^32 foreign REQs.
+            None => {
+                FOREIGN_BASE.wrapping_add(core.next_foreign.fetch_add(1, Ordering::Relaxed) as u32)
             }
-            None => FOREIGN_BASE + core.next_foreign.fetch_add(1, Ordering::Relaxed) as u32,
         };
         let (depth, resources) = (req.initiator_depth(), req.responder_resources());
         let auto_drep = match &self.st.lock().auto_drep {
@@ -640,12 +643,14 @@ impl Core {
     pub(crate) fn disconnect(&self, num: u32, data: &[u8]) -> Result {
         let inner = self.inner.lock();
         let conn = inner.conns.get(&num).ok_or(ENOENT)?;
-        let cm = conn.cm.as_ref().ok_or_else(errno::enotconn)?;
         // Held while deciding and sending: see `dreq_received`.
         let mut st = conn.ep.st.lock();
+        // A second call is `EALREADY` whenever it comes, also once the id
+        // has left timewait and been freed.
         if st.disconnecting {
             return Err(errno::ealready());
         }
+        let cm = conn.cm.as_ref().ok_or_else(errno::enotconn)?;
         let qp = st.verbs.as_ref().map(|v| v.qp());
         let t_ns = Ktime::ktime_get().to_ns();
         // Refused (the outer `?`): nothing was done, nothing changes.

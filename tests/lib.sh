@@ -146,6 +146,13 @@ cm_counter() { cat "/sys/class/infiniband/$1/ports/1/$2/$3"; }
 # counter_is DEV DIR MSG VALUE: for wait_for (the counter is read each time).
 counter_is() { [ "$(cm_counter "$1" "$2" "$3")" = "$4" ]; }
 
+# sent DEV MSG: messages sent, retransmissions not counted (cm.c adds
+# 1 + retries to cm_tx_msgs when a send completes).
+sent() { echo $(( $(cm_counter "$1" cm_tx_msgs "$2") - $(cm_counter "$1" cm_tx_retries "$2") )); }
+
+# sent_is DEV MSG VALUE: for wait_for.
+sent_is() { [ "$(sent "$1" "$2")" = "$3" ]; }
+
 # cm_pair ACTIVE [LISTENER_OPTS]: rxe0 on v0, listener 1 on service 0x1000
 # (created once), and connection ACTIVE from 10.77.0.1 to itself, both ends
 # ESTABLISHED. The passive end is ACTIVE + 1000000.
