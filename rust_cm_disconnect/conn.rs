@@ -623,16 +623,19 @@ impl Core {
 
     /// `drep NUM [DATA]`: answers the peer's DREQ with a DREP.
     pub(crate) fn send_drep(&self, num: u32, data: &[u8]) -> Result {
-        let res = self.with_cm(num, |cm| cm.send_drep(data));
+        let res = self.with_conn(num, |cm, ep| {
+            // Under the endpoint's lock, as the DREQ callback's own DREP.
+            let mut st = ep.st.lock();
+            cm.send_drep(data)?;
+            st.record(self, EventKind::DrepSent, 0, data);
+            Ok(())
+        });
         let counter = if res.is_ok() {
             &self.drep_sent
         } else {
             &self.drep_failed
         };
         counter.fetch_add(1, Ordering::Relaxed);
-        if res.is_ok() {
-            self.with_ep(num, |ep| ep.record(EventKind::DrepSent, 0, data));
-        }
         res
     }
 
@@ -708,13 +711,6 @@ impl Core {
     fn ep(&self, num: u32) -> Result<Arc<Endpoint>> {
         let inner = self.inner.lock();
         Ok(inner.conns.get(&num).ok_or(ENOENT)?.ep.clone())
-    }
-
-    fn with_ep(&self, num: u32, f: impl FnOnce(&Endpoint)) {
-        let ep = self.inner.lock().conns.get(&num).map(|c| c.ep.clone());
-        if let Some(ep) = ep {
-            f(&ep);
-        }
     }
 
     /// Takes connection `num` out of the table; dropping it destroys its id
