@@ -6,6 +6,8 @@
 # written as CSV to $RCD_CACHE/bench/. Absolute times under TCG mean little;
 # the ratios, taken side by side in one run, are the result.
 set -euo pipefail
+# The plain kernel: KASAN and lockdep would be most of what is measured.
+export RCD_KERNEL=plain
 . "$(dirname "$0")/../scripts/prepare.sh"
 mkdir -p "$RCD_CACHE/bench"
 out=$RCD_CACHE/bench/bench-$(date +%Y%m%d-%H%M%S)

@@ -12,5 +12,12 @@ if [ -z "${KDIR:-}" ]; then
 	bash "$here/scripts/setup.sh" >/dev/null
 	KDIR=$(bash "$here/scripts/kernel.sh" | tail -n 1)
 fi
+# The objects here are built against one tree at a time: make check (debug
+# kernel) and make bench (plain kernel) take turns, so start clean when the
+# tree changes rather than trust Kbuild to notice a different vmlinux.
+if [ "$(cat "$here/.rcd-kdir" 2>/dev/null)" != "$KDIR" ]; then
+	make -s -C "$here" clean
+	echo "$KDIR" > "$here/.rcd-kdir"
+fi
 exec make -C "$KDIR" "${KMAKE_VARS[@]}" M="$here" CONFIG_RUST_CM_DISCONNECT=m \
 	RCD_TEST_MODULES=m "$@"
