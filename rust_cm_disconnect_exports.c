@@ -14,6 +14,7 @@
  */
 
 #include <linux/debugfs.h>
+#include <linux/preempt.h>
 #include <linux/fs.h>
 #include <linux/module.h>
 #include <linux/seq_file.h>
@@ -103,6 +104,20 @@ void rcd_debugfs_remove(void)
 	rcd_dir = NULL;
 	rcd_ops = NULL;
 	rcd_ctx = NULL;
+}
+
+/*
+ * The C API's functions that may sleep refuse callers that must not: in
+ * interrupt or softirq context, with interrupts off, and, where the kernel
+ * counts them (CONFIG_PREEMPT_COUNT, which DEBUG_ATOMIC_SLEEP selects),
+ * under a spinlock or with preemption disabled. The macros live here: Rust
+ * cannot see them.
+ */
+bool rcd_may_sleep(void)
+{
+	if (!in_task() || irqs_disabled())
+		return false;
+	return !IS_ENABLED(CONFIG_PREEMPT_COUNT) || preempt_count() == 0;
 }
 
 /* The C API (include/rust_cm_disconnect.h), implemented in capi.rs. */

@@ -2,7 +2,7 @@
 /*
  * Private interface between the Rust and the C parts of rust_cm_disconnect.
  * Not for consumers: they include include/rust_cm_disconnect.h.
- * Mirrored by hand in rust_cm_disconnect/debugfs.rs.
+ * Mirrored by hand in rust_cm_disconnect/debugfs.rs and capi.rs.
  */
 #ifndef RUST_CM_DISCONNECT_SHIM_H
 #define RUST_CM_DISCONNECT_SHIM_H
@@ -29,5 +29,8 @@ int rcd_debugfs_create(const char *name, const struct rcd_debugfs_file *files,
 		       void *ctx);
 void rcd_debugfs_remove(void);
 void rcd_seq_write(struct seq_file *m, const void *buf, size_t len);
+
+/* Whether the caller may sleep, as far as this kernel can tell. */
+bool rcd_may_sleep(void);
 
 #endif

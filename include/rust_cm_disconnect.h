@@ -6,6 +6,13 @@
  * consumer's own struct ib_cm_id (and QP); lengths are size_t and are never
  * truncated: what does not fit the message's private data field is -EINVAL
  * and nothing is sent. All return 0 or a negative errno.
+ *
+ * The functions that may sleep (all but rcd_send_dreq()) check their context
+ * first: called in interrupt or softirq context, with interrupts disabled
+ * or, on kernels that count it (CONFIG_PREEMPT_COUNT, selected by
+ * CONFIG_DEBUG_ATOMIC_SLEEP), with preemption disabled or a spinlock held,
+ * they return -EAGAIN (-EWOULDBLOCK) and do nothing. Without
+ * CONFIG_PREEMPT_COUNT a held spinlock cannot be seen: don't.
  */
 #ifndef RUST_CM_DISCONNECT_H
 #define RUST_CM_DISCONNECT_H
@@ -47,7 +54,8 @@ int rcd_send_dreq(struct ib_cm_id *cm_id, const void *private_data, size_t len);
  * The length is checked before ib_send_cm_drep() is called: 6.12's
  * ib_send_cm_drep() leaks its copy of the data when the length is too long.
  *
- * Context: process context; may sleep.
+ * Context: process context; may sleep (ib_send_cm_drep() copies the data
+ * with GFP_KERNEL). Elsewhere: -EAGAIN.
  * Return: 0 on success; -EINVAL for a NULL @cm_id, NULL @private_data with a
  * non-zero @len, or @len > 224; otherwise ib_send_cm_drep()'s result
  * (-EINVAL unless the id is in DREQ_RCVD).
@@ -70,7 +78,7 @@ int rcd_send_drep(struct ib_cm_id *cm_id, const void *private_data, size_t len);
  * Unlike the kernel's rdma_disconnect(), which returns only the QP's result,
  * every failure is returned.
  *
- * Context: process context; may sleep.
+ * Context: process context; may sleep. Elsewhere: -EAGAIN.
  * Return: 0 on success; -EINVAL for a NULL @cm_id, NULL @private_data with a
  * non-zero @len or a @len too long for the message; -EALREADY if the
  * connection is already disconnecting (DREQ_SENT, TIMEWAIT: a second call);
@@ -92,7 +100,7 @@ int rcd_disconnect(struct ib_cm_id *cm_id, struct ib_qp *qp,
  * connection is closed, its id is freed at timewait exit, its device is
  * removed or the module unloads; the caller must not outlive that.
  *
- * Context: process context.
+ * Context: process context (it takes a mutex). Elsewhere: -EAGAIN.
  * Return: 0; -EINVAL for NULL @cm_id or @qp; -ENOENT if there is no such
  * connection; -ENOTCONN if its id is already freed; -ENODEV if it has no QP.
  */

@@ -6,7 +6,9 @@
 //!
 //! The C arguments are turned into the Rust types here and nowhere else: a
 //! length is compared with the message's field before any slice is made
-//! (so `SIZE_MAX` is just too long), NULL with a length is `EINVAL`.
+//! (so `SIZE_MAX` is just too long), NULL with a length is `EINVAL`. The
+//! functions that may sleep refuse a caller that must not with `EAGAIN`
+//! (`EWOULDBLOCK`) before they touch anything.
 
 use crate::{
     cm::{CmIdRef, DREP_PRIVATE_DATA_SIZE, DREQ_PRIVATE_DATA_SIZE},
@@ -25,6 +27,21 @@ use kernel::{
     prelude::*,
     sync::Arc,
 };
+
+extern "C" {
+    /// In `rust_cm_disconnect_exports.c`: whether the caller may sleep.
+    fn rcd_may_sleep() -> bool;
+}
+
+/// `EAGAIN` (`EWOULDBLOCK`) unless the caller may sleep.
+fn may_sleep() -> Result {
+    // SAFETY: Reads the current context only; callable from any context.
+    if unsafe { rcd_may_sleep() } {
+        Ok(())
+    } else {
+        Err(EAGAIN)
+    }
+}
 
 /// The caller's private data: `EINVAL` if longer than `max`, or NULL with a
 /// length.
@@ -68,8 +85,12 @@ unsafe fn checked_send(
     len: usize,
     max: usize,
     send: fn(&CmIdRef, &[u8]) -> Result,
+    sleeps: bool,
 ) -> c_int {
     from_result(|| {
+        if sleeps {
+            may_sleep()?;
+        }
         // SAFETY: The caller's contract, as documented for `rcd_send_dreq`.
         let (id, data) = unsafe { (borrow_id(cm_id)?, c_private_data(private_data, len, max)?) };
         send(id, data)?;
@@ -97,6 +118,7 @@ pub(crate) unsafe extern "C" fn rcd_send_dreq(
             len,
             DREQ_PRIVATE_DATA_SIZE,
             CmIdRef::send_dreq,
+            false,
         )
     }
 }
@@ -120,6 +142,8 @@ pub(crate) unsafe extern "C" fn rcd_send_drep(
             len,
             DREP_PRIVATE_DATA_SIZE,
             CmIdRef::send_drep,
+            // `ib_send_cm_drep` copies the data with GFP_KERNEL.
+            true,
         )
     }
 }
@@ -138,6 +162,7 @@ pub(crate) unsafe extern "C" fn rcd_disconnect(
     len: usize,
 ) -> c_int {
     from_result(|| {
+        may_sleep()?;
         // SAFETY: The caller's contract. The bound is the larger field (the
         // DREP's); `disconnect` checks the message it picks.
         let (id, data) = unsafe {
@@ -196,6 +221,8 @@ pub(crate) unsafe extern "C" fn rcd_conn_borrow(
         if cm_id.is_null() || qp.is_null() {
             return Err(EINVAL);
         }
+        // The table's lock is a mutex.
+        may_sleep()?;
         let core = NonNull::new(CORE.load(Ordering::Acquire)).ok_or(ENODEV)?;
         // SAFETY: `CORE` holds a reference while the module is loaded, which
         // it is while a consumer runs.

@@ -75,3 +75,34 @@ test_capi_peer_gone() {
 	log "events: $(grep "^$n " $RCD_DBG/events | awk '{print $2}' | tr '\n' ' ')"
 	check "one DISCONNECTED" test "$(event_count $n DISCONNECTED)" = 1
 }
+
+# Calls from atomic context: the functions that may sleep refuse with
+# -EAGAIN and change nothing (with interrupts off, and under a spinlock on
+# this kernel, which counts preemption); rcd_send_dreq() works under a
+# spinlock, as ib_send_cm_dreq() does. A "sleeping function called from
+# invalid context" anywhere fails the run's dmesg check.
+test_capi_atomic_context() {
+	local n=230 p=$((230 + PASSIVE_BASE))
+	cm_pair $n || return 1
+	insmod "$CONSUMER" conn=$n steps=atomic || return 1
+	dmesg | grep 'rcd_consumer:' | tail -8 | sed 's/^/# /'
+	check "no failures" test "$(consumer_failures)" = 0 || return 1
+	check "every check ran" sh -c "dmesg | grep -q 'rcd_consumer: done, 0 failure'" || return 1
+	rmmod rcd_consumer || return 1
+	wait_event 20 $p DREQ_RECEIVED || return 1
+	check "the peer got 'atomic'" test "$(event_field $p DREQ_RECEIVED data | cut -c1-12)" = "$(printf atomic | od -An -tx1 | tr -d ' \n')" || return 1
+	# Had the refused disconnect gone through, its DREQ (no data) would
+	# have come first and the later one would have failed.
+	check "exactly one DREQ" test "$(event_count $p DREQ_RECEIVED)" = 1
+}
+
+# An id the module has freed or closed is not handed out: a consumer asking
+# for a closed connection gets -ENOENT. (A consumer's own destroyed id is a
+# dangling pointer: no callee can detect that; see the README.)
+test_capi_closed_connection() {
+	local n=240
+	cm_pair $n || return 1
+	ctl close $n || return 1
+	check "borrowing a closed connection is refused" sh -c "! insmod $CONSUMER conn=$n steps=dreq 2>/dev/null" || return 1
+	check "-ENOENT" sh -c "dmesg | grep -q 'cannot borrow connection $n: -2'"
+}

@@ -14,6 +14,9 @@
  *   dreq     rcd_send_dreq() with "c-dreq"
  *   gone     rcd_disconnect() after the peer destroyed its id: 0, the CM
  *            still answers (see t_capi.sh)
+ *   atomic   the functions that may sleep, called with interrupts off and
+ *            under a spinlock: -EAGAIN, nothing done; then rcd_send_dreq()
+ *            with "atomic" under a spinlock, which is allowed: 0
  *
  * Each check logs "rcd_consumer: ok|FAIL <what>: got <ret>". The module
  * stays loaded (it holds rust_cm_disconnect) until removed.
@@ -31,7 +34,7 @@ MODULE_PARM_DESC(conn, "connection number in rust_cm_disconnect's ctl");
 
 static char *steps = "bad";
 module_param(steps, charp, 0444);
-MODULE_PARM_DESC(steps, "comma-separated steps: bad, drep, disc, dreq");
+MODULE_PARM_DESC(steps, "comma-separated steps: bad, drep, disc, gone, dreq, atomic");
 
 static int failures;
 
@@ -75,6 +78,43 @@ static void step_bad(struct ib_cm_id *id, struct ib_qp *qp)
 	kfree(buf);
 }
 
+static void step_atomic(struct ib_cm_id *id, struct ib_qp *qp)
+{
+	static DEFINE_SPINLOCK(lock);
+	struct ib_cm_id *id2;
+	struct ib_qp *qp2;
+	unsigned long flags;
+	int drep, disc, borrow, dreq;
+
+	spin_lock_irqsave(&lock, flags);
+	drep = rcd_send_drep(id, "x", 1);
+	disc = rcd_disconnect(id, qp, NULL, 0);
+	borrow = rcd_conn_borrow(conn, &id2, &qp2);
+	spin_unlock_irqrestore(&lock, flags);
+	expect("drep with irqs off", drep, -EAGAIN);
+	expect("disconnect with irqs off", disc, -EAGAIN);
+	expect("borrow with irqs off", borrow, -EAGAIN);
+
+	if (IS_ENABLED(CONFIG_PREEMPT_COUNT)) {
+		spin_lock(&lock);
+		drep = rcd_send_drep(id, "x", 1);
+		disc = rcd_disconnect(id, qp, NULL, 0);
+		borrow = rcd_conn_borrow(conn, &id2, &qp2);
+		spin_unlock(&lock);
+		expect("drep under a spinlock", drep, -EAGAIN);
+		expect("disconnect under a spinlock", disc, -EAGAIN);
+		expect("borrow under a spinlock", borrow, -EAGAIN);
+	} else {
+		pr_info("rcd_consumer: no CONFIG_PREEMPT_COUNT: a held spinlock is not detectable\n");
+	}
+
+	/* Like ib_send_cm_dreq(), allowed in any context. */
+	spin_lock(&lock);
+	dreq = rcd_send_dreq(id, "atomic", 6);
+	spin_unlock(&lock);
+	expect("dreq under a spinlock", dreq, 0);
+}
+
 static int __init rcd_consumer_init(void)
 {
 	struct ib_cm_id *id;
@@ -101,6 +141,8 @@ static int __init rcd_consumer_init(void)
 			expect("dreq in DREQ_SENT", rcd_send_dreq(id, NULL, 0), -EINVAL);
 		} else if (!strcmp(step, "gone")) {
 			expect("disconnect, peer gone", rcd_disconnect(id, qp, NULL, 0), 0);
+		} else if (!strcmp(step, "atomic")) {
+			step_atomic(id, qp);
 		} else if (!strcmp(step, "dreq")) {
 			expect("dreq", rcd_send_dreq(id, "c-dreq", 6), 0);
 		} else {
