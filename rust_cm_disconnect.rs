@@ -19,6 +19,8 @@ mod conn;
 mod control;
 #[path = "rust_cm_disconnect/debugfs.rs"]
 mod debugfs;
+#[path = "rust_cm_disconnect/delay.rs"]
+mod delay;
 #[path = "rust_cm_disconnect/devices.rs"]
 mod devices;
 #[path = "rust_cm_disconnect/disconnect.rs"]
@@ -43,10 +45,12 @@ module! {
 struct RustCmDisconnect {
     // Dropped in this order: the C API's view of the state, then the control
     // files (no command runs during teardown), then the RDMA client, whose
-    // unregistration removes every device and everything on it.
+    // unregistration frees every id and QP on every device, and last the
+    // connection table with the endpoints' records.
     _capi: capi::Registration,
     _debugfs: debugfs::Dir<conn::Core>,
     _client: ib_client::Registration<conn::Core>,
+    _owner: conn::Owner,
 }
 
 impl kernel::Module for RustCmDisconnect {
@@ -57,9 +61,10 @@ impl kernel::Module for RustCmDisconnect {
             debugfs::Dir::new(c_str!("rust_cm_disconnect"), &control::FILES, core.clone())?;
         pr_info!("loaded\n");
         Ok(Self {
-            _capi: capi::Registration::new(core),
+            _capi: capi::Registration::new(core.clone()),
             _debugfs: debugfs,
             _client: client,
+            _owner: conn::Owner::new(core),
         })
     }
 }

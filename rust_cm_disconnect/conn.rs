@@ -10,7 +10,7 @@
 
 use crate::{
     cm::{self, CmId, CmIdRef, Handler, Rep, Req, Request},
-    cma,
+    cma, delay,
     devices::{DeviceEntry, Devices},
     disconnect::{self, Message},
     errno,
@@ -80,9 +80,47 @@ pub(crate) enum EventKind {
     DreqSent,
     DreqError,
     TimewaitExit,
-    /// Once per endpoint: its connection is over (status 0, or `-ETIMEDOUT`
-    /// when our DREQ got no answer), as rdma_cm's DISCONNECTED.
+    /// Once per endpoint: its connection is over (status 0, `-ETIMEDOUT`
+    /// when our DREQ got no answer, `-ENODEV` when its device went away),
+    /// as rdma_cm's DISCONNECTED.
     Disconnected,
+    /// The `on_dreq` action ran in the DREQ callback: its result.
+    OnDreq,
+}
+
+/// What an endpoint's DREQ callback does besides recording the DREQ: the
+/// careless consumer callbacks the tests need (`on_dreq=` in `ctl`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OnDreq {
+    Nothing,
+    /// Sleeps this many milliseconds.
+    Sleep(u32),
+    /// Sends a DREQ on its own connection (the CM refuses: DREQ_RCVD).
+    Dreq,
+    /// `disconnect()` of its own connection: QP to error, DREP.
+    Disconnect,
+    /// `disconnect()` of another connection.
+    DisconnectOther(u32),
+}
+
+/// How an endpoint answers its peer, set by `listen`/`connect` options; a
+/// listener's is copied to its passive ends.
+pub(crate) struct Behaviour {
+    /// Answer a peer's DREQ at once with a DREP carrying these bytes.
+    pub(crate) auto_drep: Option<KVec<u8>>,
+    pub(crate) on_dreq: OnDreq,
+}
+
+impl Behaviour {
+    fn try_clone(&self) -> Result<Self> {
+        Ok(Self {
+            auto_drep: match &self.auto_drep {
+                Some(d) => Some(copy(d)?),
+                None => None,
+            },
+            on_dreq: self.on_dreq,
+        })
+    }
 }
 
 impl EventKind {
@@ -98,6 +136,7 @@ impl EventKind {
             Self::DreqError => "DREQ_ERROR",
             Self::TimewaitExit => "TIMEWAIT_EXIT",
             Self::Disconnected => "DISCONNECTED",
+            Self::OnDreq => "ON_DREQ",
         }
     }
 }
@@ -115,8 +154,7 @@ struct Event {
 struct EndpointState {
     events: KVec<Event>,
     verbs: Option<RcQp>,
-    /// Answer a peer's DREQ at once with a DREP carrying these bytes.
-    auto_drep: Option<KVec<u8>>,
+    behaviour: Behaviour,
     /// `disconnect` was called: a crossing DREQ is answered at once.
     disconnecting: bool,
     /// The DISCONNECTED event was recorded.
@@ -204,7 +242,7 @@ impl Endpoint {
         device: &Device,
         listener: u32,
         cma: bool,
-        auto_drep: Option<KVec<u8>>,
+        behaviour: Behaviour,
     ) -> Result<Arc<Self>> {
         let ep = Arc::pin_init(
             try_pin_init!(Self {
@@ -220,7 +258,7 @@ impl Endpoint {
                     // callbacks do not reallocate.
                     events: KVec::with_capacity(8, GFP_KERNEL)?,
                     verbs: None,
-                    auto_drep,
+                    behaviour,
                     disconnecting: false,
                     disconnected: false,
                     posted: 0,
@@ -304,12 +342,9 @@ impl Handler for Arc<Endpoint> {
             }
         };
         let (depth, resources) = (req.initiator_depth(), req.responder_resources());
-        let auto_drep = match &self.st.lock().auto_drep {
-            Some(d) => Some(copy(d)?),
-            None => None,
-        };
+        let behaviour = self.st.lock().behaviour.try_clone()?;
         let device = req.id().device();
-        let ep = Endpoint::new(core, num, Role::Passive, device, self.num, false, auto_drep)?;
+        let ep = Endpoint::new(core, num, Role::Passive, device, self.num, false, behaviour)?;
         let cm = req.accept(ep.clone())?;
         // From here an error drops `cm` in its own callback: the CM destroys
         // the new id and rejects the REQ.
@@ -367,7 +402,7 @@ impl Handler for Arc<Endpoint> {
         let answer = if st.disconnecting {
             Some(KVec::new())
         } else {
-            match &st.auto_drep {
+            match &st.behaviour.auto_drep {
                 Some(d) => copy(d).ok(),
                 None => None,
             }
@@ -382,6 +417,21 @@ impl Handler for Arc<Endpoint> {
             };
             st.record(&self.core, EventKind::DrepSent, status, &data);
         }
+        let action = st.behaviour.on_dreq;
+        // Without our lock: `disconnect` takes the table's and ours.
+        drop(st);
+        let res = match action {
+            OnDreq::Nothing => return,
+            OnDreq::Sleep(ms) => {
+                delay::msleep(ms);
+                Ok(())
+            }
+            OnDreq::Dreq => id.send_dreq(b"from-callback"),
+            OnDreq::Disconnect => self.core.disconnect(self.num, &[]),
+            OnDreq::DisconnectOther(num) => self.core.disconnect(num, &[]),
+        };
+        let status = res.err().map_or(0, |e| e.to_errno());
+        self.record(EventKind::OnDreq, status, &[]);
     }
 
     fn drep_received(&self, _id: &CmIdRef, private_data: &[u8]) {
@@ -450,7 +500,7 @@ pub(crate) struct ConnectArgs<'a> {
     pub(crate) dst: [u8; 4],
     pub(crate) service_id: u64,
     pub(crate) timing: Timing,
-    pub(crate) auto_drep: Option<KVec<u8>>,
+    pub(crate) behaviour: Behaviour,
     /// Start the REQ's private data with a `cma_hdr` from this source port,
     /// as rdma_cm does (for an rdma_cm listener).
     pub(crate) cma_port: Option<u16>,
@@ -505,10 +555,10 @@ impl Core {
         device: &CStr,
         service_id: u64,
         cma: bool,
-        auto_drep: Option<KVec<u8>>,
+        behaviour: Behaviour,
     ) -> Result {
         let dev = DeviceHandle::get_by_name(device)?;
-        let ep = Endpoint::new(self, num, Role::Listener, &dev, 0, cma, auto_drep)?;
+        let ep = Endpoint::new(self, num, Role::Listener, &dev, 0, cma, behaviour)?;
         let cm = CmId::new(&dev, ep.clone())?;
         cm.listen(service_id)?;
         self.insert(num, ep, cm)
@@ -522,7 +572,7 @@ impl Core {
         let dev = DeviceHandle::get_by_name(a.device)?;
         let peer = self.find_gid(&path::ipv4_gid(a.dst))?;
         let route = path::roce_v2(&dev, a.port, a.src, &peer, a.timing)?;
-        let ep = Endpoint::new(self, a.num, Role::Active, &dev, 0, false, a.auto_drep)?;
+        let ep = Endpoint::new(self, a.num, Role::Active, &dev, 0, false, a.behaviour)?;
         let cm = CmId::new(&dev, ep.clone())?;
         let verbs = RcQp::new(&dev, QP_SIZE)?;
         let qp_num = verbs.qp_num();
@@ -868,18 +918,61 @@ impl Core {
         )
     }
 
-    /// Removes every connection on device `index`, one at a time, each
-    /// destroyed with the lock released.
+    /// Frees the id and QP of every endpoint on device `index`, one at a
+    /// time, each destroyed with the table's lock released. The endpoints
+    /// keep their records (`state=FREED`): a connection that was not over
+    /// yet gets its DISCONNECTED event, with `-ENODEV`.
     fn remove_all_on(&self, index: u32) {
         loop {
-            let conn = {
+            let taken = {
                 let mut inner = self.inner.lock();
-                let num = inner
+                inner
                     .conns
-                    .iter()
-                    .find(|(_, c)| c.ep.dev_index == index)
-                    .map(|(n, _)| *n);
-                match num {
+                    .iter_mut()
+                    .find(|(_, c)| c.ep.dev_index == index && c.cm.is_some())
+                    .map(|(_, c)| (c.ep.clone(), c.cm.take()))
+            };
+            let Some((ep, cm)) = taken else {
+                break;
+            };
+            // Waits for the id's callbacks in progress: none comes after.
+            drop(cm);
+            let verbs = {
+                let mut st = ep.st.lock();
+                if st.verbs.is_some() {
+                    let _ = st.drain_cq();
+                }
+                if ep.role != Role::Listener {
+                    st.record_disconnected(self, ENODEV.to_errno());
+                }
+                st.verbs.take()
+            };
+            drop(verbs);
+        }
+    }
+}
+
+/// Owns the module's [`Core`] for as long as the module is loaded.
+///
+/// Endpoints hold a reference on the core (their callbacks need it) and the
+/// core's table holds the endpoints, records of freed ones included: the
+/// table is emptied when the module goes, or neither would ever be freed.
+pub(crate) struct Owner(Arc<Core>);
+
+impl Owner {
+    pub(crate) fn new(core: Arc<Core>) -> Self {
+        Self(core)
+    }
+}
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        // One at a time, each dropped with the lock released.
+        loop {
+            let conn = {
+                let mut inner = self.0.inner.lock();
+                let first = inner.conns.iter().next().map(|(n, _)| *n);
+                match first {
                     Some(num) => inner.conns.remove(&num),
                     None => None,
                 }

@@ -11,22 +11,25 @@
 //! `ctl` takes one command per write; fields are separated by spaces:
 //!
 //! ```text
-//! listen  NUM DEV SERVICE_ID [auto_drep=DATA] [cma=1]
+//! listen  NUM DEV SERVICE_ID [auto_drep=DATA] [on_dreq=ACTION] [cma=1]
 //! connect NUM DEV SRC_IP DST_IP SERVICE_ID [port=N] [auto_drep=DATA]
-//!         [lifetime=N] [resp=N] [retries=N] [cma_port=N] [req_data=DATA]
+//!         [on_dreq=ACTION] [lifetime=N] [resp=N] [retries=N] [cma_port=N]
+//!         [req_data=DATA]
 //! dreq    NUM[,NUM...] [DATA]   (NUM may be a range, A-B)
 //! drep    NUM [DATA]
 //! disconnect NUM[,NUM...] [DATA]  QP to error, then DREQ or DREP (rdma_disconnect)
 //! post    NUM RECV [SEND] post work requests on the connection's QP
 //! poll    NUM             count the CQ's completions (and flushes)
-//! close   NUM
+//! close   NUM[,NUM...]
 //! ```
 //!
 //! SERVICE_ID is a number (`0x1000`) or `tcp:PORT`, rdma_cm's service id of
 //! a TCP port. `cma=1`: a listener for rdma_cm peers (a REQ must start with a
 //! valid `cma_hdr`, or it is rejected); `cma_port=N`: start the REQ's private
 //! data with a `cma_hdr` from port N, as rdma_cm does; `req_data`: send
-//! exactly DATA as the REQ's private data.
+//! exactly DATA as the REQ's private data. `on_dreq`: what the DREQ
+//! callback does besides recording it, `sleep:MS`, `dreq` (a DREQ on its own
+//! connection), `disconnect` (its own) or `disconnect:NUM` (another one).
 //!
 //! DATA is `-` (none), `hex:0a0b...`, `text:WORD`, `pat:N` (N bytes 1, 2,
 //! ..., 255, 1, ...) or `fill:N:XX` (N bytes of hex XX). A write fails with
@@ -34,7 +37,7 @@
 
 use crate::{
     cma,
-    conn::{ConnectArgs, Core},
+    conn::{Behaviour, ConnectArgs, Core, OnDreq},
     debugfs::{File, Ops, Output},
     path::Timing,
 };
@@ -114,7 +117,7 @@ impl Ops for Core {
                 _ => Err(EINVAL),
             },
             "close" => match args.as_slice() {
-                [num] => core.close(parse_u32(num)?),
+                [_] => for_each(&args, |num, _| core.close(num)),
                 _ => Err(EINVAL),
             },
             _ => Err(EINVAL),
@@ -126,11 +129,15 @@ fn listen(core: &Arc<Core>, args: &[&str]) -> Result {
     let [num, dev, service, opts @ ..] = args else {
         return Err(EINVAL);
     };
-    let mut auto_drep = None;
+    let mut behaviour = Behaviour {
+        auto_drep: None,
+        on_dreq: OnDreq::Nothing,
+    };
     let mut cma = false;
     for opt in opts {
         match opt.split_once('=') {
-            Some(("auto_drep", d)) => auto_drep = Some(parse_data(d)?),
+            Some(("auto_drep", d)) => behaviour.auto_drep = Some(parse_data(d)?),
+            Some(("on_dreq", a)) => behaviour.on_dreq = parse_on_dreq(a)?,
             Some(("cma", "1")) => cma = true,
             Some(("cma", "0")) => cma = false,
             _ => return Err(EINVAL),
@@ -142,7 +149,7 @@ fn listen(core: &Arc<Core>, args: &[&str]) -> Result {
         &dev,
         parse_service(service)?,
         cma,
-        auto_drep,
+        behaviour,
     )
 }
 
@@ -159,14 +166,18 @@ fn connect(core: &Arc<Core>, args: &[&str]) -> Result {
         dst: parse_ipv4(dst)?,
         service_id: parse_service(service)?,
         timing: Timing::RDMA_CM,
-        auto_drep: None,
+        behaviour: Behaviour {
+            auto_drep: None,
+            on_dreq: OnDreq::Nothing,
+        },
         cma_port: None,
         req_data: None,
     };
     for opt in opts {
         match opt.split_once('=').ok_or(EINVAL)? {
             ("port", v) => a.port = parse_u32(v)?,
-            ("auto_drep", d) => a.auto_drep = Some(parse_data(d)?),
+            ("auto_drep", d) => a.behaviour.auto_drep = Some(parse_data(d)?),
+            ("on_dreq", v) => a.behaviour.on_dreq = parse_on_dreq(v)?,
             ("cma_port", v) => a.cma_port = Some(v.parse().map_err(|_| EINVAL)?),
             ("req_data", d) => a.req_data = Some(parse_data(d)?),
             ("lifetime", v) => a.timing.packet_life_time = parse_u5(v)?,
@@ -220,6 +231,20 @@ fn num_and_data(args: &[&str]) -> Result<(u32, KVec<u8>)> {
     match args {
         [num] => Ok((parse_u32(num)?, KVec::new())),
         [num, data] => Ok((parse_u32(num)?, parse_data(data)?)),
+        _ => Err(EINVAL),
+    }
+}
+
+/// `sleep:MS` (up to 10 s), `dreq`, `disconnect` or `disconnect:NUM`.
+fn parse_on_dreq(s: &str) -> Result<OnDreq> {
+    match s.split_once(':') {
+        None if s == "dreq" => Ok(OnDreq::Dreq),
+        None if s == "disconnect" => Ok(OnDreq::Disconnect),
+        Some(("sleep", ms)) => match parse_u32(ms)? {
+            ms @ 0..=10_000 => Ok(OnDreq::Sleep(ms)),
+            _ => Err(EINVAL),
+        },
+        Some(("disconnect", num)) => Ok(OnDreq::DisconnectOther(parse_u32(num)?)),
         _ => Err(EINVAL),
     }
 }
