@@ -205,3 +205,54 @@ cm_pair2() {
 	ctl connect "$a" rxe0 10.77.0.1 10.77.0.2 0x1000 ${CONNECT_OPTS:-} || return 1
 	wait_event 30 "$a" ESTABLISHED && wait_event 30 $((a + PASSIVE_BASE)) ESTABLISHED
 }
+
+# --- many connections ---------------------------------------------------------
+
+# events_in KIND FIRST LAST: events KIND of the endpoints FIRST..LAST.
+events_in() {
+	awk -v k="$1" -v a="$2" -v b="$3" '$2 == k && $1 >= a && $1 <= b { n++ } END { print n + 0 }' "$RCD_DBG/events"
+}
+
+# events_at_least KIND FIRST LAST N: for wait_for.
+events_at_least() { [ "$(events_in "$1" "$2" "$3")" -ge "$4" ]; }
+
+# wait_events SECONDS KIND FIRST LAST N: N events KIND among FIRST..LAST.
+wait_events() {
+	wait_for "$1" events_at_least "$2" "$3" "$4" "$5" ||
+		fail "$(events_in "$2" "$3" "$4") of $5 $2 in $3-$4 within $1 s"
+}
+
+# twice_in KIND FIRST LAST: endpoints of FIRST..LAST that saw KIND more than once.
+twice_in() {
+	awk -v k="$1" -v a="$2" -v b="$3" '$2 == k && $1 >= a && $1 <= b { c[$1]++ } END { for (e in c) if (c[e] > 1) n++; print n + 0 }' "$RCD_DBG/events"
+}
+
+# exactly_once KIND FIRST LAST: every endpoint of FIRST..LAST saw KIND once.
+exactly_once() {
+	local n=$(($3 - $2 + 1)) got dup
+	got=$(events_in "$1" "$2" "$3"); dup=$(twice_in "$1" "$2" "$3")
+	[ "$got" = "$n" ] && [ "$dup" = 0 ] || fail "$1 in $2-$3: $got events for $n endpoints, $dup endpoints more than once"
+}
+
+# state_count STATE FIRST LAST: endpoints of FIRST..LAST in STATE.
+state_count() {
+	awk -v s="state=$1" -v a="$2" -v b="$3" '$1 >= a && $1 <= b { for (i = 2; i <= NF; i++) if ($i == s) n++ } END { print n + 0 }' "$RCD_DBG/conns"
+}
+
+# connect_range FIRST LAST DST [OPTS...]: connections FIRST..LAST from rxe0
+# (10.77.0.1) to DST on service 0x1000.
+connect_range() {
+	local i first=$1 last=$2 dst=$3; shift 3
+	for ((i = first; i <= last; i++)); do
+		ctl connect $i rxe0 10.77.0.1 "$dst" 0x1000 "$@" || return 1
+	done
+}
+
+# slab_kb: the kernel's slab memory (Slab in /proc/meminfo), in kB.
+slab_kb() { awk '$1 == "Slab:" { print $2 }' /proc/meminfo; }
+
+# rdma_res KIND: the RDMA resources of KIND (qp, cq, pd) on every device.
+rdma_res() { rdma resource show "$1" 2>/dev/null | grep -c .; }
+
+# stats_line: the module's counters that matter for leaks, on one line.
+stats_line() { grep -E '^(dreq_sent|drep_sent|drep_received|cm_ids_live|endpoints_live|events_lost) ' "$RCD_DBG/stats" | tr '\n' ' '; }

@@ -11,8 +11,16 @@ set -uo pipefail
 . "$(dirname "$0")/../scripts/prepare.sh"
 
 log=$RCD_CACHE/check.log
+# Room for 1,000 connections (2,000 QPs) under KASAN, whose shadow takes an
+# eighth of memory.
+export RCD_VM_MEM=${RCD_VM_MEM:-4G}
 # RCD_KO: test another build of the module (make check-intree).
-bash "$here/scripts/vm.sh" "RCD_KO=${RCD_KO:-$here/rust_cm_disconnect.ko} bash $here/tests/guest.sh '${1:-.}'" 2>&1 | tee "$log"
+# The suite's knobs (sizes, fuzzing time and seed, timeouts) go along.
+knobs=
+for v in RCD_CYCLES RCD_ROUND RCD_MANY RCD_FUZZ_SECONDS RCD_FUZZ_ROUNDS RCD_FUZZ_SEED RCD_TEST_TIMEOUT; do
+	[ -z "${!v:-}" ] || knobs="$knobs $v=${!v}"
+done
+bash "$here/scripts/vm.sh" "$knobs RCD_KO=${RCD_KO:-$here/rust_cm_disconnect.ko} bash $here/tests/guest.sh '${1:-.}'" 2>&1 | tee "$log"
 vm_rc=${PIPESTATUS[0]}
 
 plan=$(sed -n 's/^1\.\.\([0-9][0-9]*\)$/\1/p' "$log" | head -1)

@@ -1,0 +1,100 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# Faults on the wire: netem on the veth pair between rxe0 (v0) and rxe1
+# (v1), and the device deleted under live connections. (100% loss after
+# establishment: test_dreq_unanswered in t_cm.sh and test_peer_vanished in
+# t_disconnect.sh.)
+#
+# The CM timing the module sets for these connections (connect options):
+# packet life time and CM response timeout 2^14 x 4.096 us (67 ms) each,
+# so that a DREQ is retried after a few hundred ms, not seconds.
+FAST="lifetime=14 resp=14"
+
+# pair2_range FIRST LAST [OPTS...]: connections FIRST..LAST from rxe0 to the
+# listener 1 on rxe1 (listener options in LISTEN_OPTS), all established.
+pair2_range() {
+	local first=$1 last=$2; shift 2
+	CONNECT_OPTS="$*" cm_pair2 "$first" ${LISTEN_OPTS:-} || return 1
+	connect_range $((first + 1)) "$last" 10.77.0.2 "$@" || return 1
+	local n=$((last - first + 1))
+	wait_events 120 ESTABLISHED "$first" "$last" $n &&
+		wait_events 120 ESTABLISHED $((first + PASSIVE_BASE)) $((last + PASSIVE_BASE)) $n
+}
+
+# 30% loss both ways on the veth: 20 connections disconnected at once all
+# get their DREP (the CM retries their DREQs; cm_tx_retries moves); each
+# end sees the DREQ/DREP once however often it crossed the wire, and every
+# id is freed.
+test_loss_30_percent() {
+	local a=4000 b=4019 pa pb retries dups
+	pa=$((a + PASSIVE_BASE)); pb=$((b + PASSIVE_BASE))
+	LISTEN_OPTS=auto_drep=text:bye pair2_range $a $b $FAST retries=15 || return 1
+	modprobe sch_netem || return 1
+	tc qdisc add dev v0 root netem loss 30% && tc qdisc add dev v1 root netem loss 30% || return 1
+	ctl dreq $a-$b text:lossy || return 1
+	wait_events 300 DREP_RECEIVED $a $b 20 || return 1
+	wait_events 120 TIMEWAIT_EXIT $a $b 20 && wait_events 120 TIMEWAIT_EXIT $pa $pb 20 || return 1
+	retries=$(cm_counter rxe0 cm_tx_retries dreq)
+	dups=$(cm_counter rxe1 cm_rx_duplicates dreq)
+	log "20 DREPs through 30% loss; rxe0 DREQ retries $retries, rxe1 duplicate DREQs $dups, DREP retransmits $(cm_counter rxe1 cm_tx_msgs drep)"
+	check "the CM retried" test "$retries" -ge 1 || return 1
+	exactly_once DREQ_RECEIVED $pa $pb && exactly_once DREP_RECEIVED $a $b || return 1
+	exactly_once DISCONNECTED $a $b && exactly_once DISCONNECTED $pa $pb || return 1
+	tc qdisc del dev v0 root; tc qdisc del dev v1 root
+	check "ids freed" wait_for 30 sh -c "grep -qx 'cm_ids_live 1' $RCD_DBG/stats" || return 1
+	log "$(stats_line)"
+}
+
+# 100 ms +- 50 ms of delay both ways (netem reorders what the jitter
+# crosses), both sides of 20 connections disconnecting at once: DREQs cross
+# and are retried (duplicates), yet no end sees an event twice, each sees one
+# DISCONNECTED, and all reach timewait exit.
+test_delay_and_reorder() {
+	local a=4100 b=4119 pa pb k
+	pa=$((a + PASSIVE_BASE)); pb=$((b + PASSIVE_BASE))
+	pair2_range $a $b $FAST retries=15 || return 1
+	modprobe sch_netem || return 1
+	tc qdisc add dev v0 root netem delay 100ms 50ms && tc qdisc add dev v1 root netem delay 100ms 50ms || return 1
+	ctl disconnect $a-$b text:left & ctl disconnect $pa-$pb text:right & wait
+	wait_events 300 TIMEWAIT_EXIT $a $b 20 && wait_events 300 TIMEWAIT_EXIT $pa $pb 20 || return 1
+	log "DREQ retries rxe0 $(cm_counter rxe0 cm_tx_retries dreq) rxe1 $(cm_counter rxe1 cm_tx_retries dreq); duplicates rxe0 $(cm_counter rxe0 cm_rx_duplicates dreq) rxe1 $(cm_counter rxe1 cm_rx_duplicates dreq); crossed (DREQ_RECEIVED) $(events_in DREQ_RECEIVED $a $b) + $(events_in DREQ_RECEIVED $pa $pb)"
+	exactly_once DISCONNECTED $a $b && exactly_once DISCONNECTED $pa $pb || return 1
+	for k in DREQ_RECEIVED DREP_RECEIVED DREQ_SENT DREP_SENT TIMEWAIT_EXIT DREQ_ERROR; do
+		check "no $k twice" test "$(twice_in $k $a $b)$(twice_in $k $pa $pb)" = 00 || return 1
+	done
+	check "no DREQ timed out" test "$(events_in DREQ_ERROR $a $pb)" = 0 || return 1
+	tc qdisc del dev v0 root; tc qdisc del dev v1 root
+	check "ids freed" wait_for 30 sh -c "grep -qx 'cm_ids_live 1' $RCD_DBG/stats"
+}
+
+# The device is deleted (rdma link del) under 100 live connections in mixed
+# states: 25 idle, 25 with receives posted, 25 with the peer's DREQ
+# unanswered (DREQ_RCVD here, DREQ_SENT there), 25 disconnected (timewait).
+# Every end on rxe1 is freed with its DISCONNECTED (-ENODEV if its
+# connection was not over yet); the other ends hear the destroyed ids'
+# DREQs or get -ENODEV when rxe0 goes too. No hang, and the module unloads.
+test_device_deleted_under_100() {
+	local a=4200 b=4299 pa pb t0 k
+	pa=$((a + PASSIVE_BASE)); pb=$((b + PASSIVE_BASE))
+	pair2_range $a $b $FAST retries=3 || return 1
+	for ((k = 4225; k <= 4249; k++)); do ctl post $k 8 || return 1; done
+	ctl dreq $((4250 + PASSIVE_BASE))-$((4274 + PASSIVE_BASE)) text:unanswered || return 1
+	ctl disconnect 4275-4299 || return 1
+	wait_events 60 DREQ_RECEIVED 4250 4274 25 || return 1
+	log "before: $(state_count ESTABLISHED $a $b) established, $(state_count DREQ_RCVD $a $b) DREQ_RCVD, $(state_count TIMEWAIT $a $b) + $(state_count FREED $a $b) disconnecting/freed"
+	t0=$SECONDS
+	check "rdma link del rxe1 returns" timeout 120 rdma link del rxe1 || return 1
+	log "rxe1 deleted in $((SECONDS - t0)) s"
+	check "all of rxe1's ends freed" test "$(state_count FREED $pa $pb)" = 100 || return 1
+	exactly_once DISCONNECTED $pa $pb || return 1
+	log "rxe1's ends: $(awk -v a=$pa -v b=$pb '$2 == "DISCONNECTED" && $1 >= a && $1 <= b { print $3 }' $RCD_DBG/events | sort | uniq -c | tr -s ' ' | tr '\n' ';')"
+	sleep 2
+	t0=$SECONDS
+	check "rdma link del rxe0 returns" timeout 120 rdma link del rxe0 || return 1
+	log "rxe0 deleted in $((SECONDS - t0)) s"
+	check "all of rxe0's ends freed" test "$(state_count FREED $a $b)" = 100 || return 1
+	exactly_once DISCONNECTED $a $b || return 1
+	log "rxe0's ends: $(awk -v a=$a -v b=$b '$2 == "DISCONNECTED" && $1 >= a && $1 <= b { print $3 }' $RCD_DBG/events | sort | uniq -c | tr -s ' ' | tr '\n' ';')"
+	check "no id left" test "$(rcd_stat cm_ids_live)" = 0 || return 1
+	check "the module unloads" timeout 120 rmmod rust_cm_disconnect
+}

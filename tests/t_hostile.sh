@@ -1,0 +1,225 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# Hostile and careless callers: of the control interface (malformed input,
+# unknown ids, huge writes, concurrent writers, a fuzzer) and consumer
+# callbacks that sleep or call back into the module. The C API's bad
+# callers are in t_capi.sh.
+
+FUZZ=${RCD_TOP}/tests/fuzz.py
+
+# ctl_snapshot: what must not change when a command is refused.
+ctl_snapshot() { cat "$RCD_DBG/conns" "$RCD_DBG/events"; grep -vE '^(dreq_failed|drep_failed) ' "$RCD_DBG/stats"; }
+
+# Malformed commands, unknown numbers, oversized writes: each refused with
+# its errno; connection 2 and everything the module shows stay as they were.
+test_ctl_malformed_and_unknown() {
+	local before after cmd want
+	cm_pair 2 || return 1
+	before=$(ctl_snapshot)
+	while IFS='|' read -r want cmd; do
+		[ -n "$want" ] || continue
+		expect_errno "$want" "$cmd" || return 1
+	done <<'EOF'
+EINVAL|bogus
+EINVAL|listen
+EINVAL|listen 1 rxe0
+EINVAL|listen x rxe0 0x1000
+EBUSY|listen 1 rxe0 0x1000
+EEXIST|listen 1 rxe0 0x2000
+EINVAL|listen 9 rxe0 0x1000 cma=2
+EINVAL|listen 9 rxe0 0x1000 on_dreq=sleep:10001
+EINVAL|listen 9 rxe0 0x1000 on_dreq=fly
+EINVAL|listen 9 rxe0 tcp:65536
+ENODEV|listen 9 nodev 0x1000
+EINVAL|connect 3 rxe0 10.77.0.1 10.77.0.1
+EINVAL|connect 3 rxe0 10.77.0.1 10.77.0.1.5 0x1000
+EINVAL|connect 3 rxe0 10.77.0.1 10.77.0 0x1000
+EINVAL|connect 3 rxe0 10.77.0.1 10.77.0.256 0x1000
+EINVAL|connect 3 rxe0 10.77.0.1 10.77.0.1 0x1000 retries=16
+EINVAL|connect 3 rxe0 10.77.0.1 10.77.0.1 0x1000 lifetime=32
+EINVAL|connect 3 rxe0 10.77.0.1 10.77.0.1 0x1000 resp=-1
+EINVAL|connect 3 rxe0 10.77.0.1 10.77.0.1 0x1000 nosuch=1
+EINVAL|connect 3 rxe0 10.77.0.1 10.77.0.1 0x1000 cma_port=65536
+EINVAL|connect 1000003 rxe0 10.77.0.1 10.77.0.1 0x1000
+EEXIST|connect 2 rxe0 10.77.0.1 10.77.0.1 0x1000
+EHOSTUNREACH|connect 3 rxe0 10.77.0.1 10.99.0.1 0x1000
+ENODEV|connect 3 rxe9 10.77.0.1 10.77.0.1 0x1000
+EINVAL|dreq
+EINVAL|dreq x
+EINVAL|dreq 2 hex:abc
+EINVAL|dreq 2 hex:zz
+EINVAL|dreq 2 fill:3:zzz
+EINVAL|dreq 2 bogus:1
+EINVAL|dreq 2 text:a extra
+E2BIG|dreq 2 pat:1048577
+EINVAL|dreq 2 pat:221
+EINVAL|dreq 2 fill:65536:ff
+EINVAL|dreq 3-2
+EINVAL|dreq 0-4294967295
+EINVAL|dreq 4294967296
+EINVAL|dreq 2,,3
+ENOENT|dreq 424242
+ENOENT|drep 424242
+ENOENT|disconnect 424242
+ENOENT|post 424242 1
+ENOENT|poll 424242
+ENOENT|close 424242
+EINVAL|drep 2
+EINVAL|disconnect 2 pat:225
+EINVAL|close 2 extra
+EINVAL|post 2
+EINVAL|poll
+EOF
+	# Bytes no command is made of: not UTF-8, NUL inside, 4096 of garbage,
+	# one byte over the 4096 a write may carry.
+	check "not UTF-8" test "$(python3 -c 'import os,errno;fd=os.open("'$RCD_DBG'/ctl",os.O_WRONLY)
+try: os.write(fd,b"dreq 2 text:\xff\xfe"); print("OK")
+except OSError as e: print(errno.errorcode[e.errno])')" = EINVAL || return 1
+	check "NUL inside" test "$(python3 -c 'import os,errno;fd=os.open("'$RCD_DBG'/ctl",os.O_WRONLY)
+try: os.write(fd,b"dreq 2\x00text:x"); print("OK")
+except OSError as e: print(errno.errorcode[e.errno])')" = EINVAL || return 1
+	expect_errno EINVAL "$(head -c 4096 /dev/zero | tr '\0' x)" || return 1
+	expect_errno E2BIG "$(head -c 4097 /dev/zero | tr '\0' x)" || return 1
+	after=$(ctl_snapshot)
+	check "nothing changed" test "$before" = "$after" || { diff <(echo "$before") <(echo "$after") | sed 's/^/# /'; return 1; }
+	check "still ESTABLISHED" test "$(conn_state 2)" = ESTABLISHED || return 1
+	ctl dreq 2 text:still-works && wait_event 20 $((2 + PASSIVE_BASE)) DREQ_RECEIVED
+}
+
+# Four processes writing at once, 300 commands each, on the same ten
+# connections (connect, dreq, drep, disconnect, post, poll, close): every
+# write succeeds or is refused with a state errno, and once everything is
+# closed nothing is left.
+test_ctl_concurrent_writers() {
+	local w pids=
+	cm_pair 2 auto_drep=text:bye || return 1
+	for w in 1 2 3 4; do
+		python3 - "$RCD_DBG/ctl" $w > /tmp/writer.$w <<'PY' &
+import errno, os, random, sys
+ctl, seed = sys.argv[1], int(sys.argv[2])
+r = random.Random(seed)
+ok = {0, errno.ENOENT, errno.EEXIST, errno.ENOTCONN, errno.EALREADY, errno.EINVAL, errno.ENODEV, errno.ENOMEM}
+seen, bad = {}, 0
+for i in range(300):
+    n = r.randrange(7000, 7010)
+    p = n + 1000000
+    cmd = r.choice(["connect %d rxe0 10.77.0.1 10.77.0.1 0x1000" % n, "dreq %d" % n, "dreq %d" % p,
+                    "drep %d" % p, "disconnect %d" % n, "disconnect %d" % p, "post %d 1" % n,
+                    "poll %d" % n, "close %d" % n, "close %d" % p, "dreq 7000-7009 text:all"])
+    fd = os.open(ctl, os.O_WRONLY)
+    try:
+        os.write(fd, cmd.encode()); e = 0
+    except OSError as x:
+        e = x.errno
+    os.close(fd)
+    name = errno.errorcode.get(e, "OK") if e else "OK"
+    seen[name] = seen.get(name, 0) + 1
+    if e not in ok:
+        bad += 1
+        print("# FAIL: %s for %s" % (name, cmd))
+print("# writer %d: %s" % (seed, " ".join("%s=%d" % kv for kv in sorted(seen.items()))))
+sys.exit(1 if bad else 0)
+PY
+		pids="$pids $!"
+	done
+	local rc=0
+	for w in $pids; do wait "$w" || rc=1; done
+	cat /tmp/writer.[1-4]
+	[ $rc = 0 ] || fail "a writer got an unexpected errno" || return 1
+	log "after: $(stats_line)"
+	ctl_errno "close 7000-7009,1007000-1007009" >/dev/null
+	check "only the listener's and pair 2's ids left" wait_for 60 sh -c "grep -qx 'cm_ids_live 3' $RCD_DBG/stats" || return 1
+	check "pair 2 untouched" test "$(conn_state 2)" = ESTABLISHED
+}
+
+# The fuzzer (tests/fuzz.py ctl) for RCD_FUZZ_SECONDS (default 120) with a
+# seed from the clock (printed: rerun with RCD_FUZZ_SEED): only allowed
+# errnos; afterwards the module still works, everything closes and it
+# unloads.
+test_fuzz_ctl() {
+	local seed=${RCD_FUZZ_SEED:-$(date +%s)}
+	cm_pair 2 auto_drep=text:bye || return 1
+	python3 "$FUZZ" ctl "${RCD_FUZZ_SECONDS:-120}" "$seed" || return 1
+	log "after: $(stats_line)"
+	# Everything the fuzzer may have made, closed; then the module still
+	# makes a connection.
+	ctl_errno "close 0-11,1000000-1000011,2000000-2009999" >/dev/null
+	check "no id left" wait_for 60 sh -c "grep -qx 'cm_ids_live 0' $RCD_DBG/stats" || { sed 's/^/# /' $RCD_DBG/conns; return 1; }
+	check "no endpoint left" test "$(rcd_stat endpoints_live)" = 0 || return 1
+	ctl listen 1 rxe0 0x1000 || return 1
+	ctl connect 3 rxe0 10.77.0.1 10.77.0.1 0x1000 || return 1
+	wait_event 30 3 ESTABLISHED || return 1
+	check "the module unloads" timeout 120 rmmod rust_cm_disconnect
+}
+
+# Random DREQ/DREP private data (tests/fuzz.py data): RCD_FUZZ_ROUNDS
+# (default 40) connections, random lengths 0..300 and random bytes; too long
+# is EINVAL with nothing sent, anything else arrives exactly.
+test_fuzz_private_data() {
+	local seed=${RCD_FUZZ_SEED:-$(date +%s)}
+	cm_pair 2 || return 1
+	python3 "$FUZZ" data "${RCD_FUZZ_ROUNDS:-40}" "$seed"
+}
+
+# --- consumer callbacks that sleep or call back in (on_dreq=) -------------------
+
+# The DREQ callback sleeps 2 s before its DREP: the DREP comes late, the
+# CM's other work waits (its workqueue runs one item at a time), nothing
+# breaks.
+test_callback_sleeps() {
+	local n=40 p=$((40 + PASSIVE_BASE)) t0 t1
+	cm_pair $n auto_drep=text:late on_dreq=sleep:2000 || return 1
+	t0=$(date +%s%N)
+	ctl dreq $n || return 1
+	wait_event 30 $n DREP_RECEIVED || return 1
+	t1=$(date +%s%N)
+	log "DREP after $(( (t1 - t0) / 1000000 )) ms"
+	check "the callback's sleep ran" test "$(event_field $p ON_DREQ status)" = 0 || return 1
+	check "ON_DREQ after 2 s" test $(( (t1 - t0) / 1000000 )) -ge 2000 || return 1
+	wait_event 30 $n TIMEWAIT_EXIT && wait_event 30 $p TIMEWAIT_EXIT
+}
+
+# The DREQ callback sends a DREQ on its own connection: the CM refuses
+# (-EINVAL: the id is in DREQ_RCVD), the connection still ends normally.
+test_callback_dreq_on_own() {
+	local n=41 p=$((41 + PASSIVE_BASE))
+	cm_pair $n on_dreq=dreq || return 1
+	ctl dreq $n || return 1
+	wait_event 30 $p ON_DREQ || return 1
+	check "refused with EINVAL" test "$(event_field $p ON_DREQ status)" = -22 || return 1
+	check "still DREQ_RCVD" test "$(conn_state $p)" = DREQ_RCVD || return 1
+	ctl drep $p text:after || return 1
+	wait_event 30 $n DREP_RECEIVED || return 1
+	exactly_once DISCONNECTED $p $p && exactly_once DISCONNECTED $n $n
+}
+
+# The DREQ callback calls disconnect() on its own connection: its QP
+# flushes the 8 receives posted, the DREP goes out from inside the callback.
+test_callback_disconnects_own() {
+	local n=42 p=$((42 + PASSIVE_BASE))
+	cm_pair $n on_dreq=disconnect || return 1
+	ctl post $p 8 || return 1
+	ctl dreq $n text:bye || return 1
+	wait_event 30 $n DREP_RECEIVED || return 1
+	check "disconnect() in the callback succeeded" test "$(event_field $p ON_DREQ status)" = 0 || return 1
+	# The CQ is drained at timewait exit, when the QP is freed.
+	wait_event 30 $p TIMEWAIT_EXIT || return 1
+	check "8 flushed" test "$(conn_field $p flushed)" = 8 || return 1
+	check "a second disconnect() is EALREADY" expect_errno EALREADY "disconnect $p" || return 1
+	exactly_once DISCONNECTED $p $p
+}
+
+# The DREQ callback of connection 43 disconnects connection 44: 44's peer
+# gets the DREQ, 44 its DREP, and 43 is answered afterwards.
+test_callback_disconnects_other() {
+	local a=43 b=44
+	CONNECT_OPTS=on_dreq=disconnect:$b cm_pair $a auto_drep=text:bye || return 1
+	cm_pair $b || return 1
+	ctl dreq $((a + PASSIVE_BASE)) text:start || return 1
+	wait_event 30 $b DREP_RECEIVED || return 1
+	check "disconnect(44) from 43's callback succeeded" test "$(event_field $a ON_DREQ status)" = 0 || return 1
+	check "43 still waits for its DREP" test "$(conn_state $a)" = DREQ_RCVD || return 1
+	ctl drep $a text:later || return 1
+	wait_event 30 $((a + PASSIVE_BASE)) DREP_RECEIVED || return 1
+	exactly_once DISCONNECTED $a $b
+}

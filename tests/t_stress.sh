@@ -1,0 +1,142 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# Stress: many cycles, many connections at once, unload under load, load and
+# unload in a row. Leaks are looked for three ways: the module's counters
+# (cm_ids_live, endpoints_live), the kernel's slab usage against its level
+# before, and kmemleak at the end of the run (test_kmemleak_clean).
+#
+# Sizes (defaults are what the issue asks; the environment can lower them
+# for a quick run): RCD_CYCLES (10000 connect/disconnect cycles, in rounds
+# of RCD_ROUND = 500 at once), RCD_MANY (1000 connections at once).
+CYCLES=${RCD_CYCLES:-10000}
+ROUND=${RCD_ROUND:-500}
+MANY=${RCD_MANY:-1000}
+
+# slab_settled KB: the slab level after freed objects have gone back (RCU,
+# per-CPU caches): sample until it stops falling.
+slab_settled() {
+	local prev cur i
+	prev=$(slab_kb)
+	for ((i = 0; i < 10; i++)); do
+		sleep 1
+		echo 2 > /proc/sys/vm/drop_caches
+		cur=$(slab_kb)
+		[ "$cur" -lt "$prev" ] || break
+		prev=$cur
+	done
+	slab_kb
+}
+
+# check_slab BASE PEAK: slab usage is back near BASE: it may keep at most a
+# tenth of what the connections took at PEAK (slabs stay allocated while a
+# page has live objects), and no more than 4 MiB.
+check_slab() {
+	local base=$1 peak=$2 now grown allowed
+	now=$(slab_settled)
+	grown=$((peak - base)); allowed=$((grown / 10))
+	[ $allowed -le 4096 ] || allowed=4096
+	log "slab: $base kB before, $peak kB at the peak, $now kB after (allowed $((base + allowed)))"
+	[ "$now" -le $((base + allowed)) ] || fail "slab usage did not come back: $((now - base)) kB above the baseline"
+}
+
+# stat_at_least NAME N: for wait_for (counters are cheap to read; the
+# events file is formatted under every endpoint's lock).
+stat_at_least() { [ "$(rcd_stat "$1")" -ge "$2" ]; }
+
+# CYCLES connect/DREQ/DREP cycles, ROUND connections at a time: every DREP
+# arrives, every id and endpoint is freed after every round. Slab: under
+# KASAN, freed objects wait in its quarantine (up to 1/32 of memory) before
+# going back, so "back to the baseline" cannot be read at the end; once the
+# quarantine is full the level must stop moving: over the second half of
+# the rounds it may grow by at most 200 bytes a cycle (one leaked QP or CM
+# id a cycle would be several KiB).
+timeout_test_churn_10000_cycles=3600
+test_churn_10000_cycles() {
+	local r rounds=$((CYCLES / ROUND)) first=10000 last est drep t0=$SECONDS mid=0 end grown after
+	last=$((first + ROUND - 1))
+	cm_pair 2 auto_drep=text:bye || return 1
+	ctl close 2 && ctl close $((2 + PASSIVE_BASE)) || return 1
+	for ((r = 0; r < rounds; r++)); do
+		est=$(rcd_stat established); drep=$(rcd_stat drep_received)
+		connect_range $first $last 10.77.0.1 || return 1
+		wait_for 300 stat_at_least established $((est + 2 * ROUND)) ||
+			fail "round $r: $(( $(rcd_stat established) - est )) of $((2 * ROUND)) ends established" || return 1
+		ctl dreq $first-$last || return 1
+		wait_for 300 stat_at_least drep_received $((drep + ROUND)) ||
+			fail "round $r: $(( $(rcd_stat drep_received) - drep )) of $ROUND DREPs" || return 1
+		ctl close $first-$last && ctl close $((first + PASSIVE_BASE))-$((last + PASSIVE_BASE)) || return 1
+		[ $r != $((rounds / 2)) ] || mid=$(slab_settled)
+		[ $((r % 10)) != 9 ] || log "round $((r + 1)): $(((r + 1) * ROUND)) cycles, $((SECONDS - t0)) s, slab $(slab_kb) kB; $(stats_line)"
+	done
+	log "$((rounds * ROUND)) cycles in $((SECONDS - t0)) s; $(stats_line)"
+	check "every DREQ sent" test "$(rcd_stat dreq_sent)" = $((rounds * ROUND)) || return 1
+	check "every DREP received" test "$(rcd_stat drep_received)" = $((rounds * ROUND)) || return 1
+	check "ids freed" wait_for 30 sh -c "grep -qx 'cm_ids_live 1' $RCD_DBG/stats" || return 1
+	check "endpoints freed" test "$(rcd_stat endpoints_live)" = 1 || return 1
+	check "no event lost" test "$(rcd_stat events_lost)" = 0 || return 1
+	after=$(( (rounds - rounds / 2 - 1) * ROUND ))
+	[ $after -gt 0 ] || { log "too few rounds to watch the slab level"; return 0; }
+	end=$(slab_settled); grown=$((end - mid))
+	log "slab after round $((rounds / 2 + 1)) $mid kB, at the end $end kB: $((grown * 1024 / after)) bytes a cycle over the last $after cycles"
+	[ $((grown * 1024)) -le $((after * 200)) ] || fail "slab grew by $grown kB over the last $after cycles"
+}
+
+# MANY connections, disconnected at once from both sides (two writers, one
+# per side, DREQs crossing): every end sees one DISCONNECTED and reaches
+# timewait exit; counters, QPs and slab come back.
+test_many_at_once_both_sides() {
+	local a=20000 b=$((20000 + MANY - 1)) pa pb base peak qps t0
+	pa=$((a + PASSIVE_BASE)); pb=$((b + PASSIVE_BASE))
+	rxe_add rxe0 v0 && rcd_load || return 1
+	qps=$(rdma_res qp)
+	base=$(slab_settled)
+	ctl listen 1 rxe0 0x1000 || return 1
+	t0=$SECONDS
+	connect_range $a $b 10.77.0.1 || return 1
+	wait_events 600 ESTABLISHED $a $b $MANY && wait_events 600 ESTABLISHED $pa $pb $MANY || return 1
+	peak=$(slab_kb)
+	log "$MANY connections up in $((SECONDS - t0)) s; slab +$((peak - base)) kB, QPs $(rdma_res qp)"
+	t0=$SECONDS
+	ctl disconnect $a-$b & ctl disconnect $pa-$pb & wait
+	wait_events 600 TIMEWAIT_EXIT $a $b $MANY && wait_events 600 TIMEWAIT_EXIT $pa $pb $MANY || return 1
+	log "all disconnected in $((SECONDS - t0)) s; crossed: $(events_in DREQ_RECEIVED $a $pb) DREQs received; $(stats_line)"
+	exactly_once DISCONNECTED $a $b && exactly_once DISCONNECTED $pa $pb || return 1
+	check "ids freed" wait_for 30 sh -c "grep -qx 'cm_ids_live 1' $RCD_DBG/stats" || return 1
+	check "QPs freed" test "$(rdma_res qp)" = "$qps" || return 1
+	ctl close $a-$b && ctl close $pa-$pb && ctl close 1 || return 1
+	check "endpoints freed" test "$(rcd_stat endpoints_live)" = 0 || return 1
+	check_slab "$base" "$peak"
+}
+
+# Unload with MANY live connections: rmmod destroys every id and QP (the
+# peers' DREQs land in ids being destroyed), returns, and leaves no QP.
+test_unload_with_many_live() {
+	local a=30000 b=$((30000 + MANY - 1)) qps t0
+	rxe_add rxe0 v0 && rcd_load || return 1
+	qps=$(rdma_res qp)
+	ctl listen 1 rxe0 0x1000 || return 1
+	connect_range $a $b 10.77.0.1 || return 1
+	wait_events 600 ESTABLISHED $a $b $MANY || return 1
+	log "$MANY established; QPs $(rdma_res qp)"
+	t0=$SECONDS
+	check "rmmod returns" timeout 300 rmmod rust_cm_disconnect || return 1
+	log "unloaded in $((SECONDS - t0)) s"
+	check "QPs freed" test "$(rdma_res qp)" = "$qps" || return 1
+	check "gone" sh -c "! test -d /sys/module/rust_cm_disconnect"
+}
+
+# Load, use (a connection, DREQ, DREP), unload: 50 times in a row.
+test_load_use_unload_50() {
+	local i
+	rxe_add rxe0 v0 || return 1
+	for ((i = 0; i < 50; i++)); do
+		rcd_load || fail "load $i" || return 1
+		ctl listen 1 rxe0 0x1000 auto_drep=text:bye || return 1
+		ctl connect 2 rxe0 10.77.0.1 10.77.0.1 0x1000 || return 1
+		wait_event 30 2 ESTABLISHED || return 1
+		ctl dreq 2 text:cycle-$i || return 1
+		wait_event 30 2 DREP_RECEIVED || return 1
+		rcd_unload || fail "unload $i" || return 1
+	done
+	log "$i load/use/unload cycles"
+}
