@@ -93,7 +93,7 @@ pub(crate) enum EventKind {
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum OnDreq {
     Nothing,
-    /// Sleeps this many milliseconds.
+    /// Sleeps this many milliseconds first.
     Sleep(u32),
     /// Sends a DREQ on its own connection (the CM refuses: DREQ_RCVD).
     Dreq,
@@ -394,6 +394,11 @@ impl Handler for Arc<Endpoint> {
     }
 
     fn dreq_received(&self, id: &CmIdRef, private_data: &[u8]) {
+        let action = self.st.lock().behaviour.on_dreq;
+        if let OnDreq::Sleep(ms) = action {
+            // Before anything, so that the DREP is late too.
+            delay::msleep(ms);
+        }
         // Under the lock `disconnect` holds while it decides and sends: a
         // DREQ crossing ours is answered exactly once.
         let mut st = self.st.lock();
@@ -417,15 +422,11 @@ impl Handler for Arc<Endpoint> {
             };
             st.record(&self.core, EventKind::DrepSent, status, &data);
         }
-        let action = st.behaviour.on_dreq;
         // Without our lock: `disconnect` takes the table's and ours.
         drop(st);
         let res = match action {
             OnDreq::Nothing => return,
-            OnDreq::Sleep(ms) => {
-                delay::msleep(ms);
-                Ok(())
-            }
+            OnDreq::Sleep(_) => Ok(()),
             OnDreq::Dreq => id.send_dreq(b"from-callback"),
             OnDreq::Disconnect => self.core.disconnect(self.num, &[]),
             OnDreq::DisconnectOther(num) => self.core.disconnect(num, &[]),

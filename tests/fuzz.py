@@ -190,6 +190,31 @@ def conn_state(num):
     return None
 
 
+def random_message(r, stats, cmd, num, peer, field, state, event):
+    """Sends random payloads with CMD from NUM until one fits FIELD: the
+    longer ones must be EINVAL with NUM still in STATE and nothing at PEER;
+    the one that fits must arrive at PEER (EVENT) byte for byte."""
+    while True:
+        data = os.urandom(r.randrange(301))
+        e = write(b"%s %d hex:%s" % (cmd.encode(), num, data.hex().encode()))
+        if len(data) > field:
+            if e != errno.EINVAL or conn_state(num) != state or events_of(peer, event):
+                print("# FAIL: %s of %d bytes: errno %d, state %s" % (cmd, len(data), e, conn_state(num)))
+                return False
+            stats[cmd + "_einval"] += 1
+            continue
+        if e != 0:
+            print("# FAIL: %s of %d bytes: errno %d" % (cmd, len(data), e))
+            return False
+        stats[cmd + "_ok"] += 1
+        break
+    got = wait(peer, event)["data"]
+    if got != (data + bytes(field - len(data))).hex():
+        print("# FAIL: %s of %d bytes arrived as %s" % (cmd, len(data), got))
+        return False
+    return True
+
+
 def fuzz_data(rounds, seed):
     r = random.Random(seed)
     stats = {"dreq_ok": 0, "dreq_einval": 0, "drep_ok": 0, "drep_einval": 0}
@@ -199,41 +224,9 @@ def fuzz_data(rounds, seed):
         assert write(b"connect %d rxe0 10.77.0.1 10.77.0.1 0x1000" % a) == 0
         wait(a, "ESTABLISHED"); wait(p, "ESTABLISHED")
         # Too long first, sometimes several times: nothing may change.
-        while True:
-            data = os.urandom(r.randrange(301))
-            e = write(b"dreq %d hex:%s" % (a, data.hex().encode()))
-            if len(data) > 220:
-                if e != errno.EINVAL or conn_state(a) != "ESTABLISHED" or events_of(p, "DREQ_RECEIVED"):
-                    print("# FAIL: DREQ of %d bytes: errno %d, state %s" % (len(data), e, conn_state(a)))
-                    return 1
-                stats["dreq_einval"] += 1
-                continue
-            if e != 0:
-                print("# FAIL: DREQ of %d bytes: errno %d" % (len(data), e))
-                return 1
-            stats["dreq_ok"] += 1
-            break
-        got = wait(p, "DREQ_RECEIVED")["data"]
-        if got != (data + bytes(220 - len(data))).hex():
-            print("# FAIL: DREQ of %d bytes arrived as %s" % (len(data), got))
+        if not random_message(r, stats, "dreq", a, p, 220, "ESTABLISHED", "DREQ_RECEIVED"):
             return 1
-        while True:
-            data = os.urandom(r.randrange(301))
-            e = write(b"drep %d hex:%s" % (p, data.hex().encode()))
-            if len(data) > 224:
-                if e != errno.EINVAL or conn_state(p) != "DREQ_RCVD" or events_of(a, "DREP_RECEIVED"):
-                    print("# FAIL: DREP of %d bytes: errno %d, state %s" % (len(data), e, conn_state(p)))
-                    return 1
-                stats["drep_einval"] += 1
-                continue
-            if e != 0:
-                print("# FAIL: DREP of %d bytes: errno %d" % (len(data), e))
-                return 1
-            stats["drep_ok"] += 1
-            break
-        got = wait(a, "DREP_RECEIVED")["data"]
-        if got != (data + bytes(224 - len(data))).hex():
-            print("# FAIL: DREP of %d bytes arrived as %s" % (len(data), got))
+        if not random_message(r, stats, "drep", p, a, 224, "DREQ_RCVD", "DREP_RECEIVED"):
             return 1
         write(b"close %d" % a); write(b"close %d" % p)
     print("# fuzz data: seed %d, %d rounds: %s" % (seed, rounds, " ".join("%s=%d" % kv for kv in sorted(stats.items()))))

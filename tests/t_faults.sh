@@ -67,6 +67,17 @@ test_delay_and_reorder() {
 	check "ids freed" wait_for 30 sh -c "grep -qx 'cm_ids_live 1' $RCD_DBG/stats"
 }
 
+# link_del_frees DEV FIRST LAST: rdma link del DEV returns in time, and the
+# 100 ends FIRST..LAST on it are freed with one DISCONNECTED each.
+link_del_frees() {
+	local t0=$SECONDS
+	check "rdma link del $1 returns" timeout 120 rdma link del "$1" || return 1
+	log "$1 deleted in $((SECONDS - t0)) s"
+	check "all of $1's ends freed" test "$(state_count FREED "$2" "$3")" = 100 || return 1
+	exactly_once DISCONNECTED "$2" "$3" || return 1
+	log "$1's ends: $(awk -v a="$2" -v b="$3" '$2 == "DISCONNECTED" && $1 >= a && $1 <= b { print $3 }' "$RCD_DBG/events" | sort | uniq -c | tr -s ' ' | tr '\n' ';')"
+}
+
 # The device is deleted (rdma link del) under 100 live connections in mixed
 # states: 25 idle, 25 with receives posted, 25 with the peer's DREQ
 # unanswered (DREQ_RCVD here, DREQ_SENT there), 25 disconnected (timewait).
@@ -74,7 +85,7 @@ test_delay_and_reorder() {
 # connection was not over yet); the other ends hear the destroyed ids'
 # DREQs or get -ENODEV when rxe0 goes too. No hang, and the module unloads.
 test_device_deleted_under_100() {
-	local a=4200 b=4299 pa pb t0 k
+	local a=4200 b=4299 pa pb k
 	pa=$((a + PASSIVE_BASE)); pb=$((b + PASSIVE_BASE))
 	pair2_range $a $b $FAST retries=3 || return 1
 	for ((k = 4225; k <= 4249; k++)); do ctl post $k 8 || return 1; done
@@ -82,19 +93,9 @@ test_device_deleted_under_100() {
 	ctl disconnect 4275-4299 || return 1
 	wait_events 60 DREQ_RECEIVED 4250 4274 25 || return 1
 	log "before: $(state_count ESTABLISHED $a $b) established, $(state_count DREQ_RCVD $a $b) DREQ_RCVD, $(state_count TIMEWAIT $a $b) + $(state_count FREED $a $b) disconnecting/freed"
-	t0=$SECONDS
-	check "rdma link del rxe1 returns" timeout 120 rdma link del rxe1 || return 1
-	log "rxe1 deleted in $((SECONDS - t0)) s"
-	check "all of rxe1's ends freed" test "$(state_count FREED $pa $pb)" = 100 || return 1
-	exactly_once DISCONNECTED $pa $pb || return 1
-	log "rxe1's ends: $(awk -v a=$pa -v b=$pb '$2 == "DISCONNECTED" && $1 >= a && $1 <= b { print $3 }' $RCD_DBG/events | sort | uniq -c | tr -s ' ' | tr '\n' ';')"
+	link_del_frees rxe1 $pa $pb || return 1
 	sleep 2
-	t0=$SECONDS
-	check "rdma link del rxe0 returns" timeout 120 rdma link del rxe0 || return 1
-	log "rxe0 deleted in $((SECONDS - t0)) s"
-	check "all of rxe0's ends freed" test "$(state_count FREED $a $b)" = 100 || return 1
-	exactly_once DISCONNECTED $a $b || return 1
-	log "rxe0's ends: $(awk -v a=$a -v b=$b '$2 == "DISCONNECTED" && $1 >= a && $1 <= b { print $3 }' $RCD_DBG/events | sort | uniq -c | tr -s ' ' | tr '\n' ';')"
+	link_del_frees rxe0 $a $b || return 1
 	check "no id left" test "$(rcd_stat cm_ids_live)" = 0 || return 1
 	check "the module unloads" timeout 120 rmmod rust_cm_disconnect
 }

@@ -163,9 +163,9 @@ test_fuzz_private_data() {
 
 # --- consumer callbacks that sleep or call back in (on_dreq=) -------------------
 
-# The DREQ callback sleeps 2 s before its DREP: the DREP comes late, the
-# CM's other work waits (its workqueue runs one item at a time), nothing
-# breaks.
+# The DREQ callback sleeps 2 s, then answers: the DREP comes late, nothing
+# breaks. (The CM's work queued behind the callback on its CPU waits too:
+# the workqueue runs one item at a time per CPU.)
 test_callback_sleeps() {
 	local n=40 p=$((40 + PASSIVE_BASE)) t0 t1
 	cm_pair $n auto_drep=text:late on_dreq=sleep:2000 || return 1
