@@ -14,6 +14,9 @@ log=$RCD_CACHE/check.log
 # Room for 1,000 connections (2,000 QPs) under KASAN, whose shadow takes an
 # eighth of memory.
 export RCD_VM_MEM=${RCD_VM_MEM:-4G}
+# The whole suite on the debug kernel takes about an hour under TCG on two
+# cores; CI gives 90 minutes, the kernel build included.
+export RCD_VM_TIMEOUT=${RCD_VM_TIMEOUT:-5100}
 # RCD_KO: test another build of the module (make check-intree).
 # The suite's knobs (sizes, fuzzing time and seed, timeouts) go along.
 knobs=

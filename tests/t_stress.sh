@@ -12,10 +12,14 @@ CYCLES=${RCD_CYCLES:-10000}
 ROUND=${RCD_ROUND:-500}
 MANY=${RCD_MANY:-1000}
 
-# slab_settled KB: the slab level after freed objects have gone back (RCU,
-# per-CPU caches): sample until it stops falling.
+# slab_settled: the slab level (kB) once freed objects have really gone
+# back. KASAN keeps freed objects in its quarantine (up to 1/32 of memory)
+# until it fills; shrinking a cache frees its quarantined objects and empty
+# slabs, so every cache is shrunk first. Then sample until it stops falling
+# (RCU-deferred frees).
 slab_settled() {
-	local prev cur i
+	local prev cur i f
+	for f in /sys/kernel/slab/*/shrink; do echo 1 > "$f" 2>/dev/null; done
 	prev=$(slab_kb)
 	for ((i = 0; i < 10; i++)); do
 		sleep 1
@@ -27,29 +31,15 @@ slab_settled() {
 	slab_kb
 }
 
-# check_slab BASE PEAK: slab usage is back near BASE: it may keep at most a
-# tenth of what the connections took at PEAK (slabs stay allocated while a
-# page has live objects), and no more than 4 MiB.
-check_slab() {
-	local base=$1 peak=$2 now grown allowed
-	now=$(slab_settled)
-	grown=$((peak - base)); allowed=$((grown / 10))
-	[ $allowed -le 4096 ] || allowed=4096
-	log "slab: $base kB before, $peak kB at the peak, $now kB after (allowed $((base + allowed)))"
-	[ "$now" -le $((base + allowed)) ] || fail "slab usage did not come back: $((now - base)) kB above the baseline"
-}
-
 # stat_at_least NAME N: for wait_for (counters are cheap to read; the
 # events file is formatted under every endpoint's lock).
 stat_at_least() { [ "$(rcd_stat "$1")" -ge "$2" ]; }
 
 # CYCLES connect/DREQ/DREP cycles, ROUND connections at a time: every DREP
-# arrives, every id and endpoint is freed after every round. Slab: under
-# KASAN, freed objects wait in its quarantine (up to 1/32 of memory) before
-# going back, so "back to the baseline" cannot be read at the end; once the
-# quarantine is full the level must stop moving: over the second half of
-# the rounds it may grow by at most 200 bytes a cycle (one leaked QP or CM
-# id a cycle would be several KiB).
+# arrives, every id and endpoint is freed after every round. The slab level
+# (settled, see slab_settled) must not move over the second half of the
+# rounds: at most 400 bytes a cycle (one leaked QP or CM id a cycle would be
+# several KiB).
 timeout_test_churn_10000_cycles=3600
 test_churn_10000_cycles() {
 	local r rounds=$((CYCLES / ROUND)) first=10000 last est drep t0=$SECONDS mid=0 end grown after
@@ -78,24 +68,21 @@ test_churn_10000_cycles() {
 	[ $after -gt 0 ] || { log "too few rounds to watch the slab level"; return 0; }
 	end=$(slab_settled); grown=$((end - mid))
 	log "slab after round $((rounds / 2 + 1)) $mid kB, at the end $end kB: $((grown * 1024 / after)) bytes a cycle over the last $after cycles"
-	[ $((grown * 1024)) -le $((after * 200)) ] || fail "slab grew by $grown kB over the last $after cycles"
+	[ $((grown * 1024)) -le $((after * 400)) ] || fail "slab grew by $grown kB over the last $after cycles"
 }
 
-# MANY connections, disconnected at once from both sides (two writers, one
-# per side, DREQs crossing): every end sees one DISCONNECTED and reaches
-# timewait exit; counters, QPs and slab come back.
-test_many_at_once_both_sides() {
-	local a=20000 b=$((20000 + MANY - 1)) pa pb base peak qps t0
+# many_wave BASE: MANY connections up, disconnected at once from both sides
+# (two writers, one per side, DREQs crossing), checked and closed. Sets PEAK.
+many_wave() {
+	local a=20000 b=$((20000 + MANY - 1)) pa pb t0 qps
 	pa=$((a + PASSIVE_BASE)); pb=$((b + PASSIVE_BASE))
-	rxe_add rxe0 v0 && rcd_load || return 1
 	qps=$(rdma_res qp)
-	base=$(slab_settled)
 	ctl listen 1 rxe0 0x1000 || return 1
 	t0=$SECONDS
 	connect_range $a $b 10.77.0.1 || return 1
 	wait_events 600 ESTABLISHED $a $b $MANY && wait_events 600 ESTABLISHED $pa $pb $MANY || return 1
-	peak=$(slab_kb)
-	log "$MANY connections up in $((SECONDS - t0)) s; slab +$((peak - base)) kB, QPs $(rdma_res qp)"
+	PEAK=$(slab_kb)
+	log "$MANY connections up in $((SECONDS - t0)) s; slab +$((PEAK - $1)) kB, QPs $(rdma_res qp)"
 	t0=$SECONDS
 	ctl disconnect $a-$b & ctl disconnect $pa-$pb & wait
 	wait_events 600 TIMEWAIT_EXIT $a $b $MANY && wait_events 600 TIMEWAIT_EXIT $pa $pb $MANY || return 1
@@ -104,8 +91,27 @@ test_many_at_once_both_sides() {
 	check "ids freed" wait_for 30 sh -c "grep -qx 'cm_ids_live 1' $RCD_DBG/stats" || return 1
 	check "QPs freed" test "$(rdma_res qp)" = "$qps" || return 1
 	ctl close $a-$b && ctl close $pa-$pb && ctl close 1 || return 1
-	check "endpoints freed" test "$(rcd_stat endpoints_live)" = 0 || return 1
-	check_slab "$base" "$peak"
+	check "endpoints freed" test "$(rcd_stat endpoints_live)" = 0
+}
+
+# MANY connections disconnected at once from both sides, twice: every end
+# sees one DISCONNECTED and reaches timewait exit; counters, QPs and
+# endpoints come back. Slab: the first wave leaves caches grown (measured:
+# about a fifth of the peak's growth stays, with kmemleak finding nothing);
+# a leak would grow with each wave, so the second must end where the first
+# did, within 4 MiB (measured: 1.7 MiB; a leaked QP per connection would be
+# over 20 MiB; smaller leaks are kmemleak's to find).
+timeout_test_many_at_once_both_sides=1500
+test_many_at_once_both_sides() {
+	local base after1 after2
+	rxe_add rxe0 v0 && rcd_load || return 1
+	base=$(slab_settled)
+	many_wave "$base" || return 1
+	after1=$(slab_settled)
+	many_wave "$base" || return 1
+	after2=$(slab_settled)
+	log "slab: $base kB before, $PEAK kB at the peak, $after1 kB after one wave, $after2 kB after two"
+	[ "$after2" -le $((after1 + 4096)) ] || fail "slab grew by $((after2 - after1)) kB in the second wave"
 }
 
 # Unload with MANY live connections: rmmod destroys every id and QP (the
