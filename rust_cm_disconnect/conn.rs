@@ -186,6 +186,15 @@ impl EndpointState {
         }
     }
 
+    /// Takes the QP out to be freed, the completions still on its CQ
+    /// counted first.
+    fn take_verbs(&mut self) -> Option<RcQp> {
+        if self.verbs.is_some() {
+            let _ = self.drain_cq();
+        }
+        self.verbs.take()
+    }
+
     fn record(&mut self, core: &Core, kind: EventKind, status: i32, data: &[u8]) {
         self.record_at(core, Ktime::ktime_get().to_ns(), kind, status, data);
     }
@@ -287,13 +296,7 @@ impl Endpoint {
     /// The id left timewait: free it and the QP; keep the record (with the
     /// completions still on the CQ counted).
     fn free_id(&self) {
-        let verbs = {
-            let mut st = self.st.lock();
-            if st.verbs.is_some() {
-                let _ = st.drain_cq();
-            }
-            st.verbs.take()
-        };
+        let verbs = self.st.lock().take_verbs();
         let cm = self.core.take_cm(self.num);
         // Dropped here, in the id's own callback: the CM destroys the id when
         // the callback returns (see `cm::CmId`).
@@ -940,13 +943,10 @@ impl Core {
             drop(cm);
             let verbs = {
                 let mut st = ep.st.lock();
-                if st.verbs.is_some() {
-                    let _ = st.drain_cq();
-                }
                 if ep.role != Role::Listener {
                     st.record_disconnected(self, ENODEV.to_errno());
                 }
-                st.verbs.take()
+                st.take_verbs()
             };
             drop(verbs);
         }
