@@ -11,9 +11,9 @@
 //! (`EWOULDBLOCK`) before they touch anything.
 
 use crate::{
-    cm::{CmIdRef, DREP_PRIVATE_DATA_SIZE, DREQ_PRIVATE_DATA_SIZE},
+    cm::CmIdRef,
     conn::Core,
-    disconnect,
+    disconnect::{self, Message},
     verbs::QpRef,
 };
 use core::{
@@ -74,7 +74,9 @@ unsafe fn borrow_id<'a>(id: *mut bindings::ib_cm_id) -> Result<&'a CmIdRef> {
     Ok(unsafe { CmIdRef::from_raw(id) })
 }
 
-/// A checked send of `max` bytes at most with `send`.
+/// Sends `msg` with the caller's private data, checked first: `EAGAIN`
+/// from a caller that must not sleep if the send may, `EINVAL` for a NULL
+/// id, NULL data with a length, or more than the message carries.
 ///
 /// # Safety
 ///
@@ -83,17 +85,20 @@ unsafe fn checked_send(
     cm_id: *mut bindings::ib_cm_id,
     private_data: *const c_void,
     len: usize,
-    max: usize,
-    send: fn(&CmIdRef, &[u8]) -> Result,
-    sleeps: bool,
+    msg: Message,
 ) -> c_int {
     from_result(|| {
-        if sleeps {
+        if msg.send_may_sleep() {
             may_sleep()?;
         }
         // SAFETY: The caller's contract, as documented for `rcd_send_dreq`.
-        let (id, data) = unsafe { (borrow_id(cm_id)?, c_private_data(private_data, len, max)?) };
-        send(id, data)?;
+        let (id, data) = unsafe {
+            (
+                borrow_id(cm_id)?,
+                c_private_data(private_data, len, msg.max_private_data())?,
+            )
+        };
+        msg.send(id, data)?;
         Ok(0)
     })
 }
@@ -111,16 +116,7 @@ pub(crate) unsafe extern "C" fn rcd_send_dreq(
     len: usize,
 ) -> c_int {
     // SAFETY: Our caller's contract is `checked_send`'s.
-    unsafe {
-        checked_send(
-            cm_id,
-            private_data,
-            len,
-            DREQ_PRIVATE_DATA_SIZE,
-            CmIdRef::send_dreq,
-            false,
-        )
-    }
+    unsafe { checked_send(cm_id, private_data, len, Message::Dreq) }
 }
 
 /// `rcd_send_drep()`: see `include/rust_cm_disconnect.h`.
@@ -135,17 +131,7 @@ pub(crate) unsafe extern "C" fn rcd_send_drep(
     len: usize,
 ) -> c_int {
     // SAFETY: Our caller's contract is `checked_send`'s.
-    unsafe {
-        checked_send(
-            cm_id,
-            private_data,
-            len,
-            DREP_PRIVATE_DATA_SIZE,
-            CmIdRef::send_drep,
-            // `ib_send_cm_drep` copies the data with GFP_KERNEL.
-            true,
-        )
-    }
+    unsafe { checked_send(cm_id, private_data, len, Message::Drep) }
 }
 
 /// `rcd_disconnect()`: see `include/rust_cm_disconnect.h`.
@@ -168,7 +154,7 @@ pub(crate) unsafe extern "C" fn rcd_disconnect(
         let (id, data) = unsafe {
             (
                 borrow_id(cm_id)?,
-                c_private_data(private_data, len, DREP_PRIVATE_DATA_SIZE)?,
+                c_private_data(private_data, len, Message::Drep.max_private_data())?,
             )
         };
         // SAFETY: NULL, or the caller's live QP.

@@ -124,6 +124,14 @@ impl Behaviour {
 }
 
 impl EventKind {
+    /// The event of our `msg` leaving.
+    fn sent(msg: Message) -> Self {
+        match msg {
+            Message::Dreq => Self::DreqSent,
+            Message::Drep => Self::DrepSent,
+        }
+    }
+
     fn name(self) -> &'static str {
         match self {
             Self::Established => "ESTABLISHED",
@@ -416,13 +424,9 @@ impl Handler for Arc<Endpoint> {
             }
         };
         if let Some(data) = answer {
-            let status = match id.send_drep(&data) {
-                Ok(()) => {
-                    self.core.drep_sent.fetch_add(1, Ordering::Relaxed);
-                    0
-                }
-                Err(e) => e.to_errno(),
-            };
+            let res = id.send_drep(&data);
+            self.core.count(Message::Drep, res.is_ok());
+            let status = res.err().map_or(0, |e| e.to_errno());
             st.record(&self.core, EventKind::DrepSent, status, &data);
         }
         // Without our lock: `disconnect` takes the table's and ours.
@@ -656,41 +660,31 @@ impl Core {
         f(conn.cm.as_ref().ok_or_else(errno::enotconn)?, &conn.ep)
     }
 
-    /// `dreq NUM [DATA]`: sends a DREQ with `data` as private data.
-    pub(crate) fn send_dreq(&self, num: u32, data: &[u8]) -> Result {
+    /// `dreq NUM [DATA]`, `drep NUM [DATA]`: sends `msg` with `data` as
+    /// private data.
+    pub(crate) fn send(&self, num: u32, msg: Message, data: &[u8]) -> Result {
         let res = self.with_conn(num, |cm, ep| {
+            // Under the endpoint's lock, as the callbacks' own sends.
             let mut st = ep.st.lock();
             // Taken before the send: the start of the DREQ/DREP round trip.
             let t_ns = Ktime::ktime_get().to_ns();
-            cm.send_dreq(data)?;
-            st.record_at(self, t_ns, EventKind::DreqSent, 0, data);
+            msg.send(cm, data)?;
+            st.record_at(self, t_ns, EventKind::sent(msg), 0, data);
             Ok(())
         });
-        let counter = if res.is_ok() {
-            &self.dreq_sent
-        } else {
-            &self.dreq_failed
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
+        self.count(msg, res.is_ok());
         res
     }
 
-    /// `drep NUM [DATA]`: answers the peer's DREQ with a DREP.
-    pub(crate) fn send_drep(&self, num: u32, data: &[u8]) -> Result {
-        let res = self.with_conn(num, |cm, ep| {
-            // Under the endpoint's lock, as the DREQ callback's own DREP.
-            let mut st = ep.st.lock();
-            cm.send_drep(data)?;
-            st.record(self, EventKind::DrepSent, 0, data);
-            Ok(())
-        });
-        let counter = if res.is_ok() {
-            &self.drep_sent
-        } else {
-            &self.drep_failed
+    /// Counts a DREQ or DREP sent or failed.
+    fn count(&self, msg: Message, sent: bool) {
+        let counter = match (msg, sent) {
+            (Message::Dreq, true) => &self.dreq_sent,
+            (Message::Drep, true) => &self.drep_sent,
+            (Message::Dreq, false) => &self.dreq_failed,
+            (Message::Drep, false) => &self.drep_failed,
         };
         counter.fetch_add(1, Ordering::Relaxed);
-        res
     }
 
     /// `disconnect NUM [DATA]`: rdma_disconnect(3), reporting every failure
@@ -716,13 +710,7 @@ impl Core {
         if msg == Message::Dreq && res.is_ok() {
             st.record_at(self, t_ns, EventKind::DreqSent, 0, data);
         }
-        let counter = match (msg, res.is_ok()) {
-            (Message::Dreq, true) => &self.dreq_sent,
-            (Message::Drep, true) => &self.drep_sent,
-            (Message::Dreq, false) => &self.dreq_failed,
-            (Message::Drep, false) => &self.drep_failed,
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
+        self.count(msg, res.is_ok());
         res
     }
 

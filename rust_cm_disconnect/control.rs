@@ -39,6 +39,7 @@ use crate::{
     cma,
     conn::{Behaviour, ConnectArgs, Core, OnDreq},
     debugfs::{File, Ops, Output},
+    disconnect::Message,
     path::Timing,
 };
 use kernel::{
@@ -101,11 +102,11 @@ impl Ops for Core {
             "connect" => connect(&core, &args),
             // Several connections (`dreq 2,1000002`) are handled back to
             // back, so that their DREQs cross on the wire.
-            "dreq" => for_each(&args, |num, data| core.send_dreq(num, data)),
+            "dreq" => for_each(&args, |num, data| core.send(num, Message::Dreq, data)),
             "disconnect" => for_each(&args, |num, data| core.disconnect(num, data)),
             "drep" => {
                 let (num, data) = num_and_data(&args)?;
-                core.send_drep(num, &data)
+                core.send(num, Message::Drep, &data)
             }
             "post" => match args.as_slice() {
                 [num, recv] => core.post(parse_u32(num)?, parse_u32(recv)?, 0),

@@ -21,6 +21,30 @@ pub(crate) enum Message {
     Drep,
 }
 
+impl Message {
+    /// Bytes of private data the message carries.
+    pub(crate) fn max_private_data(self) -> usize {
+        match self {
+            Self::Dreq => DREQ_PRIVATE_DATA_SIZE,
+            Self::Drep => DREP_PRIVATE_DATA_SIZE,
+        }
+    }
+
+    /// Whether sending it may sleep: `ib_send_cm_drep` copies the private
+    /// data with `GFP_KERNEL`; `ib_send_cm_dreq` allocates atomically.
+    pub(crate) fn send_may_sleep(self) -> bool {
+        self == Self::Drep
+    }
+
+    /// Sends the message on `id` (`EINVAL` if `data` does not fit it).
+    pub(crate) fn send(self, id: &CmIdRef, data: &[u8]) -> Result {
+        match self {
+            Self::Dreq => id.send_dreq(data),
+            Self::Drep => id.send_drep(data),
+        }
+    }
+}
+
 /// Disconnects `id`: `qp` (if any) to the error state, so that its posted
 /// work requests flush to its CQ, then a DREQ if the connection is
 /// established, or a DREP if the peer's DREQ came first (also when it
@@ -41,21 +65,16 @@ pub(crate) fn disconnect(
         State::DreqSent | State::Timewait => return Err(errno::ealready()),
         _ => return Err(errno::enotconn()),
     };
-    let max = match msg {
-        Message::Dreq => DREQ_PRIVATE_DATA_SIZE,
-        Message::Drep => DREP_PRIVATE_DATA_SIZE,
-    };
-    if data.len() > max {
+    if data.len() > msg.max_private_data() {
         return Err(EINVAL);
     }
     let flushed = qp.map_or(Ok(()), |qp| qp.to_error());
-    let (msg, sent) = match msg {
-        Message::Drep => (msg, id.send_drep(data)),
-        Message::Dreq => match id.send_dreq(data) {
-            // The peer's DREQ arrived since we looked: answer it instead.
-            Err(_) if id.state() == State::DreqRcvd => (Message::Drep, id.send_drep(data)),
-            res => (msg, res),
-        },
+    let (msg, sent) = match msg.send(id, data) {
+        // The peer's DREQ arrived since we looked: answer it instead.
+        Err(_) if msg == Message::Dreq && id.state() == State::DreqRcvd => {
+            (Message::Drep, Message::Drep.send(id, data))
+        }
+        res => (msg, res),
     };
     Ok((msg, flushed.and(sent)))
 }
