@@ -910,33 +910,48 @@ impl Core {
         )
     }
 
-    /// Frees the id and QP of every endpoint on device `index`, one at a
-    /// time, each destroyed with the table's lock released. The endpoints
-    /// keep their records (`state=FREED`): a connection that was not over
-    /// yet gets its DISCONNECTED event, with `-ENODEV`.
+    /// Frees the id and QP of every endpoint on device `index`. The
+    /// endpoints keep their records (`state=FREED`): a connection that was
+    /// not over yet gets its DISCONNECTED event, with `-ENODEV`.
     fn remove_all_on(&self, index: u32) {
-        loop {
-            let taken = {
-                let mut inner = self.inner.lock();
+        self.take_each(
+            |inner| {
                 inner
                     .conns
                     .iter_mut()
                     .find(|(_, c)| c.ep.dev_index == index && c.cm.is_some())
                     .map(|(_, c)| (c.ep.clone(), c.cm.take()))
-            };
-            let Some((ep, cm)) = taken else {
+            },
+            |(ep, cm)| {
+                // Waits for the id's callbacks in progress: none comes after.
+                drop(cm);
+                let verbs = {
+                    let mut st = ep.st.lock();
+                    if ep.role != Role::Listener {
+                        st.record_disconnected(self, ENODEV.to_errno());
+                    }
+                    st.take_verbs()
+                };
+                drop(verbs);
+            },
+        );
+    }
+
+    /// Takes entries out of the table one at a time with `take`, under the
+    /// table's lock, and hands each to `dispose` with the lock released:
+    /// destroying an id waits for its callbacks, which may take the lock.
+    fn take_each<R>(
+        &self,
+        mut take: impl FnMut(&mut CoreInner) -> Option<R>,
+        mut dispose: impl FnMut(R),
+    ) {
+        loop {
+            // The guard is dropped at the end of this statement.
+            let taken = take(&mut self.inner.lock());
+            let Some(item) = taken else {
                 break;
             };
-            // Waits for the id's callbacks in progress: none comes after.
-            drop(cm);
-            let verbs = {
-                let mut st = ep.st.lock();
-                if ep.role != Role::Listener {
-                    st.record_disconnected(self, ENODEV.to_errno());
-                }
-                st.take_verbs()
-            };
-            drop(verbs);
+            dispose(item);
         }
     }
 }
@@ -956,21 +971,13 @@ impl Owner {
 
 impl Drop for Owner {
     fn drop(&mut self) {
-        // One at a time, each dropped with the lock released.
-        loop {
-            let conn = {
-                let mut inner = self.0.inner.lock();
-                let first = inner.conns.iter().next().map(|(n, _)| *n);
-                match first {
-                    Some(num) => inner.conns.remove(&num),
-                    None => None,
-                }
-            };
-            match conn {
-                Some(conn) => drop(conn),
-                None => break,
-            }
-        }
+        self.0.take_each(
+            |inner| {
+                let num = *inner.conns.keys().next()?;
+                inner.conns.remove(&num)
+            },
+            drop,
+        );
     }
 }
 
