@@ -13,7 +13,7 @@ use kernel::{
     error::{code::*, from_err_ptr, to_result},
     ffi::c_int,
     prelude::*,
-    types::Opaque,
+    types::{Opaque, ScopeGuard},
 };
 
 /// The caller name the RDMA core records for our objects (restrack).
@@ -97,8 +97,11 @@ impl RcQp {
         let pd = from_err_ptr(unsafe {
             bindings::__ib_alloc_pd(device.as_raw(), 0, CALLER.as_char_ptr())
         })?;
-        // The PD is released by the guard below until the QP exists.
-        let pd = PdGuard(NonNull::new(pd).ok_or(ENOMEM)?);
+        // Released on the error paths below, until the QP exists.
+        let pd = ScopeGuard::new_with_data(NonNull::new(pd).ok_or(ENOMEM)?, |pd| {
+            // SAFETY: A live PD with no users left (its QP was not created).
+            unsafe { bindings::ib_dealloc_pd_user(pd.as_ptr(), core::ptr::null_mut()) };
+        });
 
         let cqe = c_int::try_from(size.send + size.recv).map_err(|_| EINVAL)?;
         // SAFETY: As above; no private context, completion vector 0, polled
@@ -113,11 +116,14 @@ impl RcQp {
                 CALLER.as_char_ptr(),
             )
         })?;
-        let cq = CqGuard(NonNull::new(cq).ok_or(ENOMEM)?);
+        let cq = ScopeGuard::new_with_data(NonNull::new(cq).ok_or(ENOMEM)?, |cq| {
+            // SAFETY: A live CQ with no users left (its QP was not created).
+            unsafe { bindings::ib_free_cq(cq.as_ptr()) };
+        });
 
         let mut attr = bindings::ib_qp_init_attr {
-            send_cq: cq.0.as_ptr(),
-            recv_cq: cq.0.as_ptr(),
+            send_cq: cq.as_ptr(),
+            recv_cq: cq.as_ptr(),
             cap: bindings::ib_qp_cap {
                 max_send_wr: size.send,
                 max_recv_wr: size.recv,
@@ -131,14 +137,14 @@ impl RcQp {
         };
         // SAFETY: `pd` and `cq` are live objects of `device`; `attr` is valid.
         let qp = from_err_ptr(unsafe {
-            bindings::ib_create_qp_kernel(pd.0.as_ptr(), &mut attr, CALLER.as_char_ptr())
+            bindings::ib_create_qp_kernel(pd.as_ptr(), &mut attr, CALLER.as_char_ptr())
         })?;
         let qp = NonNull::new(qp).ok_or(ENOMEM)?;
         // INVARIANT: all three live, the QP on `pd` with `cq`; ownership moves
         // from the guards to `Self`.
         Ok(Self {
-            pd: pd.into_inner(),
-            cq: cq.into_inner(),
+            pd: pd.dismiss(),
+            cq: cq.dismiss(),
             qp,
         })
     }
@@ -222,39 +228,3 @@ impl Drop for RcQp {
 unsafe impl Send for RcQp {}
 // SAFETY: As for `Send`: every method goes through the core's own locking.
 unsafe impl Sync for RcQp {}
-
-/// Frees a PD unless handed on (for the error paths of [`RcQp::new`]).
-struct PdGuard(NonNull<bindings::ib_pd>);
-
-impl PdGuard {
-    fn into_inner(self) -> NonNull<bindings::ib_pd> {
-        let pd = self.0;
-        core::mem::forget(self);
-        pd
-    }
-}
-
-impl Drop for PdGuard {
-    fn drop(&mut self) {
-        // SAFETY: A live PD with no users left (its QP was not created).
-        unsafe { bindings::ib_dealloc_pd_user(self.0.as_ptr(), core::ptr::null_mut()) };
-    }
-}
-
-/// Frees a CQ unless handed on (for the error paths of [`RcQp::new`]).
-struct CqGuard(NonNull<bindings::ib_cq>);
-
-impl CqGuard {
-    fn into_inner(self) -> NonNull<bindings::ib_cq> {
-        let cq = self.0;
-        core::mem::forget(self);
-        cq
-    }
-}
-
-impl Drop for CqGuard {
-    fn drop(&mut self) {
-        // SAFETY: A live CQ with no users left (its QP was not created).
-        unsafe { bindings::ib_free_cq(self.0.as_ptr()) };
-    }
-}
