@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! rdma_cm's wire conventions, so that the module talks to peers that use
-//! rdma_cm (librdmacm in user space: cmtime, ucmatose, rping, ...).
+//! rdma_cm (librdmacm in user space: cmtime, ucmatose, ...).
 //!
 //! - A connection to an rdma_cm listener on TCP port `P` is a REQ to service
 //!   id `(RDMA_PS_TCP << 16) + P`.

@@ -301,6 +301,17 @@ impl Endpoint {
         st.verbs.as_ref().ok_or(ENODEV)?.modify(&mut attr, mask)
     }
 
+    /// A passive end's move to RTR, before its REP: the CM learns the PSN
+    /// our peer starts sending with (the REP's starting PSN, `rq_psn`) only
+    /// when the REP is sent, and would give the QP 0. rdma_cm sets it the
+    /// same way (`rdma_init_qp_attr`).
+    fn move_qp_rtr_before_rep(&self, id: &CmIdRef, rq_psn: u32) -> Result {
+        let (mut attr, mask) = id.init_qp_attr(bindings::ib_qp_state_IB_QPS_RTR)?;
+        attr.rq_psn = rq_psn;
+        let st = self.st.lock();
+        st.verbs.as_ref().ok_or(ENODEV)?.modify(&mut attr, mask)
+    }
+
     /// The id left timewait: free it and the QP; keep the record (with the
     /// completions still on the CQ counted).
     fn free_id(&self) {
@@ -362,11 +373,13 @@ impl Handler for Arc<Endpoint> {
         let verbs = RcQp::new(cm.device(), QP_SIZE)?;
         let qp_num = verbs.qp_num();
         ep.st.lock().verbs = Some(verbs);
+        // Our PSN: what the peer sends with, announced in the REP.
+        let starting_psn = qp_num;
         ep.move_qp(&cm, bindings::ib_qp_state_IB_QPS_INIT)?;
-        ep.move_qp(&cm, bindings::ib_qp_state_IB_QPS_RTR)?;
+        ep.move_qp_rtr_before_rep(&cm, starting_psn)?;
         cm.send_rep(&Rep {
             qp_num,
-            starting_psn: qp_num,
+            starting_psn,
             responder_resources: depth.min(1),
             initiator_depth: resources.min(1),
             private_data: &[],

@@ -111,6 +111,10 @@ conn_field() {
 
 conn_state() { conn_field "$1" state; }
 
+# completed_is NUM COUNT: NUM's CQ, polled, has given COUNT successful
+# completions (for wait_for).
+completed_is() { ctl poll "$1" && [ "$(conn_field "$1" completed)" = "$2" ]; }
+
 # count_events KIND: how many endpoints saw an event KIND.
 count_events() { grep -c " $1 " "$RCD_DBG/events"; }
 

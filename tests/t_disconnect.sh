@@ -99,3 +99,25 @@ test_disconnect_flushes_sends() {
 	check "initiator: $K receives + $S sends flushed" test "$(flushed $n)" = $((K + S)) || return 1
 	check "no other completion" test "$(conn_field $n completed)" = 0 -a "$(conn_field $n failed)" = 0
 }
+
+# Data flows before the disconnect: SENDs from each end meet receives posted
+# at the other and complete with success on both sides; what is still
+# posted when each end disconnects is flushed, nothing else.
+test_disconnect_after_data() {
+	local n=150 p=$((150 + PASSIVE_BASE))
+	cm_pair $n || return 1
+	ctl post $p 3 1 || return 1
+	ctl post $n 2 2 || return 1
+	# The active end: 2 SENDs and the passive end's SEND received.
+	check "active: 3 completions" wait_for 20 completed_is $n 3 || return 1
+	# The passive end: 2 receives and its SEND.
+	check "passive: 3 completions" wait_for 20 completed_is $p 3 || return 1
+	check "no errors" test "$(conn_field $n failed)$(conn_field $p failed)$(flushed $n)$(flushed $p)" = 0000 || return 1
+	ctl disconnect $n || return 1
+	check "active: its 1 receive left flushed" test "$(flushed $n)" = 1 || return 1
+	wait_event 20 $p DISCONNECTED || return 1
+	ctl disconnect $p || return 1
+	check "passive: its 1 receive left flushed" test "$(flushed $p)" = 1 || return 1
+	wait_event 30 $n TIMEWAIT_EXIT && wait_event 30 $p TIMEWAIT_EXIT || return 1
+	check "no other completion" test "$(conn_field $n completed)$(conn_field $p completed)" = 33
+}

@@ -70,6 +70,37 @@ test_interop_ucmatose_client() {
 	check "one DISCONNECTED" test "$(event_count $p DISCONNECTED)" = 1
 }
 
+# Data between the module and ucmatose: ucmatose (client, 4 messages) posts
+# its receives before connecting and moves on ("sending replies") only once
+# 4 messages have arrived; the module sends 4 (zero-length) SENDs and sees
+# them acknowledged. ucmatose's own 100-byte messages find no receive here
+# (the module's receives have no buffer) and wait in RNR retries until the
+# module disconnects; ucmatose then answers the DREQ and exits 0.
+test_interop_ucmatose_data() {
+	local pid p rc
+	interop_setup || return
+	ctl listen 1 rxe0 tcp:7476 cma=1 || return 1
+	# Line-buffered, so that its progress can be read while it runs.
+	timeout 120 stdbuf -oL ucmatose -s 10.77.0.1 -p 7476 -c 1 -C 4 > /tmp/ucmatose-data.out 2>&1 & pid=$!
+	wait_for 30 sh -c "grep -q ' listener=1 ' $RCD_DBG/conns" || return 1
+	p=$(awk '/ listener=1 / {print $1}' "$RCD_DBG/conns")
+	wait_event 20 $p ESTABLISHED || return 1
+	ctl post $p 0 4 || return 1
+	check "our 4 SENDs acknowledged" wait_for 20 completed_is $p 4 || return 1
+	if ! wait_for 20 grep -q "sending replies" /tmp/ucmatose-data.out; then
+		kill $pid 2>/dev/null; wait $pid 2>/dev/null
+		sed 's/^/# ucmatose: /' /tmp/ucmatose-data.out
+		fail "ucmatose did not receive them"
+		return 1
+	fi
+	ctl disconnect $p || return 1
+	wait_event 20 $p DREP_RECEIVED || return 1
+	wait $pid; rc=$?
+	sed 's/^/# ucmatose: /' /tmp/ucmatose-data.out
+	check "ucmatose exits 0 (got $rc)" test $rc = 0 || return 1
+	check "no failed completion" test "$(conn_field $p failed)" = 0
+}
+
 # A REQ whose private data is not a valid cma_hdr is rejected by an
 # rdma_cm-style listener and leaves nothing behind.
 test_interop_bad_cma_hdr() {
