@@ -109,19 +109,26 @@ test_wrong_states() {
 }
 
 # Both ends send a DREQ at once: each sees the other's DREQ, answers it with
-# a DREP, and both reach timewait exit.
+# a DREP, and both reach timewait exit. Over the veth with 100 ms of delay
+# each way, so that the two DREQs are on the wire together: on one rxe
+# device the peer can take our DREQ, answer it and have its DREP taken
+# before its own DREQ leaves, and then nothing crosses.
 test_crossing_dreqs() {
-	local n=50 p=$((50 + PASSIVE_BASE))
-	CONNECT_OPTS=auto_drep=text:bye cm_pair $n auto_drep=text:bye || return 1
+	local n=50 p=$((50 + PASSIVE_BASE)) e
+	CONNECT_OPTS=auto_drep=text:bye cm_pair2 $n auto_drep=text:bye || return 1
+	modprobe sch_netem || return 1
+	tc qdisc add dev v0 root netem delay 100ms && tc qdisc add dev v1 root netem delay 100ms || return 1
 	ctl dreq $n,$p text:cross || return 1
-	wait_event 20 $n DREQ_RECEIVED || return 1
-	wait_event 20 $p DREQ_RECEIVED || return 1
-	wait_event 20 $n DREP_SENT || return 1
-	wait_event 20 $p DREP_SENT || return 1
-	wait_event 30 $n TIMEWAIT_EXIT || return 1
-	wait_event 30 $p TIMEWAIT_EXIT || return 1
+	for e in $n $p; do
+		wait_event 20 $e DREQ_RECEIVED && wait_event 20 $e DREP_SENT || return 1
+	done
+	wait_event 30 $n TIMEWAIT_EXIT && wait_event 30 $p TIMEWAIT_EXIT || return 1
 	grep -E "^($n|$p) " "$RCD_DBG/events" | cut -c1-60 | sed 's/^/# /'
-	check "no DREP_RECEIVED after a crossing" sh -c "! grep -qE '^($n|$p) DREP_RECEIVED' $RCD_DBG/events"
+	check "no DREP_RECEIVED after a crossing" sh -c "! grep -qE '^($n|$p) DREP_RECEIVED' $RCD_DBG/events" || return 1
+	for e in $n $p; do
+		check "$e: one DISCONNECTED" test "$(event_count $e DISCONNECTED)" = 1 || return 1
+	done
+	check "ids freed" wait_for 30 sh -c "grep -qx 'cm_ids_live 1' $RCD_DBG/stats"
 }
 
 # A peer that destroys its id without answering: the CM's behaviour is
