@@ -17,9 +17,9 @@ for f in "$RCD_TOP"/tests/t_*.sh; do . "$f"; done
 # run is a failure.
 
 # kmemleak, scanned now (the test kernel does not scan by itself): any
-# unreferenced object allocated by this module, rxe, the IB CM or core (by
-# name, or by a bare address: code of a module since unloaded) fails the
-# run. Others are counted in the log.
+# unreferenced object allocated by this module, rxe, the IB CM or core (a
+# backtrace naming them, or with a bare address: code of a module since
+# unloaded) fails the run. Others are counted in the log.
 test_kmemleak_clean() {
 	local f=/sys/kernel/debug/kmemleak all ours
 	if [ ! -e $f ]; then
@@ -29,7 +29,9 @@ test_kmemleak_clean() {
 	# Objects must be 5 s old and unreferenced in two scans to count.
 	sleep 6; echo scan > $f; sleep 6; echo scan > $f
 	all=$(grep -c '^unreferenced object' $f)
-	ours=$(awk 'BEGIN { RS = "unreferenced object" } NR > 1 && /rust_cm_disconnect|rcd_|rxe|ib_cm|ib_core|[ \t]ib_|[ \t]cm_|rdma|[ \t]0xffffffff[0-9a-f]+\n/ { n++; if (n <= 3) print "unreferenced object" $0 } END { print "ours " n + 0 }' $f)
+	# Matched in the backtrace only: a hex dump's bytes may spell anything.
+	ours=$(awk 'BEGIN { RS = "unreferenced object" } NR > 1 { bt = substr($0, index($0, "backtrace")) }
+		NR > 1 && bt ~ /rust_cm_disconnect|rcd_|rxe|ib_cm|ib_core|[ \t]ib_|[ \t]cm_|rdma|[ \t]0xffffffff[0-9a-f]+\n/ { n++; if (n <= 3) print "unreferenced object" $0 } END { print "ours " n + 0 }' $f)
 	echo "# kmemleak: $all unreferenced object(s) in the whole kernel; by first caller past the allocator:"
 	awk 'BEGIN { RS = "unreferenced object" } NR > 1 { n = split($0, l, "\n"); for (i = 1; i <= n; i++) if (l[i] ~ /backtrace/) break; for (i++; i <= n; i++) if (l[i] !~ /alloc|kmem_cache|krealloc|kmemdup|kstrdup|reserve/) break; sub(/^[ \t]*/, "", l[i]); sub(/\+.*/, "", l[i]); c[l[i]]++ } END { for (f in c) print c[f], f }' $f | sort -rn | head -8 | sed 's/^/#   /'
 	echo "$ours" | sed 's/^/# /'
@@ -63,12 +65,16 @@ echo "1..${#tests[@]}"
 n=0
 for t in "${tests[@]}"; do
 	n=$((n + 1))
+	t0=$SECONDS
 	[ "$t" = test_dmesg_clean ] || cleanup
 	# A test file may give one of its tests longer: timeout_test_NAME=SECONDS.
 	tmo=timeout_$t; tmo=${!tmo:-${RCD_TEST_TIMEOUT:-600}}
+	t1=$SECONDS
 	out=$(timeout --kill-after=10 "$tmo" bash "$0" --one "$t" 2>&1)
 	rc=$?
 	[ -z "$out" ] || echo "$out" | sed 's/^\([^#]\)/# \1/; s/^$/#/'
+	# Where a run's time goes: the clean guest before the test, the test.
+	echo "# time: cleanup $((t1 - t0)) s, test $((SECONDS - t1)) s"
 	name=${t#test_}
 	if [ $rc -eq 0 ]; then
 		echo "ok $n $name"
