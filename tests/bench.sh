@@ -10,8 +10,10 @@
 #   cmtime rdma-core's cmtime client against the module as server: its
 #          `disconnect` step (librdmacm -> ucma -> rdma_cm -> ib_cm)
 # The peer answering the DREQs is the same for rust and c: the module's
-# active ends with auto_drep. Prints one CSV line per (N, way) on stdout,
-# prefixed with "csv,".
+# active ends with auto_drep. The whole set runs RCD_BENCH_REPS times
+# (default 5), the three ways interleaved, so that a slow moment of the
+# host hits all three alike. Prints one CSV line per (rep, N, way) on
+# stdout, prefixed with "csv,".
 RCD_TOP=$(cd "$(dirname "$0")/.." && pwd)
 . "$RCD_TOP/tests/lib.sh"
 mount | grep -q ' /sys/kernel/debug ' || mount -t debugfs none /sys/kernel/debug
@@ -51,7 +53,8 @@ bench_rust() {
 	local r
 	r=$(awk '$2 == "DREQ_SENT" || $2 == "DREP_RECEIVED" { for (i = 3; i <= NF; i++) if ($i ~ /^t=/) t[$1, $2] = substr($i, 3) }
 		END { for (k in t) { split(k, p, SUBSEP); if (p[2] == "DREQ_SENT" && ((p[1], "DREP_RECEIVED") in t)) print t[k], t[p[1], "DREP_RECEIVED"] } }' "$RCD_DBG/events" | stats)
-	echo "csv,$n,rust,$r,$(( (s1 - s0) * 1024 / n )),$(rcd_stat endpoint_bytes_avg)"
+	echo "csv,$REP,$n,rust,$r,$(( (s1 - s0) * 1024 / n )),$(rcd_stat endpoint_bytes_avg)"
+	[ "$REP" != 1 ] || echo "# module bytes: endpoint_fixed_bytes $(rcd_stat endpoint_fixed_bytes), event_bytes $(rcd_stat event_bytes)"
 	rcd_unload
 }
 
@@ -66,7 +69,7 @@ bench_c() {
 	wait_for 600 stat_ge established $n || return 1
 	echo go > /sys/kernel/debug/rcd_cbase/ctl
 	wait_for 600 sh -c "head -1 /sys/kernel/debug/rcd_cbase/lat | grep -q 'done $n\$'" || { echo "# c: DREPs missing"; return 1; }
-	echo "csv,$n,c,$(tail -n +2 /sys/kernel/debug/rcd_cbase/lat | stats),,"
+	echo "csv,$REP,$n,c,$(tail -n +2 /sys/kernel/debug/rcd_cbase/lat | stats),,"
 	rmmod rcd_cbase; rcd_unload
 }
 
@@ -75,16 +78,18 @@ bench_cmtime() {
 	rcd_load && ctl listen 1 rxe0 tcp:7471 cma=1 auto_drep=- || return 1
 	out=$(timeout 600 cmtime -s 10.77.0.1 -p 7471 -c "$n" 2>&1) || { echo "# cmtime failed: $out"; return 1; }
 	# "disconnect   :   total_ms   max_ms   min_us   us/conn"
-	echo "$out" | awk -v n="$n" '$1 == "disconnect" { printf "csv,%d,cmtime,%d,,,%.1f,%.2f,%.1f,,\n", n, n, $4 * 1000, $3, n / ($3 / 1000) }'
+	echo "$out" | awk -v rep="$REP" -v n="$n" '$1 == "disconnect" { printf "csv,%d,%d,cmtime,%d,,,%.1f,%.2f,%.1f,,\n", rep, n, n, $4 * 1000, $3, n / ($3 / 1000) }'
 	rcd_unload
 }
 
 rxe_add rxe0 v0 || exit 1
-for n in ${RCD_BENCH_N:-100 1000}; do
-	for way in rust c cmtime; do
-		"bench_$way" "$n" || echo "# bench $way $n failed"
-		rmmod rcd_cbase >/dev/null 2>&1
-		cleanup >/dev/null 2>&1; rxe_add rxe0 v0 >/dev/null 2>&1
+for ((REP = 1; REP <= ${RCD_BENCH_REPS:-5}; REP++)); do
+	for n in ${RCD_BENCH_N:-100 1000}; do
+		for way in rust c cmtime; do
+			"bench_$way" "$n" || echo "# bench $way $n failed (rep $REP)"
+			rmmod rcd_cbase >/dev/null 2>&1
+			cleanup >/dev/null 2>&1; rxe_add rxe0 v0 >/dev/null 2>&1
+		done
 	done
 done
 dmesg | grep -E 'BUG:|WARNING:|Oops' && echo "# dmesg has warnings"
