@@ -36,7 +36,7 @@ test_loss_30_percent() {
 	wait_events 120 TIMEWAIT_EXIT $a $b 20 && wait_events 120 TIMEWAIT_EXIT $pa $pb 20 || return 1
 	retries=$(cm_counter rxe0 cm_tx_retries dreq)
 	dups=$(cm_counter rxe1 cm_rx_duplicates dreq)
-	log "20 DREPs through 30% loss; rxe0 DREQ retries $retries, rxe1 duplicate DREQs $dups, DREP retransmits $(cm_counter rxe1 cm_tx_msgs drep)"
+	log "20 DREPs through 30% loss; rxe0 DREQ retries $retries, rxe1 duplicate DREQs $dups, DREPs sent by rxe1 $(cm_counter rxe1 cm_tx_msgs drep)"
 	check "the CM retried" test "$retries" -ge 1 || return 1
 	exactly_once DREQ_RECEIVED $pa $pb && exactly_once DREP_RECEIVED $a $b || return 1
 	exactly_once DISCONNECTED $a $b && exactly_once DISCONNECTED $pa $pb || return 1
