@@ -25,6 +25,7 @@ use core::{
 use kernel::{
     bindings,
     error::code::*,
+    ffi::c_int,
     fmt, new_mutex,
     prelude::*,
     rbtree::RBTree,
@@ -296,9 +297,8 @@ impl Endpoint {
 
     /// Moves the QP to `state` with the attributes the CM computes.
     fn move_qp(&self, id: &CmIdRef, state: bindings::ib_qp_state) -> Result {
-        let (mut attr, mask) = id.init_qp_attr(state)?;
-        let st = self.st.lock();
-        st.verbs.as_ref().ok_or(ENODEV)?.modify(&mut attr, mask)
+        let (attr, mask) = id.init_qp_attr(state)?;
+        self.modify_qp(attr, mask)
     }
 
     /// A passive end's move to RTR, before its REP: the CM learns the PSN
@@ -308,6 +308,12 @@ impl Endpoint {
     fn move_qp_rtr_before_rep(&self, id: &CmIdRef, rq_psn: u32) -> Result {
         let (mut attr, mask) = id.init_qp_attr(bindings::ib_qp_state_IB_QPS_RTR)?;
         attr.rq_psn = rq_psn;
+        self.modify_qp(attr, mask)
+    }
+
+    /// Modifies the QP with `attr` for the attributes in `mask`; `ENODEV`
+    /// once it is freed.
+    fn modify_qp(&self, mut attr: bindings::ib_qp_attr, mask: c_int) -> Result {
         let st = self.st.lock();
         st.verbs.as_ref().ok_or(ENODEV)?.modify(&mut attr, mask)
     }
