@@ -10,6 +10,14 @@ interop_setup() {
 	rxe_add rxe0 v0 && rcd_load
 }
 
+# foreign_established: waits for listener 1's passive end of a user-space
+# peer's REQ to be established; its number is then in FOREIGN.
+foreign_established() {
+	wait_for 30 sh -c "grep -q ' listener=1 ' $RCD_DBG/conns" || fail "no passive end" || return 1
+	FOREIGN=$(awk '/ listener=1 / {print $1}' "$RCD_DBG/conns")
+	wait_event 20 "$FOREIGN" ESTABLISHED
+}
+
 # cmtime connects 100 connections to the module as server and disconnects
 # them: every one established, every DREQ answered, cmtime exits 0.
 test_interop_cmtime_client_100() {
@@ -59,9 +67,7 @@ test_interop_ucmatose_client() {
 	interop_setup || return
 	ctl listen 1 rxe0 tcp:7473 cma=1 || return 1
 	timeout 120 ucmatose -s 10.77.0.1 -p 7473 -c 1 -C 0 > /tmp/ucmatose.out 2>&1 & pid=$!
-	wait_for 30 sh -c "grep -q ' listener=1 ' $RCD_DBG/conns" || return 1
-	p=$(awk '/ listener=1 / {print $1}' "$RCD_DBG/conns")
-	wait_event 20 $p ESTABLISHED || return 1
+	foreign_established || return 1; p=$FOREIGN
 	ctl disconnect $p text:module-says-bye || return 1
 	wait_event 20 $p DREP_RECEIVED || return 1
 	wait $pid; rc=$?
@@ -82,9 +88,7 @@ test_interop_ucmatose_data() {
 	ctl listen 1 rxe0 tcp:7476 cma=1 || return 1
 	# Line-buffered, so that its progress can be read while it runs.
 	timeout 120 stdbuf -oL ucmatose -s 10.77.0.1 -p 7476 -c 1 -C 4 > /tmp/ucmatose-data.out 2>&1 & pid=$!
-	wait_for 30 sh -c "grep -q ' listener=1 ' $RCD_DBG/conns" || return 1
-	p=$(awk '/ listener=1 / {print $1}' "$RCD_DBG/conns")
-	wait_event 20 $p ESTABLISHED || return 1
+	foreign_established || return 1; p=$FOREIGN
 	ctl post $p 0 4 || return 1
 	check "our 4 SENDs acknowledged" wait_for 20 completed_is $p 4 || return 1
 	if ! wait_for 20 grep -q "sending replies" /tmp/ucmatose-data.out; then
