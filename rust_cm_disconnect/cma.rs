@@ -4,7 +4,8 @@
 //! rdma_cm (librdmacm in user space: cmtime, ucmatose, ...).
 //!
 //! - A connection to an rdma_cm listener on TCP port `P` is a REQ to service
-//!   id `(RDMA_PS_TCP << 16) + P`.
+//!   id `(RDMA_PS_TCP << 16) + P`; UD "connections" on UDP port `P` resolve
+//!   service id `(RDMA_PS_UDP << 16) + P` with a SIDR REQ.
 //! - Its private data starts with a `struct cma_hdr` (cma.c): version 0, the
 //!   IP version in bits 7:4 of the second byte, the source port, then the
 //!   source and destination addresses (16 bytes each; IPv4 in the last 4).
@@ -15,9 +16,22 @@ use kernel::{bindings, error::code::*, prelude::*};
 pub(crate) const HDR_SIZE: usize = 36;
 const CMA_VERSION: u8 = 0;
 
-/// The service id of rdma_cm's TCP port space for `port`.
-pub(crate) fn tcp_service_id(port: u16) -> u64 {
-    (u64::from(bindings::rdma_ucm_port_space_RDMA_PS_TCP) << 16) + u64::from(port)
+/// An rdma_cm port space.
+#[derive(Clone, Copy)]
+pub(crate) enum PortSpace {
+    /// `RDMA_PS_TCP`: RC connections.
+    Tcp,
+    /// `RDMA_PS_UDP`: UD, resolved with SIDR REQ/REP.
+    Udp,
+}
+
+/// The service id of rdma_cm's port space `ps` for `port`.
+pub(crate) fn service_id(ps: PortSpace, port: u16) -> u64 {
+    let ps = match ps {
+        PortSpace::Tcp => bindings::rdma_ucm_port_space_RDMA_PS_TCP,
+        PortSpace::Udp => bindings::rdma_ucm_port_space_RDMA_PS_UDP,
+    };
+    (u64::from(ps) << 16) + u64::from(port)
 }
 
 /// A `cma_hdr` for an IPv4 connection from `src:port` to `dst`.

@@ -104,12 +104,38 @@ pub(crate) enum OnDreq {
     DisconnectOther(u32),
 }
 
+/// What a listener's REQ callback does first (`on_req=` in `ctl`), for the
+/// tests.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OnReq {
+    Nothing,
+    /// Closes the listener (drops its `CmId` inside its own REQ callback),
+    /// then handles the REQ as usual.
+    Close,
+}
+
 /// How an endpoint answers its peer, set by `listen`/`connect` options; a
 /// listener's is copied to its passive ends.
 pub(crate) struct Behaviour {
     /// Answer a peer's DREQ at once with a DREP carrying these bytes.
     pub(crate) auto_drep: Option<KVec<u8>>,
     pub(crate) on_dreq: OnDreq,
+    pub(crate) on_req: OnReq,
+    /// Milliseconds the timewait-exit callback sleeps before it frees the
+    /// id (`on_timewait=sleep:MS`): widens the window of a callback in
+    /// flight, for the tests.
+    pub(crate) timewait_sleep: u32,
+}
+
+impl Default for Behaviour {
+    fn default() -> Self {
+        Self {
+            auto_drep: None,
+            on_dreq: OnDreq::Nothing,
+            on_req: OnReq::Nothing,
+            timewait_sleep: 0,
+        }
+    }
 }
 
 impl Behaviour {
@@ -120,6 +146,8 @@ impl Behaviour {
                 None => None,
             },
             on_dreq: self.on_dreq,
+            on_req: self.on_req,
+            timewait_sleep: self.timewait_sleep,
         })
     }
 }
@@ -349,8 +377,13 @@ impl Drop for LiveToken {
 #[vtable]
 impl Handler for Arc<Endpoint> {
     fn req_received(&self, req: Request<'_, Self>) -> Result {
-        let pd = req.private_data();
         let core = &self.core;
+        if self.st.lock().behaviour.on_req == OnReq::Close {
+            // Drops our own `CmId` inside its REQ callback (the CM holds the
+            // listener until we return).
+            drop(core.remove_own(self));
+        }
+        let pd = req.private_data();
         let ours = if self.cma {
             // Garbage is rejected: the CM sends the REJ.
             cma::parse(pd)?;
@@ -480,6 +513,10 @@ impl Handler for Arc<Endpoint> {
 
     fn timewait_exit(&self, _id: &CmIdRef) {
         self.record(EventKind::TimewaitExit, 0, &[]);
+        let ms = self.st.lock().behaviour.timewait_sleep;
+        if ms > 0 {
+            delay::msleep(ms);
+        }
         self.free_id();
     }
 }
@@ -573,6 +610,16 @@ impl Core {
 
     fn take_cm(&self, num: u32) -> Option<CmId<Arc<Endpoint>>> {
         self.inner.lock().conns.get_mut(&num)?.cm.take()
+    }
+
+    /// Takes `ep`'s own entry out of the table (none if its number now
+    /// belongs to another endpoint).
+    fn remove_own(&self, ep: &Endpoint) -> Option<Conn> {
+        let mut inner = self.inner.lock();
+        match inner.conns.get(&ep.num) {
+            Some(conn) if core::ptr::eq(&*conn.ep, ep) => inner.conns.remove(&ep.num),
+            _ => None,
+        }
     }
 
     /// `listen NUM DEV SERVICE_ID`: a listener for REQs to `service_id`.

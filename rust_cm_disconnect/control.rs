@@ -23,13 +23,16 @@
 //! close   NUM[,NUM...]
 //! ```
 //!
-//! SERVICE_ID is a number (`0x1000`) or `tcp:PORT`, rdma_cm's service id of
-//! a TCP port. `cma=1`: a listener for rdma_cm peers (a REQ must start with a
+//! SERVICE_ID is a number (`0x1000`), `tcp:PORT` or `udp:PORT`, rdma_cm's
+//! service id of a TCP or UDP port. `cma=1`: a listener for rdma_cm peers (a REQ must start with a
 //! valid `cma_hdr`, or it is rejected); `cma_port=N`: start the REQ's private
 //! data with a `cma_hdr` from port N, as rdma_cm does; `req_data`: send
 //! exactly DATA as the REQ's private data. `on_dreq`: what the DREQ
 //! callback does besides recording it, `sleep:MS`, `dreq` (a DREQ on its own
 //! connection), `disconnect` (its own) or `disconnect:NUM` (another one).
+//! For the tests of the CM abstraction: `on_req=close` (listen: the REQ
+//! callback closes its own listener first) and `on_timewait=sleep:MS` (the
+//! timewait-exit callback sleeps before freeing the id).
 //!
 //! DATA is `-` (none), `hex:0a0b...`, `text:WORD`, `pat:N` (N bytes 1, 2,
 //! ..., 255, 1, ...) or `fill:N:XX` (N bytes of hex XX). A write fails with
@@ -37,7 +40,7 @@
 
 use crate::{
     cma,
-    conn::{Behaviour, ConnectArgs, Core, OnDreq},
+    conn::{Behaviour, ConnectArgs, Core, OnDreq, OnReq},
     debugfs::{File, Ops, Output},
     disconnect::Message,
     path::Timing,
@@ -130,15 +133,14 @@ fn listen(core: &Arc<Core>, args: &[&str]) -> Result {
     let [num, dev, service, opts @ ..] = args else {
         return Err(EINVAL);
     };
-    let mut behaviour = Behaviour {
-        auto_drep: None,
-        on_dreq: OnDreq::Nothing,
-    };
+    let mut behaviour = Behaviour::default();
     let mut cma = false;
     for opt in opts {
         match opt.split_once('=') {
             Some(("auto_drep", d)) => behaviour.auto_drep = Some(parse_data(d)?),
             Some(("on_dreq", a)) => behaviour.on_dreq = parse_on_dreq(a)?,
+            Some(("on_req", "close")) => behaviour.on_req = OnReq::Close,
+            Some(("on_timewait", a)) => behaviour.timewait_sleep = parse_sleep(a)?,
             Some(("cma", "1")) => cma = true,
             Some(("cma", "0")) => cma = false,
             _ => return Err(EINVAL),
@@ -167,10 +169,7 @@ fn connect(core: &Arc<Core>, args: &[&str]) -> Result {
         dst: parse_ipv4(dst)?,
         service_id: parse_service(service)?,
         timing: Timing::RDMA_CM,
-        behaviour: Behaviour {
-            auto_drep: None,
-            on_dreq: OnDreq::Nothing,
-        },
+        behaviour: Behaviour::default(),
         cma_port: None,
         req_data: None,
     };
@@ -179,6 +178,7 @@ fn connect(core: &Arc<Core>, args: &[&str]) -> Result {
             ("port", v) => a.port = parse_u32(v)?,
             ("auto_drep", d) => a.behaviour.auto_drep = Some(parse_data(d)?),
             ("on_dreq", v) => a.behaviour.on_dreq = parse_on_dreq(v)?,
+            ("on_timewait", v) => a.behaviour.timewait_sleep = parse_sleep(v)?,
             ("cma_port", v) => a.cma_port = Some(v.parse().map_err(|_| EINVAL)?),
             ("req_data", d) => a.req_data = Some(parse_data(d)?),
             ("lifetime", v) => a.timing.packet_life_time = parse_u5(v)?,
@@ -250,6 +250,17 @@ fn parse_on_dreq(s: &str) -> Result<OnDreq> {
     }
 }
 
+/// `sleep:MS`, up to 10 s.
+fn parse_sleep(s: &str) -> Result<u32> {
+    match s.split_once(':') {
+        Some(("sleep", ms)) => match parse_u32(ms)? {
+            ms @ 0..=10_000 => Ok(ms),
+            _ => Err(EINVAL),
+        },
+        _ => Err(EINVAL),
+    }
+}
+
 fn parse_u32(s: &str) -> Result<u32> {
     s.parse().map_err(|_| EINVAL)
 }
@@ -270,12 +281,17 @@ fn parse_u64(s: &str) -> Result<u64> {
     .map_err(|_| EINVAL)
 }
 
-/// A service id, or `tcp:PORT` for rdma_cm's TCP port space.
+/// A service id, or `tcp:PORT` / `udp:PORT` for rdma_cm's TCP and UDP port
+/// spaces.
 fn parse_service(s: &str) -> Result<u64> {
-    match s.strip_prefix("tcp:") {
-        Some(port) => Ok(cma::tcp_service_id(port.parse().map_err(|_| EINVAL)?)),
-        None => parse_u64(s),
+    let port = |p: &str| p.parse::<u16>().map_err(|_| EINVAL);
+    if let Some(p) = s.strip_prefix("tcp:") {
+        return Ok(cma::service_id(cma::PortSpace::Tcp, port(p)?));
     }
+    if let Some(p) = s.strip_prefix("udp:") {
+        return Ok(cma::service_id(cma::PortSpace::Udp, port(p)?));
+    }
+    parse_u64(s)
 }
 
 fn parse_ipv4(s: &str) -> Result<[u8; 4]> {

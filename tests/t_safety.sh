@@ -1,0 +1,150 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# The edges of the ib_cm_id lifecycle (issue 11): ids the CM makes on its
+# own (SIDR), ids destroyed from their own callbacks while the module goes,
+# a listener dropped in its own REQ callback, numbers reused while an old
+# callback is in flight.
+
+# safety_kmalloc_bytes: bytes in use in the caches the CM's ids live in
+# (struct cm_id_private, its timewait info and work items: kmalloc-512, -1k,
+# -2k), after shrinking every cache: KASAN keeps freed objects in its
+# quarantine until a cache is shrunk, and would hide the frees.
+safety_kmalloc_bytes() {
+	local f
+	for f in /sys/kernel/slab/*/shrink; do echo 1 > "$f" 2>/dev/null; done
+	sleep 1
+	for f in /sys/kernel/slab/*/shrink; do echo 1 > "$f" 2>/dev/null; done
+	awk '$1 ~ /^kmalloc-(512|1k|2k)$/ { b += $2 * $4 } END { print b + 0 }' /proc/slabinfo
+}
+
+# A SIDR REQ (rdma_cm's UD address resolution, from rdma-core's udaddy) to a
+# listener of the module on the service id of UDP port 7174 (udaddy's
+# port). The CM makes a new id for each SIDR REQ and hands it to the
+# listener's handler. The module serves no UD service: every SIDR REQ must
+# be answered with a rejecting SIDR REP at once (udaddy prints
+# RDMA_CM_EVENT_UNREACHABLE with status 2, IB_SIDR_REJECT; without an
+# answer it waits 4 s a try, 16 tries), and no id may stay behind: the
+# CM's own counters must show one SIDR REP sent per SIDR REQ received, and
+# the caches the ids live in must not grow by more than 100 KB over all of
+# them (a leaked SIDR id costs about 1.9 KB, so 200 leaked would be ~380
+# KB; udaddy's own processes leave nothing once they exit).
+# Sizes: RCD_SIDR_BATCHES batches of RCD_SIDR_BATCH concurrent udaddy runs.
+test_sidr_req_answered_no_id_left() {
+	local batches=${RCD_SIDR_BATCHES:-8} batch=${RCD_SIDR_BATCH:-25} b i n t0 before after rx tx
+	local tol=$((100 * 1024)) out=/tmp/udaddy.d
+	command -v udaddy >/dev/null || { echo "# SKIP udaddy (rdmacm-utils) not installed"; return $KSFT_SKIP; }
+	rxe_add rxe0 v0 && rcd_load || return 1
+	ctl listen 1 rxe0 udp:7174 cma=1 || return 1
+	# One request first: caches and the CM's per-port state warmed up.
+	timeout 10 udaddy -s 10.77.0.1 -c 1 -C 0 >/dev/null 2>&1
+	before=$(safety_kmalloc_bytes)
+	rx=$(cm_counter rxe0 cm_rx_msgs sidr_req); tx=$(cm_counter rxe0 cm_tx_msgs sidr_rep)
+	rm -rf $out; mkdir -p $out
+	t0=$SECONDS
+	for ((b = 0; b < batches; b++)); do
+		for ((i = 0; i < batch; i++)); do
+			timeout 8 udaddy -s 10.77.0.1 -c 1 -C 0 > $out/$b.$i 2>&1 &
+		done
+		wait
+	done
+	n=$((batches * batch))
+	log "$n udaddy runs in $((SECONDS - t0)) s"
+	local rejected timedout
+	rejected=$(cat $out/* | grep -c 'RDMA_CM_EVENT_UNREACHABLE, error: 2$')
+	timedout=$(grep -L 'RDMA_CM_EVENT_UNREACHABLE, error: 2$' $out/* | wc -l)
+	log "answered with IB_SIDR_REJECT: $rejected, no answer: $timedout"
+	[ "$timedout" = 0 ] || sed 's/^/# udaddy: /' "$(grep -L 'error: 2$' $out/* | head -1)"
+	rx=$(( $(cm_counter rxe0 cm_rx_msgs sidr_req) - rx ))
+	tx=$(( $(cm_counter rxe0 cm_tx_msgs sidr_rep) - tx ))
+	log "CM counters: $rx SIDR REQs received, $tx SIDR REPs sent"
+	after=$(safety_kmalloc_bytes)
+	log "kmalloc-512/1k/2k: $before -> $after bytes ($(( (after - before) / 1024 )) KB; limit $((tol / 1024)) KB)"
+	check "every udaddy answered (IB_SIDR_REJECT)" test "$rejected" = "$n" || return 1
+	check "every SIDR REQ answered ($rx received, $tx SIDR REPs)" test "$rx" -ge "$n" -a "$tx" = "$rx" || return 1
+	check "the ids' caches grew by < $((tol / 1024)) KB" test $((after - before)) -lt $tol || return 1
+	check "only the listener's id is the module's" test "$(rcd_stat cm_ids_live)" = 1 || return 1
+	# The listener still takes connections.
+	ctl connect 2 rxe0 10.77.0.1 10.77.0.1 udp:7174 cma_port=5000 || return 1
+	wait_event 20 2 ESTABLISHED
+}
+timeout_test_sidr_req_answered_no_id_left=300
+
+# A listener whose REQ callback closes the listener itself (drops its CmId
+# there): the CM holds the listener until that callback returns, so a
+# destroy that waited for it would wait for itself. The REQ is still
+# handled (the connection comes up), the listener is gone, and the
+# module's ids are all freed once everything is closed.
+test_listener_dropped_in_its_req_callback() {
+	rxe_add rxe0 v0 && rcd_load || return 1
+	ctl listen 1 rxe0 0x1000 on_req=close || return 1
+	ctl connect 2 rxe0 10.77.0.1 10.77.0.1 0x1000 || return 1
+	wait_event 20 2 ESTABLISHED && wait_event 20 $((2 + PASSIVE_BASE)) ESTABLISHED || return 1
+	check "the listener is gone" sh -c "! grep -q '^1 ' $RCD_DBG/conns" || return 1
+	check "its id was destroyed" wait_for 10 sh -c "[ \$(awk '\$1 == \"cm_ids_live\" { print \$2 }' $RCD_DBG/stats) = 2 ]" || return 1
+	# Nothing listens on 0x1000 any more: a new REQ is not answered by us.
+	ctl connect 3 rxe0 10.77.0.1 10.77.0.1 0x1000 retries=2 resp=14 || return 1
+	check "no passive end for the second REQ" sh -c "sleep 3; ! grep -q '^$((3 + PASSIVE_BASE)) ' $RCD_DBG/conns" || return 1
+	ctl close 2,3,$((2 + PASSIVE_BASE)) || return 1
+	check "every id freed" test "$(rcd_stat cm_ids_live)" = 0
+}
+timeout_test_listener_dropped_in_its_req_callback=120
+
+# close N + connect N while N's timewait-exit callback is in flight: the old
+# callback must free only its own id, never the new N's. N's timewait-exit
+# callback sleeps 4 s (on_timewait=sleep:4000) before it frees its id; close
+# N meanwhile takes N out of the table and waits for that callback; a second
+# writer connects a new N in the meantime.
+test_timewait_exit_frees_its_own_id_only() {
+	local p=$((2 + PASSIVE_BASE)) pid rc
+	CONNECT_OPTS="on_timewait=sleep:4000" cm_pair 2 auto_drep=- || return 1
+	ctl dreq 2 || return 1
+	wait_event 20 2 TIMEWAIT_EXIT && wait_event 20 $p TIMEWAIT_EXIT || return 1
+	# The passive end's record goes (its id is freed already): the new 2's
+	# passive end takes its number.
+	ctl close $p || return 1
+	( ctl close 2 ) & pid=$!
+	sleep 1
+	check "close 2 waits for 2's timewait-exit callback" kill -0 $pid || return 1
+	ctl connect 2 rxe0 10.77.0.1 10.77.0.1 0x1000 || return 1
+	wait $pid; rc=$?
+	check "close 2 returned 0 (got $rc)" test $rc = 0 || return 1
+	wait_event 20 2 ESTABLISHED && wait_event 20 $p ESTABLISHED || return 1
+	# The old callback has returned (close waited for it): the new 2 must
+	# still have its id.
+	sleep 1
+	check "the new 2 keeps its id (state $(conn_state 2))" test "$(conn_state 2)" = ESTABLISHED || return 1
+	ctl dreq 2 text:still-here || return 1
+	wait_event 20 2 DREP_RECEIVED
+}
+timeout_test_timewait_exit_frees_its_own_id_only=120
+
+# rmmod while timewait exits and DREQ callbacks are being delivered, 20
+# times: each time RCD_UNLOAD_CONNS connections (default 64: 128 ends), the
+# passive ends' DREQ callbacks sleeping 10 ms before their DREP, half of the
+# active ends' timewait-exit callbacks sleeping 20 ms; the DREQs go out, and
+# rmmod comes as the first timewait exits are delivered (at a delay that
+# moves with each round). rmmod returns, no QP is left, and nothing
+# warns (dmesg_clean: KASAN, lockdep, a module's code run after unload).
+test_unload_during_timewait_exits() {
+	local rounds=${RCD_UNLOAD_ROUNDS:-20} k=${RCD_UNLOAD_CONNS:-64} r first=10 last t0=$SECONDS half qps
+	last=$((first + k - 1)); half=$((first + k / 2 - 1))
+	rxe_add rxe0 v0 || return 1
+	# The kernel's own QPs (the MAD layer's), there before the module.
+	qps=$(rdma_res qp)
+	for ((r = 0; r < rounds; r++)); do
+		rcd_load || return 1
+		ctl listen 1 rxe0 0x1000 auto_drep=- on_dreq=sleep:10 || return 1
+		connect_range $first $half 10.77.0.1 on_timewait=sleep:20 || return 1
+		connect_range $((half + 1)) $last 10.77.0.1 || return 1
+		wait_for 60 sh -c "[ \$(awk '\$1 == \"established\" { print \$2 }' $RCD_DBG/stats) -ge $((2 * k)) ]" ||
+			fail "round $r: $(rcd_stat established) of $((2 * k)) ends established" || return 1
+		ctl dreq $first-$last || return 1
+		wait_for 30 grep -q ' TIMEWAIT_EXIT ' $RCD_DBG/events ||
+			fail "round $r: no timewait exit within 30 s" || return 1
+		sleep "0.$((r % 5))"
+		rmmod rust_cm_disconnect || fail "round $r: rmmod" || return 1
+		check "round $r: no QP of ours left" test "$(rdma_res qp)" = "$qps" || return 1
+	done
+	log "$rounds rounds of $k connections in $((SECONDS - t0)) s"
+}
+timeout_test_unload_during_timewait_exits=400
