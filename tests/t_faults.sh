@@ -55,7 +55,13 @@ test_delay_and_reorder() {
 	pair2_range $a $b $FAST retries=15 || return 1
 	modprobe sch_netem || return 1
 	tc qdisc add dev v0 root netem delay 100ms 50ms && tc qdisc add dev v1 root netem delay 100ms 50ms || return 1
-	ctl disconnect $a-$b text:left & ctl disconnect $pa-$pb text:right & wait
+	local left right rc_left rc_right
+	ctl disconnect $a-$b text:left & left=$!
+	ctl disconnect $pa-$pb text:right & right=$!
+	# Each writer's own status: either side's refused disconnect fails.
+	wait $left; rc_left=$?
+	wait $right; rc_right=$?
+	check "both sides' disconnects accepted (left $rc_left, right $rc_right)" test "$rc_left$rc_right" = 00 || return 1
 	wait_events 300 TIMEWAIT_EXIT $a $b 20 && wait_events 300 TIMEWAIT_EXIT $pa $pb 20 || return 1
 	log "DREQ retries rxe0 $(cm_counter rxe0 cm_tx_retries dreq) rxe1 $(cm_counter rxe1 cm_tx_retries dreq); duplicates rxe0 $(cm_counter rxe0 cm_rx_duplicates dreq) rxe1 $(cm_counter rxe1 cm_rx_duplicates dreq); crossed (DREQ_RECEIVED) $(events_in DREQ_RECEIVED $a $b) + $(events_in DREQ_RECEIVED $pa $pb)"
 	exactly_once DISCONNECTED $a $b && exactly_once DISCONNECTED $pa $pb || return 1
