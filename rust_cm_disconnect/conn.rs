@@ -104,6 +104,18 @@ pub(crate) enum OnDreq {
     DisconnectOther(u32),
 }
 
+/// What an active end does with the REP (`on_rep=` in `ctl`): the peer
+/// that never completes a handshake, for the tests.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OnRep {
+    /// QP to RTR and RTS, then the RTU.
+    Accept,
+    /// Nothing: no RTU (the passive end's REP times out).
+    Ignore,
+    /// A REJ instead of the RTU.
+    Reject,
+}
+
 /// What a listener's REQ callback does first (`on_req=` in `ctl`), for the
 /// tests.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -125,6 +137,7 @@ pub(crate) struct Behaviour {
     /// id (`on_timewait=sleep:MS`): widens the window of a callback in
     /// flight, for the tests.
     pub(crate) timewait_sleep: u32,
+    pub(crate) on_rep: OnRep,
 }
 
 impl Default for Behaviour {
@@ -134,6 +147,7 @@ impl Default for Behaviour {
             on_dreq: OnDreq::Nothing,
             on_req: OnReq::Nothing,
             timewait_sleep: 0,
+            on_rep: OnRep::Accept,
         }
     }
 }
@@ -148,6 +162,7 @@ impl Behaviour {
             on_dreq: self.on_dreq,
             on_req: self.on_req,
             timewait_sleep: self.timewait_sleep,
+            on_rep: self.on_rep,
         })
     }
 }
@@ -427,6 +442,14 @@ impl Handler for Arc<Endpoint> {
     }
 
     fn rep_received(&self, id: &CmIdRef, _remote_qpn: u32) {
+        match self.st.lock().behaviour.on_rep {
+            OnRep::Accept => {}
+            OnRep::Ignore => return,
+            OnRep::Reject => {
+                let _ = id.send_rej(b"on_rep=reject");
+                return;
+            }
+        }
         let res = self
             .move_qp(id, bindings::ib_qp_state_IB_QPS_RTR)
             .and_then(|()| self.move_qp(id, bindings::ib_qp_state_IB_QPS_RTS))

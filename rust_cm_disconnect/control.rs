@@ -31,8 +31,9 @@
 //! callback does besides recording it, `sleep:MS`, `dreq` (a DREQ on its own
 //! connection), `disconnect` (its own) or `disconnect:NUM` (another one).
 //! For the tests of the CM abstraction: `on_req=close` (listen: the REQ
-//! callback closes its own listener first) and `on_timewait=sleep:MS` (the
-//! timewait-exit callback sleeps before freeing the id).
+//! callback closes its own listener first), `on_timewait=sleep:MS` (the
+//! timewait-exit callback sleeps before freeing the id) and `on_rep=ignore`
+//! or `on_rep=reject` (connect: no RTU, or a REJ, after the REP).
 //!
 //! DATA is `-` (none), `hex:0a0b...`, `text:WORD`, `pat:N` (N bytes 1, 2,
 //! ..., 255, 1, ...) or `fill:N:XX` (N bytes of hex XX). A write fails with
@@ -40,7 +41,7 @@
 
 use crate::{
     cma,
-    conn::{Behaviour, ConnectArgs, Core, OnDreq, OnReq},
+    conn::{Behaviour, ConnectArgs, Core, OnDreq, OnRep, OnReq},
     debugfs::{File, Ops, Output},
     disconnect::Message,
     path::Timing,
@@ -179,6 +180,8 @@ fn connect(core: &Arc<Core>, args: &[&str]) -> Result {
             ("auto_drep", d) => a.behaviour.auto_drep = Some(parse_data(d)?),
             ("on_dreq", v) => a.behaviour.on_dreq = parse_on_dreq(v)?,
             ("on_timewait", v) => a.behaviour.timewait_sleep = parse_sleep(v)?,
+            ("on_rep", "ignore") => a.behaviour.on_rep = OnRep::Ignore,
+            ("on_rep", "reject") => a.behaviour.on_rep = OnRep::Reject,
             ("cma_port", v) => a.cma_port = Some(v.parse().map_err(|_| EINVAL)?),
             ("req_data", d) => a.req_data = Some(parse_data(d)?),
             ("lifetime", v) => a.timing.packet_life_time = parse_u5(v)?,
