@@ -562,6 +562,56 @@ unsafe fn event_private_data<'a>(event: &'a bindings::ib_cm_event, size: usize) 
     }
 }
 
+/// `enum ib_cm_event_type`, so that the trampoline's match is checked to be
+/// exhaustive.
+#[derive(Clone, Copy)]
+enum EventType {
+    ReqError,
+    ReqReceived,
+    RepError,
+    RepReceived,
+    RtuReceived,
+    UserEstablished,
+    DreqError,
+    DreqReceived,
+    DrepReceived,
+    TimewaitExit,
+    MraReceived,
+    RejReceived,
+    LapError,
+    LapReceived,
+    AprReceived,
+    SidrReqError,
+    SidrReqReceived,
+    SidrRepReceived,
+}
+
+impl EventType {
+    fn from_raw(e: bindings::ib_cm_event_type) -> Option<Self> {
+        Some(match e {
+            bindings::ib_cm_event_type_IB_CM_REQ_ERROR => Self::ReqError,
+            bindings::ib_cm_event_type_IB_CM_REQ_RECEIVED => Self::ReqReceived,
+            bindings::ib_cm_event_type_IB_CM_REP_ERROR => Self::RepError,
+            bindings::ib_cm_event_type_IB_CM_REP_RECEIVED => Self::RepReceived,
+            bindings::ib_cm_event_type_IB_CM_RTU_RECEIVED => Self::RtuReceived,
+            bindings::ib_cm_event_type_IB_CM_USER_ESTABLISHED => Self::UserEstablished,
+            bindings::ib_cm_event_type_IB_CM_DREQ_ERROR => Self::DreqError,
+            bindings::ib_cm_event_type_IB_CM_DREQ_RECEIVED => Self::DreqReceived,
+            bindings::ib_cm_event_type_IB_CM_DREP_RECEIVED => Self::DrepReceived,
+            bindings::ib_cm_event_type_IB_CM_TIMEWAIT_EXIT => Self::TimewaitExit,
+            bindings::ib_cm_event_type_IB_CM_MRA_RECEIVED => Self::MraReceived,
+            bindings::ib_cm_event_type_IB_CM_REJ_RECEIVED => Self::RejReceived,
+            bindings::ib_cm_event_type_IB_CM_LAP_ERROR => Self::LapError,
+            bindings::ib_cm_event_type_IB_CM_LAP_RECEIVED => Self::LapReceived,
+            bindings::ib_cm_event_type_IB_CM_APR_RECEIVED => Self::AprReceived,
+            bindings::ib_cm_event_type_IB_CM_SIDR_REQ_ERROR => Self::SidrReqError,
+            bindings::ib_cm_event_type_IB_CM_SIDR_REQ_RECEIVED => Self::SidrReqReceived,
+            bindings::ib_cm_event_type_IB_CM_SIDR_REP_RECEIVED => Self::SidrRepReceived,
+            _ => return None,
+        })
+    }
+}
+
 struct Adapter<T: Handler>(PhantomData<T>);
 
 impl<T: Handler> Adapter<T> {
@@ -570,7 +620,8 @@ impl<T: Handler> Adapter<T> {
     /// # Safety
     ///
     /// Called by the CM with a live id whose context is an `Inner<T>` (a
-    /// REQ's new id: the listener's) and an event valid during the call.
+    /// REQ's or SIDR REQ's new id: the listener's) and an event valid during
+    /// the call.
     unsafe extern "C" fn handler(
         cm_id: *mut bindings::ib_cm_id,
         event: *const bindings::ib_cm_event,
@@ -582,19 +633,73 @@ impl<T: Handler> Adapter<T> {
         // SAFETY: Every id with this handler has an `Inner<T>` context holding a reference (a
         // REQ's new id: the listener's, which the CM keeps alive while it delivers the REQ).
         let ctx = unsafe { (*cm_id).context }.cast::<Inner<T>>().cast_const();
-        // SAFETY: See above: `ctx` is alive at least until we return.
-        let inner = unsafe { &*ctx };
 
-        if event.event == bindings::ib_cm_event_type_IB_CM_REQ_RECEIVED {
-            return Self::req(inner, id, event);
+        // What the CM does with our return value, per event (cm.c, 6.12):
+        // for events delivered through `cm_process_work` a non-zero return
+        // destroys the id right after the handler; for the `*_ERROR` events
+        // (`cm_process_send_error`) the same, but from the MAD completion and
+        // with no reference of the CM's held during the call.
+        let Some(kind) = EventType::from_raw(event.event) else {
+            // Not an event 6.12 has: the id's owner keeps it, nothing is done.
+            return 0;
+        };
+        match kind {
+            // A new id for a REQ to a listener, context the listener's; the
+            // CM holds both until we return. Non-zero: the CM destroys the
+            // new id and sends a REJ (or, for -ENOMEM, forgets the REQ so
+            // that the peer's retry can succeed). Zero: `Request::accept`
+            // made us its owner.
+            EventType::ReqReceived => {
+                // SAFETY: The listener, alive while the CM holds it for us.
+                Self::req(unsafe { &*ctx }, id, event)
+            }
+            // A new id for a SIDR REQ (UD service resolution) to a listener,
+            // context the listener's, the listener held until we return.
+            // Non-zero: the CM destroys it (`cm_destroy_id` in SIDR_REQ_RCVD)
+            // and answers with a SIDR REP of status IB_SIDR_REJECT. Zero
+            // would leave the id to a handler that never saw it: nobody would
+            // answer or free it. We serve no UD services, so every SIDR REQ
+            // is rejected here, without touching the listener's state.
+            EventType::SidrReqReceived => 1,
+            // Events on an id we own (our context), the CM holding a
+            // reference during the call. Zero: the id stays ours; non-zero
+            // (its owner dropped the `CmId` in the callback): the CM
+            // destroys it.
+            EventType::RepReceived
+            | EventType::RtuReceived
+            | EventType::UserEstablished
+            | EventType::RejReceived
+            | EventType::DreqReceived
+            | EventType::DrepReceived
+            | EventType::TimewaitExit
+            // The MRA has already stretched the CM's timer; LAP and APR
+            // (path migration) are not used: a LAP is left unanswered and
+            // the connection keeps its path; an APR answers a LAP we never
+            // send. A SIDR REP answers a SIDR REQ we never send.
+            | EventType::MraReceived
+            | EventType::LapReceived
+            | EventType::AprReceived
+            | EventType::SidrRepReceived
+            // Our REQ, REP or DREQ got no answer (the id is idle, or in
+            // timewait for the DREQ). SIDR_REQ_ERROR answers a SIDR REQ we
+            // never send; 6.12's CM never delivers LAP_ERROR.
+            | EventType::ReqError
+            | EventType::RepError
+            | EventType::DreqError
+            | EventType::SidrReqError
+            | EventType::LapError => {
+                // SAFETY: Our own id's context, which its reference keeps
+                // alive until the id is destroyed, after this callback.
+                let inner = unsafe { &*ctx };
+                inner.callback_task.store(current_task(), Ordering::Release);
+                Self::dispatch(&inner.data, id, event, kind);
+                inner
+                    .callback_task
+                    .store(core::ptr::null_mut(), Ordering::Release);
+                // Non-zero if the owner dropped the `CmId` in the callback.
+                Self::finish(ctx)
+            }
         }
-
-        inner.callback_task.store(current_task(), Ordering::Release);
-        Self::dispatch(&inner.data, id, event);
-        inner
-            .callback_task
-            .store(core::ptr::null_mut(), Ordering::Release);
-        Self::finish(ctx)
     }
 
     /// A REQ on a listener's new id: the listener's handler decides.
@@ -637,16 +742,15 @@ impl<T: Handler> Adapter<T> {
         1
     }
 
-    fn dispatch(data: &T, id: &CmIdRef, event: &bindings::ib_cm_event) {
-        match event.event {
-            bindings::ib_cm_event_type_IB_CM_REP_RECEIVED => {
+    fn dispatch(data: &T, id: &CmIdRef, event: &bindings::ib_cm_event, kind: EventType) {
+        match kind {
+            EventType::RepReceived => {
                 // SAFETY: `rep_rcvd` is the member the CM fills for a REP.
                 let qpn = unsafe { event.param.rep_rcvd.remote_qpn };
                 data.rep_received(id, qpn)
             }
-            bindings::ib_cm_event_type_IB_CM_RTU_RECEIVED
-            | bindings::ib_cm_event_type_IB_CM_USER_ESTABLISHED => data.established(id),
-            bindings::ib_cm_event_type_IB_CM_REJ_RECEIVED => {
+            EventType::RtuReceived | EventType::UserEstablished => data.established(id),
+            EventType::RejReceived => {
                 // SAFETY: `rej_rcvd` is the member the CM fills for a REJ.
                 let reason = unsafe { event.param.rej_rcvd.reason };
                 // SAFETY: A received REJ's private data is its MAD's field of
@@ -654,30 +758,36 @@ impl<T: Handler> Adapter<T> {
                 let pd = unsafe { event_private_data(event, REJ_PRIVATE_DATA_SIZE) };
                 data.rej_received(id, reason, pd)
             }
-            bindings::ib_cm_event_type_IB_CM_DREQ_RECEIVED => {
+            EventType::DreqReceived => {
                 // SAFETY: As for the REJ, with the DREQ's field size.
                 let pd = unsafe { event_private_data(event, DREQ_PRIVATE_DATA_SIZE) };
                 data.dreq_received(id, pd)
             }
-            bindings::ib_cm_event_type_IB_CM_DREP_RECEIVED => {
+            EventType::DrepReceived => {
                 // SAFETY: As for the REJ, with the DREP's field size.
                 let pd = unsafe { event_private_data(event, DREP_PRIVATE_DATA_SIZE) };
                 data.drep_received(id, pd)
             }
-            bindings::ib_cm_event_type_IB_CM_DREQ_ERROR => {
+            EventType::DreqError => {
                 // SAFETY: `send_status` is the member the CM fills for errors.
                 let status = unsafe { event.param.send_status };
                 data.dreq_error(id, status)
             }
-            bindings::ib_cm_event_type_IB_CM_REQ_ERROR
-            | bindings::ib_cm_event_type_IB_CM_REP_ERROR => {
+            EventType::ReqError | EventType::RepError => {
                 // SAFETY: As for DREQ_ERROR.
                 let status = unsafe { event.param.send_status };
                 data.connect_error(id, status)
             }
-            bindings::ib_cm_event_type_IB_CM_TIMEWAIT_EXIT => data.timewait_exit(id),
-            // MRA, LAP, APR and SIDR are not used by RC connections made here.
-            _ => {}
+            EventType::TimewaitExit => data.timewait_exit(id),
+            // Not delivered to the consumer: see `handler`.
+            EventType::MraReceived
+            | EventType::LapReceived
+            | EventType::AprReceived
+            | EventType::SidrRepReceived
+            | EventType::SidrReqError
+            | EventType::LapError
+            | EventType::ReqReceived
+            | EventType::SidrReqReceived => {}
         }
     }
 }
