@@ -81,6 +81,7 @@ timeout_test_sidr_req_answered_no_id_left=400
 test_timewait_exit_frees_its_own_id_only() {
 	local p=$((2 + PASSIVE_BASE)) pid rc
 	CONNECT_OPTS="on_timewait=sleep:4000" cm_pair 2 auto_drep=- || return 1
+	log "the first 2 established"
 	ctl dreq 2 || return 1
 	wait_event 20 2 TIMEWAIT_EXIT && wait_event 20 $p TIMEWAIT_EXIT || return 1
 	# The passive end's record goes (its id is freed already): the new 2's
@@ -90,9 +91,12 @@ test_timewait_exit_frees_its_own_id_only() {
 	sleep 1
 	check "close 2 waits for 2's timewait-exit callback" kill -0 $pid || return 1
 	ctl connect 2 rxe0 10.77.0.1 10.77.0.1 0x1000 || return 1
+	log "the new 2 sent its REQ"
 	wait $pid; rc=$?
 	check "close 2 returned 0 (got $rc)" test $rc = 0 || return 1
-	wait_event 20 2 ESTABLISHED && wait_event 20 $p ESTABLISHED || return 1
+	log "close 2 returned; the new 2: state $(conn_state 2), events: $(grep '^2 ' $RCD_DBG/events | awk '{print $2}' | tr '\n' ' ')"
+	check "the new 2 established" wait_for 20 has_event 2 ESTABLISHED || return 1
+	wait_event 20 $p ESTABLISHED || return 1
 	# The old callback has returned (close waited for it): the new 2 must
 	# still have its id.
 	sleep 1
@@ -103,14 +107,14 @@ test_timewait_exit_frees_its_own_id_only() {
 timeout_test_timewait_exit_frees_its_own_id_only=120
 
 # rmmod while timewait exits and DREQ callbacks are being delivered, 20
-# times: each time RCD_UNLOAD_CONNS connections (default 64: 128 ends), the
+# times: each time RCD_UNLOAD_CONNS connections (default 16: 32 ends), the
 # passive ends' DREQ callbacks sleeping 10 ms before their DREP, half of the
 # active ends' timewait-exit callbacks sleeping 20 ms; the DREQs go out, and
 # rmmod comes as the first timewait exits are delivered (at a delay that
 # moves with each round). rmmod returns, no QP is left, and nothing
 # warns (dmesg_clean: KASAN, lockdep, a module's code run after unload).
 test_unload_during_timewait_exits() {
-	local rounds=${RCD_UNLOAD_ROUNDS:-20} k=${RCD_UNLOAD_CONNS:-64} r first=10 last t0=$SECONDS half qps
+	local rounds=${RCD_UNLOAD_ROUNDS:-20} k=${RCD_UNLOAD_CONNS:-16} r first=10 last t0=$SECONDS half qps tw
 	last=$((first + k - 1)); half=$((first + k / 2 - 1))
 	rxe_add rxe0 v0 || return 1
 	# The kernel's own QPs (the MAD layer's), there before the module.
@@ -126,8 +130,10 @@ test_unload_during_timewait_exits() {
 		wait_for 30 grep -q ' TIMEWAIT_EXIT ' $RCD_DBG/events ||
 			fail "round $r: no timewait exit within 30 s" || return 1
 		sleep "0.$((r % 5))"
+		tw=$(grep -c ' TIMEWAIT_EXIT ' $RCD_DBG/events)
 		rmmod rust_cm_disconnect || fail "round $r: rmmod" || return 1
 		check "round $r: no QP of ours left" test "$(rdma_res qp)" = "$qps" || return 1
+		log "round $r: $((SECONDS - t0)) s, rmmod after $tw of $((2 * k)) timewait exits"
 	done
 	log "$rounds rounds of $k connections in $((SECONDS - t0)) s"
 }
