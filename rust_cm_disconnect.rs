@@ -45,17 +45,27 @@ module! {
 struct RustCmDisconnect {
     // Dropped in this order: the C API's view of the state, then the control
     // files (no command runs during teardown), then the RDMA client, whose
-    // unregistration frees every id and QP on every device, and last the
-    // connection table with the endpoints' records.
+    // unregistration frees every id and QP on every device (each device's
+    // `remove` destroys the ids in the table at once and waits for the
+    // destroys its callbacks queued), then the connection table with the
+    // endpoints' records, and last the reaper: it waits until every holder
+    // of a `ReaperRef` (every id, the core) is gone, then destroys its
+    // workqueue, which runs what is still queued first. After that no id of
+    // ours exists and no callback or work item runs module code (see the
+    // `cm` module's documentation for why).
     _capi: capi::Registration,
     _debugfs: debugfs::Dir<conn::Core>,
     _client: ib_client::Registration<conn::Core>,
     _owner: conn::Owner,
+    _reaper: Pin<KBox<cm::Reaper>>,
 }
 
 impl kernel::Module for RustCmDisconnect {
     fn init(_module: &'static ThisModule) -> Result<Self> {
-        let core = Arc::pin_init(conn::Core::new(), GFP_KERNEL)?;
+        // Made first, dropped last (also when init fails below: locals drop
+        // in reverse order).
+        let reaper = cm::Reaper::new()?;
+        let core = Arc::pin_init(conn::Core::new(reaper.as_ref().get()), GFP_KERNEL)?;
         let client = ib_client::Registration::new(c_str!("rust_cm_disconnect"), core.clone())?;
         let debugfs =
             debugfs::Dir::new(c_str!("rust_cm_disconnect"), &control::FILES, core.clone())?;
@@ -65,6 +75,7 @@ impl kernel::Module for RustCmDisconnect {
             _debugfs: debugfs,
             _client: client,
             _owner: conn::Owner::new(core),
+            _reaper: reaper,
         })
     }
 }

@@ -20,6 +20,7 @@
 #include <linux/seq_file.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
+#include <linux/workqueue.h>
 
 #include <rust_cm_disconnect.h>
 
@@ -118,6 +119,16 @@ bool rcd_may_sleep(void)
 	if (!in_task() || irqs_disabled())
 		return false;
 	return !IS_ENABLED(CONFIG_PREEMPT_COUNT) || preempt_count() == 0;
+}
+
+/*
+ * The workqueue of cm::Reaper (cm.rs): alloc_workqueue() is variadic and its
+ * flags are macros. Unbound: a destroy waits for a CM callback, which may
+ * sleep; many may wait at once.
+ */
+struct workqueue_struct *rcd_reaper_alloc(void)
+{
+	return alloc_workqueue("rcd_reaper", WQ_UNBOUND, 0);
 }
 
 /* The C API (include/rust_cm_disconnect.h), implemented in capi.rs. */

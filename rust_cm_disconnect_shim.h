@@ -30,6 +30,11 @@ int rcd_debugfs_create(const char *name, const struct rcd_debugfs_file *files,
 void rcd_debugfs_remove(void);
 void rcd_seq_write(struct seq_file *m, const void *buf, size_t len);
 
+struct workqueue_struct;
+
+/* The reaper's workqueue (cm.rs), or NULL. */
+struct workqueue_struct *rcd_reaper_alloc(void);
+
 /* Whether the caller may sleep, as far as this kernel can tell. */
 bool rcd_may_sleep(void);
 

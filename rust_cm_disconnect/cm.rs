@@ -12,10 +12,56 @@
 //! - event private data is only lent to the handler for the callback, which
 //!   is as long as the CM keeps the received MAD;
 //! - a listener's new ids get their own data ([`Request::accept`]) before
-//!   any other event can reach them;
+//!   any other event can reach them; a SIDR REQ's new id is never handed to
+//!   the consumer: it is rejected at once (a SIDR REP with IB_SIDR_REJECT);
+//! - every event type the CM has is matched explicitly in the trampoline,
+//!   with what the CM does with the handler's return value;
 //! - dropping a [`CmId`] destroys the id and waits for its callbacks, except
-//!   inside one of its own callbacks, where waiting would deadlock: there the
-//!   id is handed back to the CM, which destroys it when the callback returns.
+//!   where waiting would deadlock: inside one of the id's own callbacks, or
+//!   inside a REQ callback of a listening id (the CM holds the listener
+//!   until that callback returns). There the destroy is queued on the
+//!   module's [`Reaper`].
+//!
+//! # Who destroys an id, and who waits for it
+//!
+//! Module code runs in three kinds of context: the module's own (init,
+//! exit, control file writes, the `ib_client`'s add and remove), a CM
+//! callback of one of our ids, and a work item of the [`Reaper`]. An id is
+//! destroyed on exactly one of these paths:
+//!
+//! 1. [`CmId`] dropped elsewhere than below: `ib_destroy_cm_id` at once,
+//!    which returns only when no callback of the id runs (the CM holds a
+//!    reference on the id for each callback it delivers through
+//!    `cm_process_work`). Whoever drops it waits.
+//! 2. [`CmId`] dropped inside one of its own callbacks, or a listener's
+//!    inside one of its REQ callbacks, or [`CmId::destroy_deferred`]: a work
+//!    item of the [`Reaper`] destroys it as in 1, waiting for the callback
+//!    that dropped it. Device removal flushes the reaper (`ReaperRef::flush`),
+//!    and the reaper's drop at module exit runs everything queued and waits
+//!    until no id that could still be queued exists.
+//! 3. A REQ's new id that the handler does not accept (or accepts and drops
+//!    before returning): non-zero return, the CM destroys it (REJ) inside
+//!    `cm_req_handler`, before it drops its reference on the listener. The
+//!    listener's destroy (1 or 2) waits for that reference, so for this.
+//! 4. A SIDR REQ's new id: non-zero return at once, the CM destroys it
+//!    (SIDR REP, IB_SIDR_REJECT); `cm_sidr_req_handler` holds the listener
+//!    until our handler has returned, so the listener's destroy waits for
+//!    it. No consumer code runs for it.
+//!
+//! So once the module's own contexts have destroyed every id they hold (1)
+//! and the reaper is gone (2, and 3 and 4 through the listeners), no CM
+//! callback and no work item runs module code. What a handler may drop:
+//! any [`CmId`], its own and its listener's included; no [`Reaper`].
+//!
+//! One gap is the CM's: for the `*_ERROR` events (REQ, REP, DREQ timed
+//! out), 6.12's `cm_process_send_error` drops its reference on the id
+//! before it calls the handler, so `ib_destroy_cm_id` from another thread
+//! does not wait for one of those callbacks. The trampoline counts the
+//! callbacks inside it (`Inner::running`) and both destroy paths wait for
+//! that count before they free the consumer's data. What remains is the
+//! CM's own window between its unlock and the call of our handler (a
+//! destroy that completes in it frees the id under the CM); nothing outside
+//! the CM can close it (it would need the CM's reference).
 //!
 //! C header: [`include/rdma/ib_cm.h`](srctree/include/rdma/ib_cm.h)
 
@@ -25,7 +71,7 @@ use crate::{
 };
 use core::{
     cell::Cell,
-    marker::PhantomData,
+    marker::{PhantomData, PhantomPinned},
     ops::Deref,
     ptr::NonNull,
     sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering},
@@ -34,10 +80,12 @@ use kernel::{
     bindings,
     error::{code::*, from_err_ptr, to_result},
     ffi::{c_int, c_void},
+    new_mutex, new_work,
     prelude::*,
-    sync::Arc,
+    sync::{Arc, Mutex},
     task::Task,
     types::Opaque,
+    workqueue::{Queue, Work, WorkItem},
 };
 
 /// Bytes of private data a DREQ carries (`IB_CM_DREQ_PRIVATE_DATA_SIZE`).
@@ -354,8 +402,10 @@ pub(crate) struct Rep<'a> {
 /// What the CM tells the owner of an id. Every method has a default that
 /// ignores the event; a listener implements [`Handler::req_received`].
 ///
-/// Handlers run in process context on the CM's workqueue, serialised per id,
-/// and may sleep; the `*_error` events come from MAD completions.
+/// Handlers run in process context and may sleep: the CM's workqueue
+/// (serialised per id) for received messages and timewait exit, the MAD
+/// layer's completion for the `*_error` events. A handler may drop any
+/// [`CmId`], its own and its listener's included (see [`CmId`]).
 #[vtable]
 pub(crate) trait Handler: Sized + Send + Sync + 'static {
     /// A REQ for a listening id: accept it with [`Request::accept`] (and send
@@ -378,21 +428,254 @@ pub(crate) trait Handler: Sized + Send + Sync + 'static {
     /// `enum ib_wc_status`). The id is in timewait.
     fn dreq_error(&self, _id: &CmIdRef, _send_status: u32) {}
     /// Our REQ or REP got no answer (`send_status` as for `dreq_error`).
+    /// The id is idle: the CM has forgotten the peer.
     fn connect_error(&self, _id: &CmIdRef, _send_status: u32) {}
     /// The id left timewait: the connection is gone for good.
     fn timewait_exit(&self, _id: &CmIdRef) {}
 }
 
+/// A workqueue of this module's that destroys the ids whose [`CmId`] was
+/// dropped where `ib_destroy_cm_id` would wait for the caller itself (see
+/// [`CmId`]).
+///
+/// Made at module init and dropped last at module exit; everything that
+/// makes ids holds a [`ReaperRef`]. Dropping it waits until no
+/// [`ReaperRef`] is left (every id it could destroy is gone), then destroys
+/// the workqueue, which runs what is still queued first. It is never
+/// reference counted by its own work items: the last owner is the module.
+///
+/// # Invariants
+///
+/// `wq` is a workqueue made by `rcd_reaper_alloc`, destroyed only in `drop`;
+/// `refs` counts the live [`ReaperRef`]s, which point at `self`.
+pub(crate) struct Reaper {
+    wq: NonNull<bindings::workqueue_struct>,
+    refs: AtomicUsize,
+    _pin: PhantomPinned,
+}
+
+extern "C" {
+    /// In `rust_cm_disconnect_exports.c`: `alloc_workqueue` (variadic, and
+    /// its flags are macros).
+    fn rcd_reaper_alloc() -> *mut bindings::workqueue_struct;
+}
+
+// SAFETY: The workqueue is used only through the workqueue API, which is
+// thread-safe; `refs` is atomic.
+unsafe impl Send for Reaper {}
+// SAFETY: As for `Send`.
+unsafe impl Sync for Reaper {}
+
+impl Reaper {
+    /// Makes the workqueue.
+    pub(crate) fn new() -> Result<Pin<KBox<Self>>> {
+        // SAFETY: Process context (module init); no arguments.
+        let wq = NonNull::new(unsafe { rcd_reaper_alloc() }).ok_or(ENOMEM)?;
+        let reaper = Self {
+            wq,
+            refs: AtomicUsize::new(0),
+            _pin: PhantomPinned,
+        };
+        // On failure `reaper` is dropped, which destroys the empty queue.
+        Ok(KBox::pin(reaper, GFP_KERNEL)?)
+    }
+
+    /// A counted reference, for those that make ids.
+    pub(crate) fn get(self: Pin<&Self>) -> ReaperRef {
+        self.refs.fetch_add(1, Ordering::Relaxed);
+        // INVARIANT: counted just above; `self` is pinned, so it stays where
+        // it is until `drop`, which waits for the count to fall to 0.
+        ReaperRef {
+            reaper: NonNull::from(self.get_ref()),
+        }
+    }
+
+    fn flush(&self) {
+        // SAFETY: `wq` is live (type invariant).
+        unsafe { bindings::__flush_workqueue(self.wq.as_ptr()) };
+    }
+}
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        let mut waited = 0u32;
+        // An id's last reference may sit in a queued destroy: run those, then
+        // see whether anything that could still queue one is left.
+        loop {
+            self.flush();
+            if self.refs.load(Ordering::Acquire) == 0 {
+                break;
+            }
+            // A reference outside this queue: its owner is still being torn
+            // down (or leaked, a bug: then wait rather than free the queue
+            // under it).
+            if waited % 100 == 0 {
+                pr_warn!(
+                    "reaper: waiting for {} id owner(s)\n",
+                    self.refs.load(Ordering::Relaxed)
+                );
+            }
+            waited = waited.wrapping_add(1);
+            crate::delay::msleep(100);
+        }
+        // SAFETY: `wq` is live (type invariant) and nothing can queue on it
+        // any more (no `ReaperRef` is left); `destroy_workqueue` first runs
+        // what is queued, including the tail of a work item that dropped the
+        // last `ReaperRef`.
+        unsafe { bindings::destroy_workqueue(self.wq.as_ptr()) };
+    }
+}
+
+/// A counted reference on the module's [`Reaper`].
+///
+/// # Invariants
+///
+/// `reaper` points at a live, pinned [`Reaper`] whose `refs` counts this
+/// reference.
+pub(crate) struct ReaperRef {
+    reaper: NonNull<Reaper>,
+}
+
+// SAFETY: The reaper is only used through `&` and atomics / the workqueue
+// API, which are thread-safe.
+unsafe impl Send for ReaperRef {}
+// SAFETY: As for `Send`.
+unsafe impl Sync for ReaperRef {}
+
+impl ReaperRef {
+    fn reaper(&self) -> &Reaper {
+        // SAFETY: Live while `self` is (type invariant).
+        unsafe { self.reaper.as_ref() }
+    }
+
+    fn queue(&self) -> &Queue {
+        // SAFETY: The workqueue lives as long as the reaper, so as `self`.
+        unsafe { Queue::from_raw(self.reaper().wq.as_ptr()) }
+    }
+
+    /// Waits until every destroy queued so far is done: every id dropped
+    /// before the call is destroyed and its callbacks have returned. Must not
+    /// be called from a CM callback (a queued destroy waits for it).
+    pub(crate) fn flush(&self) {
+        self.reaper().flush();
+    }
+}
+
+impl Clone for ReaperRef {
+    fn clone(&self) -> Self {
+        self.reaper().refs.fetch_add(1, Ordering::Relaxed);
+        // INVARIANT: counted just above.
+        Self {
+            reaper: self.reaper,
+        }
+    }
+}
+
+impl Drop for ReaperRef {
+    fn drop(&mut self) {
+        // The last use of the reaper: once the count is 0 it may be freed.
+        self.reaper().refs.fetch_sub(1, Ordering::Release);
+    }
+}
+
 /// The memory behind a [`CmId`]: the id, the consumer's data, and what the
 /// callback trampoline needs to know.
-struct Inner<T> {
+#[pin_data]
+struct Inner<T: Handler> {
     id: AtomicPtr<bindings::ib_cm_id>,
     /// The task running one of this id's callbacks, or null.
     callback_task: AtomicPtr<c_void>,
-    /// The [`CmId`] was dropped inside one of the id's own callbacks: the
-    /// trampoline lets the CM destroy the id when the callback returns.
+    /// The tasks running a REQ callback for this (listening) id: the CM holds
+    /// a reference on the listener until each returns, so destroying the
+    /// listener there would wait for itself.
+    #[pin]
+    req_tasks: Mutex<KVec<usize>>,
+    /// An accepted id still in the REQ callback that accepted it.
+    in_req: AtomicBool,
+    /// The [`CmId`] was dropped inside the REQ callback that accepted it:
+    /// the trampoline rejects the REQ instead (the CM destroys the id).
     destroy_on_return: AtomicBool,
+    /// The [`CmId`] is gone and the destroy queued: no more events are
+    /// delivered, REQs are rejected.
+    dropped: AtomicBool,
+    /// Callbacks on this id inside the trampoline now. The CM holds no
+    /// reference on the id while it delivers the `*_ERROR` events, so
+    /// `ib_destroy_cm_id` does not wait for those: the destroy paths wait
+    /// for this count before they free this memory.
+    running: AtomicUsize,
+    #[pin]
+    work: Work<Inner<T>>,
+    reaper: ReaperRef,
     data: T,
+}
+
+kernel::impl_has_work! {
+    impl{T: Handler} HasWork<Inner<T>> for Inner<T> { self.work }
+}
+
+impl<T: Handler> Inner<T> {
+    fn new(
+        id: *mut bindings::ib_cm_id,
+        in_req: bool,
+        reaper: ReaperRef,
+        data: T,
+    ) -> Result<Arc<Self>> {
+        Arc::pin_init(
+            pin_init!(Self {
+                id: AtomicPtr::new(id),
+                callback_task: AtomicPtr::new(if in_req {
+                    current_task()
+                } else {
+                    core::ptr::null_mut()
+                }),
+                req_tasks <- new_mutex!(KVec::new()),
+                in_req: AtomicBool::new(in_req),
+                destroy_on_return: AtomicBool::new(false),
+                dropped: AtomicBool::new(false),
+                running: AtomicUsize::new(0),
+                work <- new_work!("cm::Inner::work"),
+                reaper,
+                data,
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// After `ib_destroy_cm_id`: waits for the callbacks the CM did not
+    /// hold the id for (see `running`) to leave the trampoline.
+    fn wait_callbacks(&self) {
+        while self.running.load(Ordering::Acquire) != 0 {
+            crate::delay::msleep(1);
+        }
+    }
+
+    /// Whether `task` is running a REQ callback of this listening id.
+    fn in_req_callback(&self, task: *mut c_void) -> bool {
+        self.req_tasks.lock().iter().any(|&t| t == task as usize)
+    }
+}
+
+/// The deferred destroy of an id whose [`CmId`] was dropped in a callback.
+impl<T: Handler> WorkItem for Inner<T> {
+    type Pointer = Arc<Inner<T>>;
+
+    fn run(this: Arc<Self>) {
+        let id = this.id.load(Ordering::Acquire);
+        // SAFETY: The id is live: its `CmId` queued this destroy instead of
+        // destroying it, and nothing else destroys it. We are not in one of
+        // its callbacks (a work item of our own queue), so this waits for
+        // them, the one that dropped the `CmId` included.
+        unsafe { bindings::ib_destroy_cm_id(id) };
+        this.wait_callbacks();
+        LIVE_IDS.fetch_sub(1, Ordering::Relaxed);
+        let ctx: *const Inner<T> = &*this;
+        // SAFETY: The id's `context` reference (`CmId`'s invariant); the id
+        // is gone, so no callback uses it any more.
+        drop(unsafe { Arc::from_raw(ctx) });
+        // The last reference, usually: `data` and the `ReaperRef` go here,
+        // and `Reaper::drop` waits for this work item to return.
+        drop(this);
+    }
 }
 
 fn current_task() -> *mut c_void {
@@ -403,10 +686,21 @@ fn current_task() -> *mut c_void {
 
 /// An owned `struct ib_cm_id` with the consumer's data `T`.
 ///
-/// Dropping it destroys the id: from any context that may sleep, except one
-/// of the id's own callbacks, it waits for running callbacks and frees
-/// everything; inside its own callback the CM destroys the id right after
-/// the callback returns (returning non-zero from `cm_handler`).
+/// Dropping it destroys the id; which way depends on where:
+///
+/// - anywhere that may sleep, except the cases below: `ib_destroy_cm_id` at
+///   once, which waits for the id's callbacks in progress;
+/// - inside one of the id's own callbacks, or inside a REQ callback of the
+///   id (a listener) while the CM holds the listener for it: waiting would
+///   deadlock, so the destroy is queued on the module's [`Reaper`] and runs
+///   as soon as the callback has returned; no further event reaches `T`
+///   (REQs to a listener are rejected);
+/// - inside the REQ callback that accepted it ([`Request::accept`]): the
+///   REQ is rejected as if never accepted (the CM destroys the id when the
+///   callback returns, and sends a REJ).
+///
+/// [`CmId::destroy_deferred`] queues the destroy from anywhere, without
+/// waiting.
 ///
 /// # Invariants
 ///
@@ -414,6 +708,8 @@ fn current_task() -> *mut c_void {
 /// `context` holds a reference on `inner` taken with [`Arc::into_raw`].
 pub(crate) struct CmId<T: Handler> {
     inner: Arc<Inner<T>>,
+    /// Queue the destroy whatever the context ([`CmId::destroy_deferred`]).
+    deferred: bool,
 }
 
 impl<T: Handler> CmId<T> {
@@ -421,17 +717,10 @@ impl<T: Handler> CmId<T> {
     /// besides what the CM allocates for the id itself.
     pub(crate) const ALLOC_BYTES: usize = core::mem::size_of::<Inner<T>>();
 
-    /// Creates an id on `device` for an active connection or a listener.
-    pub(crate) fn new(device: &Device, data: T) -> Result<Self> {
-        let inner = Arc::new(
-            Inner {
-                id: AtomicPtr::new(core::ptr::null_mut()),
-                callback_task: AtomicPtr::new(core::ptr::null_mut()),
-                destroy_on_return: AtomicBool::new(false),
-                data,
-            },
-            GFP_KERNEL,
-        )?;
+    /// Creates an id on `device` for an active connection or a listener;
+    /// `reaper` destroys it if it is dropped in a callback.
+    pub(crate) fn new(device: &Device, reaper: &ReaperRef, data: T) -> Result<Self> {
+        let inner = Inner::new(core::ptr::null_mut(), false, reaper.clone(), data)?;
         let ctx = Arc::into_raw(inner.clone());
         // SAFETY: `device` is registered; `ctx` stays valid until the id is destroyed (`Drop`).
         // No callback runs before the id is used, so `id` is stored below in time.
@@ -452,7 +741,32 @@ impl<T: Handler> CmId<T> {
         }
         LIVE_IDS.fetch_add(1, Ordering::Relaxed);
         // INVARIANT: the id is live, with our handler and `ctx`.
-        Ok(Self { inner })
+        Ok(Self {
+            inner,
+            deferred: false,
+        })
+    }
+
+    /// Destroys the id from the module's [`Reaper`], never waiting here: for
+    /// callers that hold a lock a callback of the id may need. The id gets
+    /// no more events; [`ReaperRef::flush`] waits for the destroy.
+    pub(crate) fn destroy_deferred(mut self) {
+        self.deferred = true;
+    }
+
+    /// Queues the destroy on the reaper.
+    fn defer(&self) {
+        self.inner.dropped.store(true, Ordering::Release);
+        // The only enqueue of this work item: it cannot be queued already.
+        if self
+            .inner
+            .reaper
+            .queue()
+            .enqueue(self.inner.clone())
+            .is_err()
+        {
+            pr_err!("cm: an id's destroy was queued twice\n");
+        }
     }
 }
 
@@ -467,16 +781,30 @@ impl<T: Handler> Deref for CmId<T> {
 
 impl<T: Handler> Drop for CmId<T> {
     fn drop(&mut self) {
-        if self.inner.callback_task.load(Ordering::Acquire) == current_task() {
-            // One of our own callbacks: `ib_destroy_cm_id` would wait for
-            // itself. The trampoline makes the CM destroy the id instead.
-            self.inner.destroy_on_return.store(true, Ordering::Release);
+        let me = current_task();
+        if self.inner.callback_task.load(Ordering::Acquire) == me {
+            if self.inner.in_req.load(Ordering::Acquire) {
+                // The REQ callback that accepted it: un-accept, the CM
+                // destroys the id when the callback returns and sends a REJ.
+                self.inner.destroy_on_return.store(true, Ordering::Release);
+            } else {
+                // One of its own callbacks: `ib_destroy_cm_id` would wait for
+                // itself.
+                self.defer();
+            }
+            return;
+        }
+        if self.deferred || self.inner.in_req_callback(me) {
+            // A listener inside one of its REQ callbacks: the CM holds it
+            // until the callback returns.
+            self.defer();
             return;
         }
         let id = self.inner.id.load(Ordering::Acquire);
         // SAFETY: By the type invariant the id is live; we are not in one of
         // its callbacks, so this waits for them and then frees the id.
         unsafe { bindings::ib_destroy_cm_id(id) };
+        self.inner.wait_callbacks();
         LIVE_IDS.fetch_sub(1, Ordering::Relaxed);
         let ctx: *const Inner<T> = &*self.inner;
         // SAFETY: The id's `context` reference (type invariant; `Arc::into_raw` gave the address
@@ -492,6 +820,7 @@ impl<T: Handler> Drop for CmId<T> {
 pub(crate) struct Request<'a, T: Handler> {
     id: &'a CmIdRef,
     event: &'a bindings::ib_cm_event,
+    listener: &'a Inner<T>,
     accepted: &'a Cell<Option<Arc<Inner<T>>>>,
 }
 
@@ -525,17 +854,10 @@ impl<'a, T: Handler> Request<'a, T> {
     }
 
     /// Takes the new id, with `data` as its data, and returns its owner.
+    /// Dropped before the REQ callback returns, it rejects the REQ.
     pub(crate) fn accept(self, data: T) -> Result<CmId<T>> {
-        let inner = Arc::new(
-            Inner {
-                id: AtomicPtr::new(self.id.as_raw()),
-                // We are in this id's REQ callback already.
-                callback_task: AtomicPtr::new(current_task()),
-                destroy_on_return: AtomicBool::new(false),
-                data,
-            },
-            GFP_KERNEL,
-        )?;
+        // In this id's REQ callback already (`in_req`).
+        let inner = Inner::new(self.id.as_raw(), true, self.listener.reaper.clone(), data)?;
         let ctx = Arc::into_raw(inner.clone());
         // SAFETY: The new id is valid in its REQ callback and events on one id are serialised:
         // nothing reads `context` until we return. From now on it holds our reference.
@@ -544,7 +866,10 @@ impl<'a, T: Handler> Request<'a, T> {
         self.accepted.set(Some(inner.clone()));
         // INVARIANT: The id is live, has our handler (inherited from the
         // listener) and its context holds `ctx`.
-        Ok(CmId { inner })
+        Ok(CmId {
+            inner,
+            deferred: false,
+        })
     }
 }
 
@@ -638,7 +963,9 @@ impl<T: Handler> Adapter<T> {
         // for events delivered through `cm_process_work` a non-zero return
         // destroys the id right after the handler; for the `*_ERROR` events
         // (`cm_process_send_error`) the same, but from the MAD completion and
-        // with no reference of the CM's held during the call.
+        // with no reference of the CM's held during the call. Nothing here
+        // returns non-zero on an id we own: destroys go through the `Reaper`
+        // (see `CmId`), where unload can wait for them.
         let Some(kind) = EventType::from_raw(event.event) else {
             // Not an event 6.12 has: the id's owner keeps it, nothing is done.
             return 0;
@@ -662,9 +989,7 @@ impl<T: Handler> Adapter<T> {
             // is rejected here, without touching the listener's state.
             EventType::SidrReqReceived => 1,
             // Events on an id we own (our context), the CM holding a
-            // reference during the call. Zero: the id stays ours; non-zero
-            // (its owner dropped the `CmId` in the callback): the CM
-            // destroys it.
+            // reference during the call. Zero: the id stays ours.
             EventType::RepReceived
             | EventType::RtuReceived
             | EventType::UserEstablished
@@ -690,30 +1015,68 @@ impl<T: Handler> Adapter<T> {
             | EventType::LapError => {
                 // SAFETY: Our own id's context, which its reference keeps
                 // alive until the id is destroyed, after this callback.
-                let inner = unsafe { &*ctx };
-                inner.callback_task.store(current_task(), Ordering::Release);
-                Self::dispatch(&inner.data, id, event, kind);
-                inner
-                    .callback_task
-                    .store(core::ptr::null_mut(), Ordering::Release);
-                // Non-zero if the owner dropped the `CmId` in the callback.
-                Self::finish(ctx)
+                Self::own(unsafe { &*ctx }, id, event, kind)
             }
         }
     }
 
+    /// An event on an id we own.
+    fn own(
+        inner: &Inner<T>,
+        id: &CmIdRef,
+        event: &bindings::ib_cm_event,
+        kind: EventType,
+    ) -> c_int {
+        inner.running.fetch_add(1, Ordering::AcqRel);
+        if !inner.dropped.load(Ordering::Acquire) {
+            inner.callback_task.store(current_task(), Ordering::Release);
+            Self::dispatch(&inner.data, id, event, kind);
+            inner
+                .callback_task
+                .store(core::ptr::null_mut(), Ordering::Release);
+        }
+        // Else its owner is gone and its destroy queued: the destroy
+        // answers what needs an answer (REJ, DREP).
+        //
+        // The last access to `inner`: a destroy waits for this.
+        inner.running.fetch_sub(1, Ordering::Release);
+        0
+    }
+
     /// A REQ on a listener's new id: the listener's handler decides.
     fn req(listener: &Inner<T>, id: &CmIdRef, event: &bindings::ib_cm_event) -> c_int {
-        if !T::HAS_REQ_RECEIVED {
+        if !T::HAS_REQ_RECEIVED || listener.dropped.load(Ordering::Acquire) {
             return EINVAL.to_errno();
+        }
+        let me = current_task();
+        // Recorded, so that dropping the listener in here is seen (`CmId`).
+        if listener
+            .req_tasks
+            .lock()
+            .push(me as usize, GFP_KERNEL)
+            .is_err()
+        {
+            // The CM forgets the REQ without a REJ: the peer retries.
+            return ENOMEM.to_errno();
         }
         let accepted = Cell::new(None);
         let req = Request {
             id,
             event,
+            listener,
             accepted: &accepted,
         };
         let ret = listener.data.req_received(req);
+        {
+            let mut tasks = listener.req_tasks.lock();
+            if let Some(i) = tasks.iter().position(|&t| t == me as usize) {
+                let last = tasks.len() - 1;
+                tasks.swap(i, last);
+                // SAFETY: Shortens the vector by one: the element dropped is
+                // a `usize` (nothing to drop) and the others stay initialised.
+                unsafe { tasks.set_len(last) };
+            }
+        }
         match accepted.take() {
             // Not accepted: the CM destroys the new id and sends a REJ.
             None => ret.err().unwrap_or(EINVAL).to_errno(),
@@ -721,6 +1084,7 @@ impl<T: Handler> Adapter<T> {
                 inner
                     .callback_task
                     .store(core::ptr::null_mut(), Ordering::Release);
+                inner.in_req.store(false, Ordering::Release);
                 let ctx: *const Inner<T> = &*inner;
                 drop(inner);
                 Self::finish(ctx)
@@ -728,8 +1092,8 @@ impl<T: Handler> Adapter<T> {
         }
     }
 
-    /// The end of a callback on an id of ours: if its owner was dropped
-    /// during the callback, give the id back to the CM to destroy.
+    /// The end of the REQ callback of an accepted id: if its owner was
+    /// dropped during the callback, reject the REQ (the CM destroys the id).
     fn finish(ctx: *const Inner<T>) -> c_int {
         // SAFETY: `ctx` is the id's context, alive until we release it here.
         if !unsafe { &*ctx }.destroy_on_return.load(Ordering::Acquire) {
@@ -737,7 +1101,8 @@ impl<T: Handler> Adapter<T> {
         }
         LIVE_IDS.fetch_sub(1, Ordering::Relaxed);
         // SAFETY: The context's reference: the owner is gone and the CM
-        // destroys the id without further callbacks when we return non-zero.
+        // destroys the id without further callbacks when we return non-zero,
+        // inside `cm_req_handler`, before it lets go of the listener.
         drop(unsafe { Arc::from_raw(ctx) });
         1
     }

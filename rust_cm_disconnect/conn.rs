@@ -9,7 +9,7 @@
 //! the id's callbacks, and callbacks take the lock.
 
 use crate::{
-    cm::{self, CmId, CmIdRef, Handler, Rep, Req, Request},
+    cm::{self, CmId, CmIdRef, Handler, ReaperRef, Rep, Req, Request},
     cma, delay,
     devices::{DeviceEntry, Devices},
     disconnect::{self, Message},
@@ -361,14 +361,13 @@ impl Endpoint {
         st.verbs.as_ref().ok_or(ENODEV)?.modify(&mut attr, mask)
     }
 
-    /// The id left timewait: free it and the QP; keep the record (with the
-    /// completions still on the CQ counted).
+    /// From one of its id's callbacks (timewait exit, a failed handshake):
+    /// free the id and the QP; keep the record (with the completions still
+    /// on the CQ counted). Acts on this endpoint's own entry only, whatever
+    /// now has its number.
     fn free_id(&self) {
         let verbs = self.st.lock().take_verbs();
-        let cm = self.core.take_cm(self.num);
-        // Dropped here, in the id's own callback: the CM destroys the id when
-        // the callback returns (see `cm::CmId`).
-        drop(cm);
+        self.core.destroy_own_cm(self);
         drop(verbs);
     }
 }
@@ -395,7 +394,7 @@ impl Handler for Arc<Endpoint> {
         let core = &self.core;
         if self.st.lock().behaviour.on_req == OnReq::Close {
             // Drops our own `CmId` inside its REQ callback (the CM holds the
-            // listener until we return).
+            // listener until we return): the abstraction defers the destroy.
             drop(core.remove_own(self));
         }
         let pd = req.private_data();
@@ -566,6 +565,9 @@ struct CoreInner {
 pub(crate) struct Core {
     #[pin]
     inner: Mutex<CoreInner>,
+    /// Destroys the ids dropped in their own callbacks; flushed on device
+    /// removal.
+    reaper: ReaperRef,
     next_foreign: AtomicUsize,
     lost_events: AtomicUsize,
     pub(crate) dreq_sent: AtomicU64,
@@ -596,12 +598,13 @@ pub(crate) struct ConnectArgs<'a> {
 }
 
 impl Core {
-    pub(crate) fn new() -> impl PinInit<Self> {
+    pub(crate) fn new(reaper: ReaperRef) -> impl PinInit<Self> {
         pin_init!(Self {
             inner <- new_mutex!(CoreInner {
                 devices: Devices::new(),
                 conns: RBTree::new(),
             }),
+            reaper,
             next_foreign: AtomicUsize::new(0),
             lost_events: AtomicUsize::new(0),
             dreq_sent: AtomicU64::new(0),
@@ -631,8 +634,20 @@ impl Core {
         Ok(())
     }
 
-    fn take_cm(&self, num: u32) -> Option<CmId<Arc<Endpoint>>> {
-        self.inner.lock().conns.get_mut(&num)?.cm.take()
+    /// Destroys the id of `ep`'s own entry (not of whatever else may have
+    /// its number by now), from one of the id's callbacks: queued on the
+    /// reaper under the table's lock, so that device removal and unload,
+    /// which take ids out under that lock and then flush the reaper, either
+    /// find the id or wait for its destroy.
+    fn destroy_own_cm(&self, ep: &Endpoint) {
+        let mut inner = self.inner.lock();
+        if let Some(conn) = inner.conns.get_mut(&ep.num) {
+            if core::ptr::eq(&*conn.ep, ep) {
+                if let Some(cm) = conn.cm.take() {
+                    cm.destroy_deferred();
+                }
+            }
+        }
     }
 
     /// Takes `ep`'s own entry out of the table (none if its number now
@@ -656,7 +671,7 @@ impl Core {
     ) -> Result {
         let dev = DeviceHandle::get_by_name(device)?;
         let ep = Endpoint::new(self, num, Role::Listener, &dev, 0, cma, behaviour)?;
-        let cm = CmId::new(&dev, ep.clone())?;
+        let cm = CmId::new(&dev, &self.reaper, ep.clone())?;
         cm.listen(service_id)?;
         self.insert(num, ep, cm)
     }
@@ -670,7 +685,7 @@ impl Core {
         let peer = self.find_gid(&path::ipv4_gid(a.dst))?;
         let route = path::roce_v2(&dev, a.port, a.src, &peer, a.timing)?;
         let ep = Endpoint::new(self, a.num, Role::Active, &dev, 0, false, a.behaviour)?;
-        let cm = CmId::new(&dev, ep.clone())?;
+        let cm = CmId::new(&dev, &self.reaper, ep.clone())?;
         let verbs = RcQp::new(&dev, QP_SIZE)?;
         let qp_num = verbs.qp_num();
         let mut attr = bindings::ib_qp_attr {
@@ -738,7 +753,9 @@ impl Core {
         self.with_conn(num, |cm, _| f(cm))
     }
 
-    /// As [`Core::with_cm`], with the endpoint too.
+    /// Runs `f` on the id and endpoint of connection `num` (the table's
+    /// lock held): `ENOENT` if there is no such connection, `ENOTCONN` if its
+    /// id was already freed.
     fn with_conn<R>(
         &self,
         num: u32,
@@ -1067,6 +1084,8 @@ impl Drop for Owner {
             },
             drop,
         );
+        // Destroys queued by callbacks: run now, while the core is whole.
+        self.0.reaper.flush();
     }
 }
 
@@ -1088,6 +1107,10 @@ impl Client for Core {
         // Not usable for new connections from here on.
         self.inner.lock().devices.remove(device);
         self.remove_all_on(device.index());
+        // The ids their own callbacks dropped before `remove_all_on` could
+        // take them (queued under the table's lock): destroyed before the
+        // CM's own `remove` (which runs after ours) tears the device down.
+        self.reaper.flush();
         pr_info!("device {} removed\n", device.name());
     }
 }
