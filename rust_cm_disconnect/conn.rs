@@ -370,6 +370,29 @@ impl Endpoint {
         self.core.destroy_own_cm(self);
         drop(verbs);
     }
+
+    /// `disconnect()` of this endpoint on `id` (its own id, or `None` once
+    /// freed): see [`Core::disconnect`].
+    fn disconnect_on(&self, id: Option<&CmIdRef>, data: &[u8]) -> Result {
+        // Held while deciding and sending: see `dreq_received`.
+        let mut st = self.st.lock();
+        // A second call is `EALREADY` whenever it comes, also once the id
+        // has left timewait and been freed.
+        if st.disconnecting {
+            return Err(errno::ealready());
+        }
+        let cm = id.ok_or_else(errno::enotconn)?;
+        let qp = st.verbs.as_ref().map(|v| v.qp());
+        let t_ns = Ktime::ktime_get().to_ns();
+        // Refused (the outer `?`): nothing was done, nothing changes.
+        let (msg, res) = disconnect::disconnect(cm, qp, data)?;
+        st.disconnecting = true;
+        if msg == Message::Dreq && res.is_ok() {
+            st.record_at(&self.core, t_ns, EventKind::DreqSent, 0, data);
+        }
+        self.core.count(msg, res.is_ok());
+        res
+    }
 }
 
 /// Counted in [`LIVE_ENDPOINTS`] while it exists: one per endpoint.
@@ -509,7 +532,8 @@ impl Handler for Arc<Endpoint> {
             OnDreq::Nothing => return,
             OnDreq::Sleep(_) => Ok(()),
             OnDreq::Dreq => id.send_dreq(b"from-callback"),
-            OnDreq::Disconnect => self.core.disconnect(self.num, &[]),
+            // Our own connection, on the id of this callback.
+            OnDreq::Disconnect => self.disconnect_on(Some(id), &[]),
             OnDreq::DisconnectOther(num) => self.core.disconnect(num, &[]),
         };
         let status = res.err().map_or(0, |e| e.to_errno());
@@ -716,9 +740,10 @@ impl Core {
             }
         }
         // In the table before the REQ leaves, so that nothing it causes can
-        // miss the entry.
-        self.insert(a.num, ep, cm)?;
-        let res = self.with_cm(a.num, |cm| {
+        // miss the entry; the REQ goes out on the id made here (`ENOENT` if
+        // another writer closed the connection in between).
+        self.insert(a.num, ep.clone(), cm)?;
+        let res = self.with_own_cm(a.num, &ep, |cm| {
             cm.send_req(&Req {
                 route: &route,
                 service_id: a.service_id,
@@ -729,7 +754,7 @@ impl Core {
             })
         });
         if res.is_err() {
-            drop(self.remove(a.num));
+            drop(self.remove_own(&ep));
         }
         res
     }
@@ -747,10 +772,20 @@ impl Core {
         Err(errno::ehostunreach())
     }
 
-    /// Runs `f` on the id of connection `num`: `ENOENT` if there is no such
-    /// connection, `ENOTCONN` if its id was already freed.
-    fn with_cm<R>(&self, num: u32, f: impl FnOnce(&CmId<Arc<Endpoint>>) -> Result<R>) -> Result<R> {
-        self.with_conn(num, |cm, _| f(cm))
+    /// Runs `f` on the id of `ep`, which is connection `num`: `ENOENT` if
+    /// `num` is now another endpoint or gone, `ENOTCONN` if the id was freed.
+    fn with_own_cm<R>(
+        &self,
+        num: u32,
+        ep: &Arc<Endpoint>,
+        f: impl FnOnce(&CmId<Arc<Endpoint>>) -> Result<R>,
+    ) -> Result<R> {
+        self.with_conn(num, |cm, e| {
+            if !core::ptr::eq(e, &**ep) {
+                return Err(ENOENT);
+            }
+            f(cm)
+        })
     }
 
     /// Runs `f` on the id and endpoint of connection `num` (the table's
@@ -800,24 +835,8 @@ impl Core {
     pub(crate) fn disconnect(&self, num: u32, data: &[u8]) -> Result {
         let inner = self.inner.lock();
         let conn = inner.conns.get(&num).ok_or(ENOENT)?;
-        // Held while deciding and sending: see `dreq_received`.
-        let mut st = conn.ep.st.lock();
-        // A second call is `EALREADY` whenever it comes, also once the id
-        // has left timewait and been freed.
-        if st.disconnecting {
-            return Err(errno::ealready());
-        }
-        let cm = conn.cm.as_ref().ok_or_else(errno::enotconn)?;
-        let qp = st.verbs.as_ref().map(|v| v.qp());
-        let t_ns = Ktime::ktime_get().to_ns();
-        // Refused (the outer `?`): nothing was done, nothing changes.
-        let (msg, res) = disconnect::disconnect(cm, qp, data)?;
-        st.disconnecting = true;
-        if msg == Message::Dreq && res.is_ok() {
-            st.record_at(self, t_ns, EventKind::DreqSent, 0, data);
-        }
-        self.count(msg, res.is_ok());
-        res
+        // The table's lock keeps the id alive meanwhile.
+        conn.ep.disconnect_on(conn.cm.as_deref(), data)
     }
 
     /// `post NUM RECV [SEND]`: posts work requests on the connection's QP.
