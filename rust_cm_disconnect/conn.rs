@@ -43,6 +43,10 @@ pub(crate) const PASSIVE_BASE: u32 = 1_000_000;
 /// Passive ends of foreign connections are numbered from here.
 const FOREIGN_BASE: u32 = 2_000_000;
 
+/// Handshakes a listener has in flight at most, unless `backlog=N` says
+/// otherwise: as many as ucma's default listen backlog.
+pub(crate) const DEFAULT_BACKLOG: u32 = 1024;
+
 /// Queue sizes of every connection's QP.
 const QP_SIZE: QpSize = QpSize { send: 64, recv: 64 };
 
@@ -138,6 +142,9 @@ pub(crate) struct Behaviour {
     /// flight, for the tests.
     pub(crate) timewait_sleep: u32,
     pub(crate) on_rep: OnRep,
+    /// A listener's bound on handshakes in flight (REQ accepted, REP sent,
+    /// no RTU yet): the excess is rejected (`backlog=N`).
+    pub(crate) backlog: u32,
 }
 
 impl Default for Behaviour {
@@ -148,6 +155,7 @@ impl Default for Behaviour {
             on_req: OnReq::Nothing,
             timewait_sleep: 0,
             on_rep: OnRep::Accept,
+            backlog: DEFAULT_BACKLOG,
         }
     }
 }
@@ -163,6 +171,7 @@ impl Behaviour {
             on_req: self.on_req,
             timewait_sleep: self.timewait_sleep,
             on_rep: self.on_rep,
+            backlog: self.backlog,
         })
     }
 }
@@ -216,6 +225,32 @@ struct EndpointState {
     completed_ok: u64,
     flushed: u64,
     completed_err: u64,
+    /// A passive end's place in its listener's handshakes in flight, until
+    /// the handshake is over (established, failed or freed).
+    handshake: Option<Handshake>,
+}
+
+/// One handshake in flight on a listener: counted in its `handshakes`
+/// while this exists.
+struct Handshake(Arc<Endpoint>);
+
+impl Handshake {
+    /// A place on `listener`, or `EBUSY` if its backlog is full.
+    fn new(listener: &Arc<Endpoint>, backlog: u32) -> Result<Self> {
+        let n = listener.handshakes.fetch_add(1, Ordering::AcqRel);
+        let slot = Self(listener.clone());
+        if n >= backlog as usize {
+            // Dropped: the count goes back.
+            return Err(EBUSY);
+        }
+        Ok(slot)
+    }
+}
+
+impl Drop for Handshake {
+    fn drop(&mut self) {
+        self.0.handshakes.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl EndpointState {
@@ -290,6 +325,8 @@ pub(crate) struct Endpoint {
     /// A listener that takes rdma_cm's REQs only (a valid `cma_hdr` first).
     cma: bool,
     core: Arc<Core>,
+    /// A listener's handshakes in flight (see [`Handshake`]).
+    handshakes: AtomicUsize,
     #[pin]
     st: Mutex<EndpointState>,
     _live: LiveToken,
@@ -314,6 +351,7 @@ impl Endpoint {
                 listener,
                 cma,
                 core: core.clone(),
+                handshakes: AtomicUsize::new(0),
                 st <- new_mutex!(EndpointState {
                     // A connection's life is about eight events: reserved now,
                     // callbacks do not reallocate.
@@ -326,6 +364,7 @@ impl Endpoint {
                     completed_ok: 0,
                     flushed: 0,
                     completed_err: 0,
+                    handshake: None,
                 }),
                 _live: LiveToken::new(),
             }? Error),
@@ -366,9 +405,13 @@ impl Endpoint {
     /// on the CQ counted). Acts on this endpoint's own entry only, whatever
     /// now has its number.
     fn free_id(&self) {
-        let verbs = self.st.lock().take_verbs();
+        let (verbs, handshake) = {
+            let mut st = self.st.lock();
+            (st.take_verbs(), st.handshake.take())
+        };
         self.core.destroy_own_cm(self);
         drop(verbs);
+        drop(handshake);
     }
 
     /// `disconnect()` of this endpoint on `id` (its own id, or `None` once
@@ -441,8 +484,11 @@ impl Handler for Arc<Endpoint> {
         };
         let (depth, resources) = (req.initiator_depth(), req.responder_resources());
         let behaviour = self.st.lock().behaviour.try_clone()?;
+        // Over the backlog: rejected (the CM sends the REJ).
+        let handshake = Handshake::new(self, behaviour.backlog)?;
         let device = req.id().device();
         let ep = Endpoint::new(core, num, Role::Passive, device, self.num, false, behaviour)?;
+        ep.st.lock().handshake = Some(handshake);
         let cm = req.accept(ep.clone())?;
         // From here an error drops `cm` in its own callback: the CM destroys
         // the new id and rejects the REQ.
@@ -493,12 +539,23 @@ impl Handler for Arc<Endpoint> {
             Ok(()) => 0,
             Err(e) => e.to_errno(),
         };
-        self.record(EventKind::Established, status, &[]);
+        let mut st = self.st.lock();
+        st.record(&self.core, EventKind::Established, status, &[]);
+        // The handshake is over: its place on the listener is free.
+        let handshake = st.handshake.take();
+        drop(st);
+        drop(handshake);
         self.core.established.fetch_add(1, Ordering::Relaxed);
     }
 
     fn rej_received(&self, _id: &CmIdRef, reason: u32, private_data: &[u8]) {
         self.record(EventKind::RejReceived, reason as i32, private_data);
+        if self.role == Role::Passive {
+            // Rejected after our REP: the CM has forgotten the peer (the id
+            // is idle) and a retried REQ would make a new passive end. Free
+            // the id and QP now, keep the record.
+            self.free_id();
+        }
     }
 
     fn dreq_received(&self, id: &CmIdRef, private_data: &[u8]) {
@@ -555,6 +612,10 @@ impl Handler for Arc<Endpoint> {
 
     fn connect_error(&self, _id: &CmIdRef, send_status: u32) {
         self.record(EventKind::ConnectError, send_status as i32, &[]);
+        if self.role == Role::Passive {
+            // Our REP timed out (REP_ERROR): as for a REJ.
+            self.free_id();
+        }
     }
 
     fn timewait_exit(&self, _id: &CmIdRef) {

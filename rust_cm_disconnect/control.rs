@@ -12,9 +12,10 @@
 //!
 //! ```text
 //! listen  NUM DEV SERVICE_ID [auto_drep=DATA] [on_dreq=ACTION] [cma=1]
+//!         [backlog=N] [on_req=close] [on_timewait=sleep:MS]
 //! connect NUM DEV SRC_IP DST_IP SERVICE_ID [port=N] [auto_drep=DATA]
 //!         [on_dreq=ACTION] [lifetime=N] [resp=N] [retries=N] [cma_port=N]
-//!         [req_data=DATA]
+//!         [req_data=DATA] [on_timewait=sleep:MS] [on_rep=ignore|reject]
 //! dreq    NUM[,NUM...] [DATA]   (NUM may be a range, A-B)
 //! drep    NUM [DATA]
 //! disconnect NUM[,NUM...] [DATA]  QP to error, then DREQ or DREP (rdma_disconnect)
@@ -30,6 +31,8 @@
 //! exactly DATA as the REQ's private data. `on_dreq`: what the DREQ
 //! callback does besides recording it, `sleep:MS`, `dreq` (a DREQ on its own
 //! connection), `disconnect` (its own) or `disconnect:NUM` (another one).
+//! `backlog=N`: a listener takes at most N handshakes in flight (REP sent,
+//! no RTU yet; default 1024) and rejects the excess.
 //! For the tests of the CM abstraction: `on_req=close` (listen: the REQ
 //! callback closes its own listener first), `on_timewait=sleep:MS` (the
 //! timewait-exit callback sleeps before freeing the id) and `on_rep=ignore`
@@ -142,6 +145,7 @@ fn listen(core: &Arc<Core>, args: &[&str]) -> Result {
             Some(("on_dreq", a)) => behaviour.on_dreq = parse_on_dreq(a)?,
             Some(("on_req", "close")) => behaviour.on_req = OnReq::Close,
             Some(("on_timewait", a)) => behaviour.timewait_sleep = parse_sleep(a)?,
+            Some(("backlog", n)) => behaviour.backlog = parse_u32(n)?,
             Some(("cma", "1")) => cma = true,
             Some(("cma", "0")) => cma = false,
             _ => return Err(EINVAL),
