@@ -135,4 +135,9 @@ struct workqueue_struct *rcd_reaper_alloc(void)
 EXPORT_SYMBOL_GPL(rcd_send_dreq);
 EXPORT_SYMBOL_GPL(rcd_send_drep);
 EXPORT_SYMBOL_GPL(rcd_disconnect);
-EXPORT_SYMBOL_GPL(rcd_conn_borrow);
+
+/*
+ * Test-only (tests/modules/rcd_test.h), in its own namespace: a module must
+ * MODULE_IMPORT_NS(RCD_TEST) to link against it.
+ */
+EXPORT_SYMBOL_NS_GPL(rcd_test_with_conn, RCD_TEST);

@@ -35,6 +35,17 @@ struct workqueue_struct;
 /* The reaper's workqueue (cm.rs), or NULL. */
 struct workqueue_struct *rcd_reaper_alloc(void);
 
+struct ib_cm_id;
+struct ib_qp;
+
+/*
+ * The test-only entry point, exported in namespace RCD_TEST; consumers see
+ * it in tests/modules/rcd_test.h (documented there), never in include/.
+ */
+int rcd_test_with_conn(u32 num,
+		       int (*fn)(struct ib_cm_id *id, struct ib_qp *qp, void *arg),
+		       void *arg);
+
 /* Whether the caller may sleep, as far as this kernel can tell. */
 bool rcd_may_sleep(void);
 

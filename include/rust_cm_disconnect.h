@@ -88,22 +88,4 @@ int rcd_send_drep(struct ib_cm_id *cm_id, const void *private_data, size_t len);
 int rcd_disconnect(struct ib_cm_id *cm_id, struct ib_qp *qp,
 		   const void *private_data, size_t len);
 
-/**
- * rcd_conn_borrow() - The CM id and QP of a connection the module made.
- * @num: the connection's number in the module's control interface
- *       (/sys/kernel/debug/rust_cm_disconnect/ctl).
- * @cm_id: set to the connection's CM id on success.
- * @qp: set to the connection's QP on success.
- *
- * Lets C code drive a connection set up through the control interface, with
- * the functions above. The module keeps ownership: both stay valid until the
- * connection is closed, its id is freed at timewait exit, its device is
- * removed or the module unloads; the caller must not outlive that.
- *
- * Context: process context (it takes a mutex). Elsewhere: -EAGAIN.
- * Return: 0; -EINVAL for NULL @cm_id or @qp; -ENOENT if there is no such
- * connection; -ENOTCONN if its id is already freed; -ENODEV if it has no QP.
- */
-int rcd_conn_borrow(u32 num, struct ib_cm_id **cm_id, struct ib_qp **qp);
-
 #endif /* RUST_CM_DISCONNECT_H */

@@ -192,32 +192,40 @@ impl Drop for Registration {
     }
 }
 
-/// `rcd_conn_borrow()`: see `include/rust_cm_disconnect.h`.
+/// What `rcd_test_with_conn()` calls.
+type WithConnFn = unsafe extern "C" fn(
+    id: *mut bindings::ib_cm_id,
+    qp: *mut bindings::ib_qp,
+    arg: *mut c_void,
+) -> c_int;
+
+/// `rcd_test_with_conn()`: see `tests/modules/rcd_test.h`. Test-only,
+/// exported in the `RCD_TEST` namespace: it lends a connection the module
+/// owns to C test code for the duration of one call, and nothing escapes
+/// it (the id and QP are valid only while `f` runs, under the locks that
+/// keep them).
 ///
 /// # Safety
 ///
-/// `cm_id` and `qp` must be NULL or valid for writes.
+/// `f` must be NULL or a function that may be called with a live id and
+/// QP and `arg`, that does not keep them past its return, does not call
+/// `rcd_test_with_conn()` and does not wait for the connection's callbacks.
 #[no_mangle]
-pub(crate) unsafe extern "C" fn rcd_conn_borrow(
+pub(crate) unsafe extern "C" fn rcd_test_with_conn(
     num: u32,
-    cm_id: *mut *mut bindings::ib_cm_id,
-    qp: *mut *mut bindings::ib_qp,
+    f: Option<WithConnFn>,
+    arg: *mut c_void,
 ) -> c_int {
     from_result(|| {
-        if cm_id.is_null() || qp.is_null() {
-            return Err(EINVAL);
-        }
-        // The table's lock is a mutex.
+        let f = f.ok_or(EINVAL)?;
+        // The locks are mutexes.
         may_sleep()?;
         let core = NonNull::new(CORE.load(Ordering::Acquire)).ok_or(ENODEV)?;
         // SAFETY: `CORE` holds a reference while the module is loaded, which
         // it is while a consumer runs.
-        let (id, q) = unsafe { core.as_ref() }.borrow_raw(num)?;
-        // SAFETY: Both are valid for writes (the caller's contract).
-        unsafe {
-            *cm_id = id;
-            *qp = q;
-        }
-        Ok(0)
+        let core = unsafe { core.as_ref() };
+        // SAFETY: The id and QP are live while `with_raw` holds its locks,
+        // that is, during `f`; the rest is the caller's contract.
+        core.with_raw(num, |id, qp| unsafe { f(id, qp, arg) })
     })
 }

@@ -923,17 +923,23 @@ impl Core {
         self.ep(num)?.st.lock().drain_cq()
     }
 
-    /// The raw id and QP of connection `num`, for `rcd_conn_borrow()`.
-    pub(crate) fn borrow_raw(
+    /// Runs `f` on the raw id and QP of connection `num`, for the test-only
+    /// `rcd_test_with_conn()`. The table's lock keeps the id, the
+    /// endpoint's lock the QP: neither is freed until `f` returns (timewait
+    /// exit frees the QP under the endpoint's lock and the id under the
+    /// table's; close, device removal and unload take the entry out under
+    /// the table's).
+    pub(crate) fn with_raw<R>(
         &self,
         num: u32,
-    ) -> Result<(*mut bindings::ib_cm_id, *mut bindings::ib_qp)> {
+        f: impl FnOnce(*mut bindings::ib_cm_id, *mut bindings::ib_qp) -> R,
+    ) -> Result<R> {
         let inner = self.inner.lock();
         let conn = inner.conns.get(&num).ok_or(ENOENT)?;
         let cm = conn.cm.as_ref().ok_or_else(errno::enotconn)?;
         let st = conn.ep.st.lock();
         let qp = st.verbs.as_ref().ok_or(ENODEV)?.qp().as_raw();
-        Ok((cm.as_raw(), qp))
+        Ok(f(cm.as_raw(), qp))
     }
 
     fn ep(&self, num: u32) -> Result<Arc<Endpoint>> {

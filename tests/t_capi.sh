@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # The exported C API, used by a C consumer module (tests/modules/
-# rcd_consumer.c) that includes only include/rust_cm_disconnect.h.
+# rcd_consumer.c) that includes include/rust_cm_disconnect.h, and reaches
+# the module's own connections through the test-only rcd_test_with_conn()
+# (tests/modules/rcd_test.h, symbol namespace RCD_TEST).
 
 CONSUMER=${RCD_TOP}/tests/modules/rcd_consumer.ko
 
@@ -14,13 +16,18 @@ test_capi_exports_and_dependency() {
 		return 1
 	fi
 	rxe_add rxe0 v0 && rcd_load || return 1
-	for f in rcd_send_dreq rcd_send_drep rcd_disconnect rcd_conn_borrow; do
+	for f in rcd_send_dreq rcd_send_drep rcd_disconnect rcd_test_with_conn; do
 		check "$f in kallsyms" grep -qE " $f\s+\[rust_cm_disconnect\]" /proc/kallsyms || return 1
 	done
+	# No function hands out a pointer the module may free: the old
+	# rcd_conn_borrow() is gone from the header and the exports.
+	check "no rcd_conn_borrow in the public header" sh -c "! grep -q rcd_conn_borrow $RCD_TOP/include/rust_cm_disconnect.h" || return 1
+	check "no rcd_conn_borrow exported" sh -c "! grep -qE ' rcd_conn_borrow\s' /proc/kallsyms" || return 1
+	check "rcd_test_with_conn only in namespace RCD_TEST" sh -c "modinfo -F import_ns $CONSUMER | grep -qx RCD_TEST" || return 1
 	check "consumer depends on the module" sh -c "modinfo -F depends $CONSUMER | grep -qx rust_cm_disconnect" || return 1
 	ctl listen 1 rxe0 0x1000 || return 1
-	check "borrowing a listener's QP is refused" sh -c "! insmod $CONSUMER conn=1 steps=bad 2>/dev/null" || return 1
-	check "the listener has no QP: -ENODEV" sh -c "dmesg | grep -q 'cannot borrow connection 1: -19'" || return 1
+	check "a listener's QP is refused" sh -c "! insmod $CONSUMER conn=1 steps=bad 2>/dev/null" || return 1
+	check "the listener has no QP: -ENODEV" sh -c "dmesg | grep -q 'cannot run on connection 1: -19'" || return 1
 }
 
 # Bad inputs through the C API: lengths 221 .. SIZE_MAX, NULL with a length,
@@ -106,13 +113,13 @@ test_capi_atomic_context() {
 	check "exactly one DREQ" test "$(event_count $p DREQ_RECEIVED)" = 1
 }
 
-# An id the module has freed or closed is not handed out: a consumer asking
+# An id the module has freed or closed is not lent out: a consumer asking
 # for a closed connection gets -ENOENT. (A consumer's own destroyed id is a
 # dangling pointer: no callee can detect that; see the README.)
 test_capi_closed_connection() {
 	local n=240
 	cm_pair $n || return 1
 	ctl close $n || return 1
-	check "borrowing a closed connection is refused" sh -c "! insmod $CONSUMER conn=$n steps=dreq 2>/dev/null" || return 1
-	check "-ENOENT" sh -c "dmesg | grep -q 'cannot borrow connection $n: -2'"
+	check "a closed connection is refused" sh -c "! insmod $CONSUMER conn=$n steps=dreq 2>/dev/null" || return 1
+	check "-ENOENT" sh -c "dmesg | grep -q 'cannot run on connection $n: -2'"
 }

@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * rcd_consumer: a C kernel consumer of rust_cm_disconnect's exported API,
- * used by tests/t_capi.sh. It includes only the public header.
+ * used by tests/t_capi.sh. It uses the public header, and the test-only
+ * entry point of rcd_test.h (namespace RCD_TEST) to reach a connection the
+ * module owns.
  *
- * On load it takes connection @conn (made through the module's control
- * interface; its passive end is @conn + 1000000), and runs the steps named
- * by @steps against its live CM id and QP:
+ * On load it runs, inside rcd_test_with_conn() on connection @conn (made
+ * through the module's control interface; its passive end is @conn +
+ * 1000000), the steps named by @steps against its CM id and QP, which the
+ * module keeps alive for as long as that call lasts:
  *
  *   bad      bad inputs to every function: nothing may reach the CM
  *   drep     a DREP with no DREQ received (the CM's -EINVAL)
@@ -27,6 +30,10 @@
 #include <linux/string.h>
 
 #include <rust_cm_disconnect.h>
+
+#include "rcd_test.h"
+
+MODULE_IMPORT_NS(RCD_TEST);
 
 static unsigned int conn;
 module_param(conn, uint, 0444);
@@ -74,36 +81,40 @@ static void step_bad(struct ib_cm_id *id, struct ib_qp *qp)
 	}
 	expect("drep len 225", rcd_send_drep(id, buf, 225), -EINVAL);
 	expect("drep len SIZE_MAX", rcd_send_drep(id, buf, SIZE_MAX), -EINVAL);
-	expect("borrow NULL out", rcd_conn_borrow(conn, NULL, NULL), -EINVAL);
+	expect("with_conn NULL fn", rcd_test_with_conn(conn, NULL, NULL), -EINVAL);
 	kfree(buf);
+}
+
+static int nothing(struct ib_cm_id *id, struct ib_qp *qp, void *arg)
+{
+	return 0;
 }
 
 static void step_atomic(struct ib_cm_id *id, struct ib_qp *qp)
 {
 	static DEFINE_SPINLOCK(lock);
-	struct ib_cm_id *id2;
-	struct ib_qp *qp2;
 	unsigned long flags;
 	int drep, disc, borrow, dreq;
 
 	spin_lock_irqsave(&lock, flags);
 	drep = rcd_send_drep(id, "x", 1);
 	disc = rcd_disconnect(id, qp, NULL, 0);
-	borrow = rcd_conn_borrow(conn, &id2, &qp2);
+	/* Refused before it takes any lock: no deadlock with our caller's. */
+	borrow = rcd_test_with_conn(conn, nothing, NULL);
 	spin_unlock_irqrestore(&lock, flags);
 	expect("drep with irqs off", drep, -EAGAIN);
 	expect("disconnect with irqs off", disc, -EAGAIN);
-	expect("borrow with irqs off", borrow, -EAGAIN);
+	expect("with_conn with irqs off", borrow, -EAGAIN);
 
 	if (IS_ENABLED(CONFIG_PREEMPT_COUNT)) {
 		spin_lock(&lock);
 		drep = rcd_send_drep(id, "x", 1);
 		disc = rcd_disconnect(id, qp, NULL, 0);
-		borrow = rcd_conn_borrow(conn, &id2, &qp2);
+		borrow = rcd_test_with_conn(conn, nothing, NULL);
 		spin_unlock(&lock);
 		expect("drep under a spinlock", drep, -EAGAIN);
 		expect("disconnect under a spinlock", disc, -EAGAIN);
-		expect("borrow under a spinlock", borrow, -EAGAIN);
+		expect("with_conn under a spinlock", borrow, -EAGAIN);
 	} else {
 		pr_info("rcd_consumer: no CONFIG_PREEMPT_COUNT: a held spinlock is not detectable\n");
 	}
@@ -115,18 +126,11 @@ static void step_atomic(struct ib_cm_id *id, struct ib_qp *qp)
 	expect("dreq under a spinlock", dreq, 0);
 }
 
-static int __init rcd_consumer_init(void)
+/* The steps, on @id and @qp, valid during this call only. */
+static int run_steps(struct ib_cm_id *id, struct ib_qp *qp, void *arg)
 {
-	struct ib_cm_id *id;
-	struct ib_qp *qp;
 	char *s, *list, *step;
-	int ret;
 
-	ret = rcd_conn_borrow(conn, &id, &qp);
-	if (ret) {
-		pr_err("rcd_consumer: cannot borrow connection %u: %d\n", conn, ret);
-		return ret;
-	}
 	list = s = kstrdup(steps, GFP_KERNEL);
 	if (!s)
 		return -ENOMEM;
@@ -151,6 +155,18 @@ static int __init rcd_consumer_init(void)
 		}
 	}
 	kfree(list);
+	return 0;
+}
+
+static int __init rcd_consumer_init(void)
+{
+	int ret;
+
+	ret = rcd_test_with_conn(conn, run_steps, NULL);
+	if (ret) {
+		pr_err("rcd_consumer: cannot run on connection %u: %d\n", conn, ret);
+		return ret;
+	}
 	pr_info("rcd_consumer: done, %d failure(s)\n", failures);
 	return 0;
 }

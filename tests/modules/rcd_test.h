@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * rust_cm_disconnect's test-only entry point, for tests/modules/ only.
+ *
+ * Not part of the C API (include/rust_cm_disconnect.h): exported in its own
+ * symbol namespace, RCD_TEST, so that a module must say
+ * MODULE_IMPORT_NS(RCD_TEST) to use it.
+ */
+#ifndef RCD_TEST_H
+#define RCD_TEST_H
+
+#include <linux/types.h>
+
+struct ib_cm_id;
+struct ib_qp;
+
+/**
+ * rcd_test_with_conn() - Run @fn on a connection the module owns.
+ * @num: the connection's number in the module's control interface.
+ * @fn: called with the connection's CM id and QP, and @arg.
+ * @arg: passed to @fn.
+ *
+ * The id and the QP are valid only during @fn: the module's connection
+ * table and the connection's own lock are held around the call, so neither
+ * can be freed (timewait exit, close, device removal, unload) until @fn
+ * returns. @fn must not keep them, must not call rcd_test_with_conn() and
+ * must not wait for the connection's CM callbacks. It may sleep.
+ *
+ * Context: process context (it takes mutexes). Elsewhere: -EAGAIN.
+ * Return: @fn's return value; -EINVAL for a NULL @fn; -ENOENT if there is
+ * no such connection; -ENOTCONN if its id is already freed; -ENODEV if it
+ * has no QP; -ENODEV if the module is going away.
+ */
+int rcd_test_with_conn(u32 num,
+		       int (*fn)(struct ib_cm_id *id, struct ib_qp *qp, void *arg),
+		       void *arg);
+
+#endif /* RCD_TEST_H */
