@@ -77,9 +77,10 @@ test_timewait_exit_frees_its_own_id_only() {
 	CONNECT_OPTS="on_timewait=sleep:4000" cm_pair 2 auto_drep=- || return 1
 	log "the first 2 established"
 	ctl dreq 2 || return 1
-	wait_event 20 2 TIMEWAIT_EXIT && wait_event 20 $p TIMEWAIT_EXIT || return 1
-	# The passive end's record goes (its id is freed already): the new 2's
-	# passive end takes its number.
+	wait_event 20 2 TIMEWAIT_EXIT || return 1
+	# The passive end goes (its timewait exit may be queued behind 2's
+	# sleeping callback: the CM runs one callback at a time per CPU), so
+	# that the new 2's passive end can take its number.
 	ctl close $p || return 1
 	( ctl close 2 ) & pid=$!
 	sleep 1
@@ -181,16 +182,17 @@ test_listener_backlog_rejects_excess() {
 timeout_test_listener_backlog_rejects_excess=120
 
 # The storm of issue 11, side by side in one guest: rdma-core's cmtime
-# client, RCD_STORM connections (default 500), against the module's
+# client, RCD_STORM connections (default 100 here; 500 is the issue's
+# measurement, see the commit that added this), against the module's
 # listener (tcp:7999, cma=1, auto_drep=-) and against rdma_cm's own server
 # (cmtime -b). Printed: cmtime's exit status, time and errors, the
 # connections each side established, DREQ retransmissions, REP
 # retransmissions and MRAs sent, and what is left afterwards (ids, QPs).
 # Checked: the module connects at least as many as cmtime -b does, and
 # holds no id or QP once cmtime is done (only the listener's id).
-timeout_test_storm_cmtime_vs_rdma_cm=1500
+timeout_test_storm_cmtime_vs_rdma_cm=900
 test_storm_cmtime_vs_rdma_cm() {
-	local n=${RCD_STORM:-500} qps t0 rc pid out=/tmp/storm
+	local n=${RCD_STORM:-100} qps t0 rc pid out=/tmp/storm b_ok m_ok
 	command -v cmtime >/dev/null || { echo "# SKIP cmtime (rdmacm-utils) not installed"; return $KSFT_SKIP; }
 	rxe_add rxe0 v0 && rcd_load || return 1
 	mkdir -p $out
@@ -209,22 +211,27 @@ test_storm_cmtime_vs_rdma_cm() {
 	sed 's/^/#   client: /' $out/cli-b.out | head -12
 	wait $pid; log "server exit $?"; sed 's/^/#   server: /' $out/srv.out | head -12
 	log "after cmtime -b: $(storm_counters); QPs $(rdma_res qp) (kernel's $qps)"
-	local b_ok=$((rc == 0 ? n : 0))
+	# cmtime exits 0 whatever happened: count its failed connections.
+	b_ok=$((n - $(grep -cE 'RDMA_CM_EVENT_(UNREACHABLE|REJECTED|CONNECT_ERROR)' $out/cli-b.out)))
 	# 2. The module's listener.
 	ctl listen 1 rxe0 tcp:7999 cma=1 auto_drep=- || return 1
 	t0=$SECONDS
 	timeout 600 cmtime -s 10.77.0.1 -p 7999 -c $n > $out/cli-m.out 2>&1; rc=$?
 	log "cmtime -c $n against the module: exit $rc in $((SECONDS - t0)) s; $(grep -c 'RDMA_CM_EVENT' $out/cli-m.out) error events"
 	sed 's/^/#   client: /' $out/cli-m.out | head -12
+	m_ok=$((n - $(grep -cE 'RDMA_CM_EVENT_(UNREACHABLE|REJECTED|CONNECT_ERROR)' $out/cli-m.out)))
+	log "connected (cmtime's count): $m_ok against the module, $b_ok against cmtime -b"
 	sleep 5
 	local est ends conn_err idle
 	est=$(grep -c ' listener=1 ' $RCD_DBG/conns)
 	log "module: $est passive ends, ESTABLISHED events $(events_in ESTABLISHED 2000000 2999999), CONNECT_ERROR $(events_in CONNECT_ERROR 2000000 2999999), REJ $(events_in REJ_RECEIVED 2000000 2999999), DREQ_RECEIVED $(events_in DREQ_RECEIVED 2000000 2999999)"
 	log "after the module: $(storm_counters)"
-	check "timewait exits done" wait_for 120 sh -c "[ \$(awk '\$1 == \"cm_ids_live\" { print \$2 }' $RCD_DBG/stats) = 1 ]"
+	local settled=0
+	wait_for 120 sh -c "[ \$(awk '\$1 == \"cm_ids_live\" { print \$2 }' $RCD_DBG/stats) = 1 ]" || settled=1
 	log "left: ids $(rcd_stat cm_ids_live) (the listener's: 1), QPs $(rdma_res qp) (kernel's $qps), not FREED $(grep ' listener=1 ' $RCD_DBG/conns | grep -vc 'state=FREED')"
+	check "every passive end freed within 120 s" test $settled = 0 || return 1
 	check "cmtime against the module exits 0 (got $rc)" test $rc = 0 || return 1
-	check "at least as many connected as against cmtime -b ($(events_in ESTABLISHED 2000000 2999999) vs $b_ok)" test "$(events_in ESTABLISHED 2000000 2999999)" -ge $b_ok || return 1
+	check "at least as many connected as against cmtime -b ($m_ok vs $b_ok)" test $m_ok -ge $b_ok || return 1
 	check "no QP left" test "$(rdma_res qp)" = "$qps"
 }
 
