@@ -16,20 +16,36 @@ check() {
 	"$@" || fail "$what"
 }
 
+# Under TCG on the debug kernel every process start costs about half a
+# second of a vCPU: the helpers below that run often (polls, the clean guest
+# between tests) read /sys and debugfs with shell builtins instead.
+
+# nap SECONDS: sleep without a process (a read that times out on a FIFO
+# nobody writes).
+nap() {
+	if [ -z "${RCD_NAP_FD:-}" ]; then
+		local f=/run/rcd-nap.$BASHPID
+		mkfifo "$f" && exec {RCD_NAP_FD}<>"$f" && rm -f "$f" || { sleep "$1"; return 0; }
+	fi
+	read -r -t "$1" -u "$RCD_NAP_FD" _ || true
+}
+
 # wait_for SECONDS COMMAND...: poll until COMMAND succeeds.
 wait_for() {
 	local t=$1; shift
 	local end=$((SECONDS + t))
 	until "$@"; do
 		[ $SECONDS -lt $end ] || return 1
-		sleep 0.2
+		nap 0.2
 	done
 }
 
 rcd_loaded() { [ -d /sys/module/rust_cm_disconnect ]; }
 
 rcd_load() {
-	modprobe ib_cm && modprobe rdma_cm || return 1
+	# Built in on the test kernel (no process needed); modules elsewhere.
+	[ -d /sys/module/ib_cm ] || modprobe ib_cm || return 1
+	[ -d /sys/module/rdma_cm ] || modprobe rdma_cm || return 1
 	insmod "$RCD_KO" || fail "insmod $RCD_KO"
 }
 
@@ -39,13 +55,18 @@ rcd_unload() {
 }
 
 # stat NAME: a counter from the stats file.
-rcd_stat() { awk -v k="$1" '$1 == k { print $2 }' "$RCD_DBG/stats"; }
+rcd_stat() {
+	local k v
+	while read -r k v; do
+		[ "$k" != "$1" ] || { echo "$v"; return 0; }
+	done < "$RCD_DBG/stats"
+}
 
 rcd_has_device() { grep -q "^$1 " "$RCD_DBG/devices"; }
 
 # The veth pair both topologies use: v0 10.77.0.1 <-> v1 10.77.0.2.
 veth_up() {
-	ip link show v0 >/dev/null 2>&1 && return 0
+	[ ! -d /sys/class/net/v0 ] || return 0
 	ip link add v0 type veth peer name v1 &&
 	ip addr add 10.77.0.1/24 dev v0 &&
 	ip addr add 10.77.0.2/24 dev v1 &&
@@ -54,24 +75,33 @@ veth_up() {
 
 # rxe_add NAME NETDEV
 rxe_add() {
-	modprobe rdma_rxe || return 1
+	[ -d /sys/module/rdma_rxe ] || modprobe rdma_rxe || return 1
 	veth_up || return 1
 	rdma link add "$1" type rxe netdev "$2" || return 1
-	wait_for 10 sh -c "rdma link show $1/1 | grep -q ACTIVE"
+	wait_for 10 port_active "$1"
+}
+
+# port_active DEV: port 1 of DEV is ACTIVE.
+port_active() {
+	local s
+	read -r s < "/sys/class/infiniband/$1/ports/1/state" 2>/dev/null && [ "${s#*: }" = ACTIVE ]
 }
 
 rxe_del() { rdma link del "$1" 2>/dev/null; }
 
-# Back to a clean guest: the module out, rxe links and the veth pair gone.
+# Back to a clean guest: the module out, no rxe link, no qdisc, no policy
+# routes. The veth pair stays, with its addresses: no test changes it, and
+# deleting and re-creating it cost each test seconds under TCG.
 cleanup() {
-	rmmod rcd_consumer >/dev/null 2>&1
+	local d
+	[ ! -d /sys/module/rcd_consumer ] || rmmod rcd_consumer >/dev/null 2>&1
 	rcd_unload >/dev/null 2>&1
-	tc qdisc del dev v0 root 2>/dev/null
+	# One tc for both ends, whatever a test left there.
+	printf 'qdisc del dev v0 root\nqdisc del dev v1 root\n' | tc -force -batch - >/dev/null 2>&1
 	veth_cross_routes_undo >/dev/null 2>&1
-	for l in $(rdma link show 2>/dev/null | awk '{print $2}' | cut -d/ -f1); do
-		rxe_del "$l"
+	for d in /sys/class/infiniband/*; do
+		[ ! -e "$d" ] || rxe_del "${d##*/}"
 	done
-	ip link del v0 2>/dev/null
 	true
 }
 
@@ -84,17 +114,14 @@ ctl() {
 }
 
 # ctl_errno CMD: prints OK or the errno name (EINVAL, ENOENT, ...) the
-# module answered the write with.
+# module answered the write with. One write(2) of exactly CMD's bytes. Perl,
+# not Python: under TCG on the debug kernel a python3 start costs about two
+# seconds, a perl start a tenth of that, and some tests make fifty of these.
 ctl_errno() {
-	python3 - "$RCD_DBG/ctl" "$1" <<'PY'
-import errno, os, sys
-fd = os.open(sys.argv[1], os.O_WRONLY)
-try:
-    os.write(fd, sys.argv[2].encode())
-    print("OK")
-except OSError as e:
-    print(errno.errorcode.get(e.errno, str(e.errno)))
-PY
+	perl -MErrno -e 'open(my $f, ">", $ARGV[0]) or die "$ARGV[0]: $!\n";
+		if (defined syswrite($f, $ARGV[1])) { print "OK\n"; exit 0 }
+		for (sort keys %!) { if ($!{$_}) { print "$_\n"; exit 0 } }
+		print 0 + $!, "\n"' "$RCD_DBG/ctl" "$1"
 }
 
 # expect_errno ERRNO CMD: the module must refuse CMD with ERRNO.
@@ -179,6 +206,7 @@ cm_pair() {
 # out of the veth instead, and the peer end accepts a local source address.
 veth_cross_routes() {
 	local c
+	: > /run/rcd-cross-routes
 	for c in all v0 v1; do
 		sysctl -qw net.ipv4.conf.$c.accept_local=1 net.ipv4.conf.$c.rp_filter=0 || return 1
 	done
@@ -191,11 +219,16 @@ veth_cross_routes() {
 }
 
 veth_cross_routes_undo() {
-	ip rule show | grep -q '^0:.*lookup local' || ip rule add pref 0 lookup local
-	ip rule del pref 100 lookup local 2>/dev/null
-	ip rule del pref 10 iif lo to 10.77.0.2 lookup 100 2>/dev/null
-	ip rule del pref 10 iif lo to 10.77.0.1 lookup 101 2>/dev/null
-	true
+	[ -e /run/rcd-cross-routes ] || return 0
+	ip -force -batch - 2>/dev/null <<-EOF
+	rule add pref 0 lookup local
+	rule del pref 100 lookup local
+	rule del pref 10 iif lo to 10.77.0.2 lookup 100
+	rule del pref 10 iif lo to 10.77.0.1 lookup 101
+	route flush table 100
+	route flush table 101
+	EOF
+	rm -f /run/rcd-cross-routes
 }
 
 # cm_pair2 ACTIVE [LISTENER_OPTS]: rxe0 on v0 and rxe1 on v1, listener 1 on
@@ -251,6 +284,11 @@ connect_range() {
 		ctl connect $i rxe0 10.77.0.1 "$dst" 0x1000 "$@" || return 1
 	done
 }
+
+# cma_listening PORT: a user-space rdma_cm listener (cmtime -b, ucmatose)
+# is bound to TCP port PORT. Peers' tools start in seconds or in tens of
+# seconds on a busy one-vCPU guest: wait for this, never for a fixed time.
+cma_listening() { rdma resource show cm_id 2>/dev/null | grep -q "state LISTEN .*src-addr [0-9.]*:$1 "; }
 
 # slab_kb: the kernel's slab memory (Slab in /proc/meminfo), in kB.
 slab_kb() { awk '$1 == "Slab:" { print $2 }' /proc/meminfo; }

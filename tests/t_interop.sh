@@ -40,7 +40,7 @@ test_interop_module_client() {
 	local pid
 	interop_setup || return
 	timeout 120 cmtime -b 10.77.0.1 -p 7472 -c 1 >/dev/null 2>&1 & pid=$!
-	sleep 2
+	wait_for 60 cma_listening 7472 || fail "cmtime -b not listening" || return 1
 	ctl connect 2 rxe0 10.77.0.1 10.77.0.1 tcp:7472 cma_port=5000 || return 1
 	wait_event 20 2 ESTABLISHED || return 1
 	ctl disconnect 2 text:from-module || return 1
@@ -50,7 +50,7 @@ test_interop_module_client() {
 	kill $pid 2>/dev/null; wait $pid 2>/dev/null
 
 	timeout 120 ucmatose -b 10.77.0.1 -p 7475 -c 1 -C 0 > /tmp/ucmatose-srv.out 2>&1 & pid=$!
-	sleep 2
+	wait_for 60 cma_listening 7475 || fail "ucmatose not listening" || return 1
 	ctl connect 3 rxe0 10.77.0.1 10.77.0.1 tcp:7475 cma_port=5001 || return 1
 	wait_event 20 3 ESTABLISHED || return 1
 	ctl disconnect 3 || return 1
