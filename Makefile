@@ -4,7 +4,8 @@
 # cached kernel tree) on first use. See README.md.
 #
 #   make            build rust_cm_disconnect.ko (and the test modules)
-#   make check      run the KTAP test suite in a QEMU guest over rdma_rxe
+#   make check      the KTAP test suite in QEMU guests over rdma_rxe (T=regex)
+#   make stress     the full-size stress runs (10,000 cycles, 1,000 at once, ...)
 #   make check-intree  the same against the module built in the kernel tree
 #   make intree-patch  the whole change as one patch against a fresh tree
 #   make demo       the main job, in a guest
@@ -24,7 +25,10 @@ all modules:
 	bash scripts/build.sh modules $(if $(CLIPPY),CLIPPY=1)
 
 check:
-	bash tests/run.sh '$(T)'
+	RCD_TIER=check bash tests/run.sh '$(T)'
+
+stress:
+	RCD_TIER=stress bash tests/run.sh '$(T)'
 
 check-intree:
 	set -e; set -- $$(bash scripts/intree.sh build | tail -n 1); \
@@ -54,4 +58,4 @@ rustfmt:
 rustfmtcheck:
 	$(RUSTFMT_CMD) --check $(RUST_SOURCES)
 
-.PHONY: all modules check check-intree intree-patch demo bench kernel clean rustfmt rustfmtcheck
+.PHONY: all modules check stress check-intree intree-patch demo bench kernel clean rustfmt rustfmtcheck

@@ -1,20 +1,28 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# The test runner inside the guest: sources tests/t_*.sh, runs every
-# function named test_* in file order, each in its own process under a
-# timeout with a clean guest before it, and prints KTAP. A test returns 0
-# (pass), 4 (skip: it prints "# SKIP reason") or anything else (fail).
-# The last two tests of every run check kmemleak and dmesg.
-#   tests/guest.sh [NAME-FILTER]    a grep -E pattern over test names
-#   tests/guest.sh --one test_NAME  runs one test (used by the runner)
+# The test runner inside a guest. tests/run.sh boots one or more guests and
+# gives each a shared queue directory: the plan (one test name a line, the
+# longest first) and a claim directory. A guest takes the next test nobody
+# has claimed (mkdir of its claim is atomic across guests), runs it in its
+# own process under a timeout with a clean guest before it, and streams its
+# output as it runs; when the queue is empty it checks its own kmemleak and
+# dmesg (the last two tests of every guest).
+#
+#   tests/guest.sh --queue DIR GUEST   run tests from DIR's plan as GUEST
+#   tests/guest.sh --one test_NAME     run one test (used by the runner)
+#
+# Each test's lines, as tests/run.sh reads them:
+#   # test: NAME            it starts
+#   # ...                   what it prints, as it prints it
+#   # time: cleanup C s, test T s
+#   RESULT ok NAME | RESULT not ok NAME | RESULT ok NAME # SKIP reason
+# A test returns 0 (pass), 4 (skip: it prints "# SKIP reason") or anything
+# else (fail).
 RCD_TOP=$(cd "$(dirname "$0")/.." && pwd)
 export RCD_TOP
 . "$RCD_TOP/tests/lib.sh"
 for f in "$RCD_TOP"/tests/t_*.sh; do . "$f"; done
-
-# Every run ends with these two: a leak of ours or a warning anywhere in the
-# run is a failure.
 
 # kmemleak, scanned now (the test kernel does not scan by itself): any
 # unreferenced object allocated by this module, rxe, the IB CM or core (a
@@ -52,38 +60,43 @@ if [ "${1:-}" = --one ]; then
 	exit $?
 fi
 
-filter=${1:-.}
-mount | grep -q ' /sys/kernel/debug ' || mount -t debugfs none /sys/kernel/debug
-dmesg -C
-mapfile -t tests < <(for f in "$RCD_TOP"/tests/t_*.sh; do
-	grep -oE '^test_[a-z0-9_]+\(\)' "$f" | tr -d '()'
-done | grep -E "$filter")
-tests+=(test_kmemleak_clean test_dmesg_clean)
-
-echo "KTAP version 1"
-echo "1..${#tests[@]}"
-n=0
-for t in "${tests[@]}"; do
-	n=$((n + 1))
-	t0=$SECONDS
+# run_one NAME: one test with a clean guest before it, streamed.
+run_one() {
+	local t=$1 t0=$SECONDS t1 tmo rc reason out
+	echo "# test: ${t#test_}"
 	[ "$t" = test_dmesg_clean ] || cleanup
 	# A test file may give one of its tests longer: timeout_test_NAME=SECONDS.
 	tmo=timeout_$t; tmo=${!tmo:-${RCD_TEST_TIMEOUT:-600}}
 	t1=$SECONDS
-	out=$(timeout --kill-after=10 "$tmo" bash "$0" --one "$t" 2>&1)
-	rc=$?
-	[ -z "$out" ] || echo "$out" | sed 's/^\([^#]\)/# \1/; s/^$/#/'
+	out=/run/rcd-test.out
+	# Streamed line by line (a test cut short by a timeout keeps what it
+	# printed); a SKIP reason is read back from the copy.
+	timeout --kill-after=10 "$tmo" bash "$0" --one "$t" 2>&1 |
+		tee "$out" | sed -u 's/^\([^#]\)/# \1/; s/^$/#/'
+	rc=${PIPESTATUS[0]}
 	# Where a run's time goes: the clean guest before the test, the test.
 	echo "# time: cleanup $((t1 - t0)) s, test $((SECONDS - t1)) s"
-	name=${t#test_}
 	if [ $rc -eq 0 ]; then
-		echo "ok $n $name"
+		echo "RESULT ok ${t#test_}"
 	elif [ $rc -eq $KSFT_SKIP ]; then
-		reason=$(echo "$out" | sed -n 's/^# SKIP //p' | tail -1)
-		echo "ok $n $name # SKIP ${reason:-no reason given}"
+		reason=$(sed -n 's/^# SKIP //p' "$out" | tail -1)
+		echo "RESULT ok ${t#test_} # SKIP ${reason:-no reason given}"
 	else
 		[ $rc -ne 124 ] || echo "# timed out after $tmo s"
-		echo "not ok $n $name"
+		echo "RESULT not ok ${t#test_}"
 	fi
-done
+}
+
+[ "${1:-}" = --queue ] || { echo "usage: $0 --queue DIR GUEST | --one test_NAME" >&2; exit 2; }
+queue=$2
+mount | grep -q ' /sys/kernel/debug ' || mount -t debugfs none /sys/kernel/debug
+dmesg -C
+echo "# guest $3 up after $(cut -d' ' -f1 /proc/uptime) s (kernel $(uname -r), $(nproc) vCPU)"
+mkdir -p "$queue/claim"
+while read -r t; do
+	mkdir "$queue/claim/$t" 2>/dev/null || continue
+	run_one "test_$t"
+done < "$queue/plan"
 cleanup
+run_one test_kmemleak_clean
+run_one test_dmesg_clean

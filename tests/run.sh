@@ -1,48 +1,149 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# `make check`: build the module, boot the test kernel in a guest, run the
-# KTAP suite there (tests/guest.sh) and print its report, ending with
+# `make check` and `make stress`: build the module, boot the debug test
+# kernel in RCD_JOBS guests side by side, run the KTAP suite there
+# (tests/guest.sh, the tests shared out through a queue), print the report
+# and end with
 #   N passed, N failed[, N skipped]
-# Exits non-zero if a test failed, or if the guest did not run them all.
+# Exits non-zero if a test failed, or if a guest did not run all it took.
 #   tests/run.sh [NAME-FILTER]
+#
+# Tiers (RCD_TIER):
+#   check   every test, at the sizes that prove each property (the stress
+#           tests at a tenth to a fifth of their full size, the fuzzer for
+#           20 s): the README's test command and CI.
+#   stress  the full-size runs only: 10,000 cycles, 1,000 connections at once
+#           twice, unload with 1,000 live, 50 load/use/unload cycles, the
+#           fuzzer for 120 s and its 40-round data pass.
+# Every size can still be set by hand (RCD_CYCLES, RCD_ROUND, RCD_MANY,
+# RCD_LOADS, RCD_FUZZ_SECONDS, RCD_FUZZ_ROUNDS).
 # RCD_KO=/path/to/rust_cm_disconnect.ko tests another build of the module.
 set -uo pipefail
 . "$(dirname "$0")/../scripts/prepare.sh"
 
-log=$RCD_CACHE/check.log
-# Room for 1,000 connections (2,000 QPs) under KASAN, whose shadow takes an
-# eighth of memory.
-export RCD_VM_MEM=${RCD_VM_MEM:-4G}
-# The whole suite on the debug kernel takes about an hour under TCG on two
-# cores; CI gives 90 minutes, the kernel build included.
-export RCD_VM_TIMEOUT=${RCD_VM_TIMEOUT:-5100}
-# RCD_KO: test another build of the module (make check-intree).
-# The suite's knobs (sizes, fuzzing time and seed, timeouts) go along.
-knobs=
-for v in RCD_CYCLES RCD_ROUND RCD_MANY RCD_FUZZ_SECONDS RCD_FUZZ_ROUNDS RCD_FUZZ_SEED RCD_TEST_TIMEOUT; do
+tier=${RCD_TIER:-check}
+case $tier in
+check)
+	: "${RCD_CYCLES:=1000}" "${RCD_ROUND:=250}" "${RCD_MANY:=200}" "${RCD_LOADS:=5}"
+	: "${RCD_FUZZ_SECONDS:=20}" "${RCD_FUZZ_ROUNDS:=10}"
+	# Two guests of one vCPU each: the suite is one shell after another,
+	# so one guest keeps about one core busy. Measured: see README.
+	: "${RCD_JOBS:=2}" "${RCD_VM_MEM:=2G}"
+	# The guests' limit: three times the longest warm run measured here
+	# (README), so that a machine three times slower still ends inside it.
+	: "${RCD_VM_TIMEOUT:=2700}"
+	only=.
+	;;
+stress)
+	: "${RCD_CYCLES:=10000}" "${RCD_ROUND:=500}" "${RCD_MANY:=1000}" "${RCD_LOADS:=50}"
+	: "${RCD_FUZZ_SECONDS:=120}" "${RCD_FUZZ_ROUNDS:=40}"
+	# One guest: the slab levels the stress tests watch are per guest, and
+	# 1,000 connections (2,000 QPs) under KASAN want the memory.
+	: "${RCD_JOBS:=1}" "${RCD_VM_MEM:=4G}" "${RCD_VM_TIMEOUT:=4500}"
+	only='^(churn_cycles|many_at_once_both_sides|unload_with_many_live|load_use_unload|fuzz_ctl|fuzz_private_data)$'
+	;;
+*) echo "run: RCD_TIER=$tier: want check or stress" >&2; exit 2 ;;
+esac
+export RCD_VM_MEM RCD_VM_TIMEOUT
+export RCD_VM_CPUS=${RCD_VM_CPUS:-$((RCD_JOBS > 1 ? 1 : 2))}
+
+# The plan: every test_* of the t_*.sh files that both filters select, the
+# longest first (by the last run's times, kept in the cache) so that the
+# guests finish together.
+times=$RCD_CACHE/test-times
+q=$(mktemp -d "$RCD_CACHE/queue.XXXXXX")
+trap 'rm -rf "$q"' EXIT
+for f in "$here"/tests/t_*.sh; do
+	grep -oE '^test_[a-z0-9_]+\(\)' "$f" | sed 's/^test_//; s/()$//'
+done | grep -E "$only" | grep -E "${1:-.}" > "$q/names"
+awk 'NR == FNR { t[$1] = $2; next } { print (($1 in t) ? t[$1] : 60), FNR, $1 }' \
+	"$times" "$q/names" 2>/dev/null | sort -k1,1nr -k2,2n | awk '{ print $3 }' > "$q/plan" ||
+	cp "$q/names" "$q/plan"
+[ -s "$q/plan" ] || cp "$q/names" "$q/plan"
+ntests=$(wc -l < "$q/plan")
+[ "$ntests" -gt 0 ] || { echo "run: no test matches '${1:-.}' in tier $tier" >&2; exit 2; }
+jobs=$RCD_JOBS
+[ "$jobs" -le "$ntests" ] || jobs=$ntests
+plan=$((ntests + 2 * jobs))
+
+knobs="RCD_CYCLES=$RCD_CYCLES RCD_ROUND=$RCD_ROUND RCD_MANY=$RCD_MANY RCD_LOADS=$RCD_LOADS"
+knobs="$knobs RCD_FUZZ_SECONDS=$RCD_FUZZ_SECONDS RCD_FUZZ_ROUNDS=$RCD_FUZZ_ROUNDS"
+for v in RCD_FUZZ_SEED RCD_TEST_TIMEOUT; do
 	[ -z "${!v:-}" ] || knobs="$knobs $v=${!v}"
 done
-bash "$here/scripts/vm.sh" "$knobs RCD_KO=${RCD_KO:-$here/rust_cm_disconnect.ko} bash $here/tests/guest.sh '${1:-.}'" 2>&1 | tee "$log"
-vm_rc=${PIPESTATUS[0]}
 
-plan=$(sed -n 's/^1\.\.\([0-9][0-9]*\)$/\1/p' "$log" | head -1)
-passed=$(grep -cE '^ok [0-9]+ ' "$log" | tr -d ' ')
-skipped=$(grep -cE '^ok [0-9]+ .*# SKIP' "$log" | tr -d ' ')
-failed=$(grep -cE '^not ok [0-9]+ ' "$log" | tr -d ' ')
+echo "# make ${tier}: $ntests tests in $jobs guest(s) of $RCD_VM_CPUS vCPU, $RCD_VM_MEM each; $knobs"
+start=$SECONDS
+for ((g = 1; g <= jobs; g++)); do
+	(
+		RCD_VM_RWDIR=$q bash "$here/scripts/vm.sh" \
+			"$knobs RCD_KO=${RCD_KO:-$here/rust_cm_disconnect.ko} bash $here/tests/guest.sh --queue $q $g" \
+			2>&1 | sed -u "s/\r//g" > "$q/g$g.log"
+		echo "${PIPESTATUS[0]}" > "$q/g$g.rc"
+	) &
+	# Progress as it happens; the report is printed whole at the end.
+	tail -s 2 --pid=$! -F "$q/g$g.log" 2>/dev/null | while read -r l; do
+		case $l in
+		"# guest "*" up after"*) echo "# [$((SECONDS - start)) s] ${l#\# }" ;;
+		"RESULT "*) echo "# [$((SECONDS - start)) s] guest $g: ${l#RESULT }" ;;
+		esac
+	done &
+done
+wait
+elapsed=$((SECONDS - start))
+
+# The KTAP report: each test's block, in plan order; a guest's own kmemleak
+# and dmesg checks after it.
+report() {
+	local g name n=0
+	echo "KTAP version 1"
+	echo "1..$plan"
+	block() { # LOG NAME [LABEL]: print NAME's block from LOG, numbered
+		awk -v name="$2" -v label="${3:-$2}" -v n="$n" '
+			$0 == "# test: " name { on = 1; print; next }
+			on && /^RESULT / { sub(/^RESULT /, ""); sub(" " name, " " n " " label); print; found = 1; exit }
+			on && /^# test: / { exit }
+			on { print }
+			END { if (!found) { print "# no result: the guest stopped during this test or before it"; print "not ok " n " " label } }' "$1"
+	}
+	while read -r name; do
+		n=$((n + 1))
+		g=$(grep -lx "# test: $name" "$q"/g*.log 2>/dev/null | head -1)
+		if [ -n "$g" ]; then block "$g" "$name"; else
+			echo "# never started: its guest ran out of time or died"
+			echo "not ok $n $name"
+		fi
+	done < "$q/plan"
+	for ((g = 1; g <= jobs; g++)); do
+		head -3 "$q/g$g.log" | grep '^# guest' || echo "# guest $g printed nothing: it did not come up"
+		for name in kmemleak_clean dmesg_clean; do
+			n=$((n + 1))
+			block "$q/g$g.log" "$name" "$name$([ "$jobs" = 1 ] || echo "_guest$g")"
+		done
+	done
+}
+log=$RCD_CACHE/$tier.log
+report | tee "$log"
+
+# Keep each test's time for the next plan's order (this run's replace the
+# earlier ones).
+cat "$q"/g*.log | awk '/^# test: / { t = $3 } /^# time: / && t { print t, $4 + $7; t = "" }' > "$q/times.new"
+touch "$times"
+awk '{ t[$1] = $2 } END { for (k in t) print k, t[k] }' "$times" "$q/times.new" > "$q/times.all" &&
+	mv "$q/times.all" "$times"
+
+passed=$(grep -cE '^ok [0-9]+ ' "$log")
+skipped=$(grep -cE '^ok [0-9]+ .*# SKIP' "$log")
+failed=$(grep -cE '^not ok [0-9]+ ' "$log")
 passed=$((passed - skipped))
-ran=$((passed + skipped + failed))
 rc=0
-if [ -z "$plan" ]; then
-	echo "# the guest printed no test plan (vm exit $vm_rc): it did not come up"
-	failed=$((failed + 1)); rc=1
-elif [ "$ran" -ne "$plan" ]; then
-	echo "# planned $plan tests, $ran reported (vm exit $vm_rc): the guest died or hung"
-	failed=$((failed + plan - ran)); rc=1
-elif [ "$vm_rc" -ne 0 ]; then
-	echo "# the guest exited with status $vm_rc after the tests"
-	rc=1
-fi
+for ((g = 1; g <= jobs; g++)); do
+	vm_rc=$(cat "$q/g$g.rc" 2>/dev/null || echo "?")
+	[ "$vm_rc" = 0 ] || { echo "# guest $g exited with status $vm_rc (124: RCD_VM_TIMEOUT=$RCD_VM_TIMEOUT s ran out)"; rc=1; }
+done
+[ $((passed + skipped + failed)) -eq "$plan" ] || { echo "# planned $plan, reported $((passed + skipped + failed))"; rc=1; }
+echo "# $tier: $elapsed s in the guests; cleanup $(awk '/^# time: / { c += $4; t += $7 } END { print c " s, tests " t " s" }' "$log")"
 [ "$failed" -eq 0 ] || rc=1
 line="$passed passed, $failed failed"
 [ "$skipped" -eq 0 ] || line="$line, $skipped skipped"
