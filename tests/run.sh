@@ -46,7 +46,6 @@ stress)
 *) echo "run: RCD_TIER=$tier: want check or stress" >&2; exit 2 ;;
 esac
 export RCD_VM_MEM RCD_VM_TIMEOUT
-export RCD_VM_CPUS=${RCD_VM_CPUS:-$((RCD_JOBS > 1 ? 1 : 2))}
 
 # The plan: every test_* of the t_*.sh files that both filters select, the
 # longest first (by the last run's times, kept in the cache) so that the
@@ -65,6 +64,8 @@ ntests=$(wc -l < "$q/plan")
 [ "$ntests" -gt 0 ] || { echo "run: no test matches '${1:-.}' in tier $tier" >&2; exit 2; }
 jobs=$RCD_JOBS
 [ "$jobs" -le "$ntests" ] || jobs=$ntests
+# One vCPU a guest when there are two or more; a lone guest gets both.
+export RCD_VM_CPUS=${RCD_VM_CPUS:-$((jobs > 1 ? 1 : 2))}
 plan=$((ntests + 2 * jobs))
 
 knobs="RCD_CYCLES=$RCD_CYCLES RCD_ROUND=$RCD_ROUND RCD_MANY=$RCD_MANY RCD_LOADS=$RCD_LOADS"
