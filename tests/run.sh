@@ -70,7 +70,7 @@ plan=$((ntests + 2 * jobs))
 
 knobs="RCD_CYCLES=$RCD_CYCLES RCD_ROUND=$RCD_ROUND RCD_MANY=$RCD_MANY RCD_LOADS=$RCD_LOADS"
 knobs="$knobs RCD_FUZZ_SECONDS=$RCD_FUZZ_SECONDS RCD_FUZZ_ROUNDS=$RCD_FUZZ_ROUNDS"
-for v in RCD_FUZZ_SEED RCD_TEST_TIMEOUT; do
+for v in RCD_FUZZ_SEED RCD_TEST_TIMEOUT RCD_STORM; do
 	[ -z "${!v:-}" ] || knobs="$knobs $v=${!v}"
 done
 

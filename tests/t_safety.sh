@@ -204,7 +204,7 @@ test_storm_cmtime_vs_rdma_cm() {
 	local before_rep before_mra before_dreq
 	# 1. rdma_cm's own server.
 	timeout 600 cmtime -b 10.77.0.1 -p 7998 -c $n > $out/srv.out 2>&1 & pid=$!
-	sleep 2
+	wait_for 60 cma_listening 7998 || fail "cmtime -b not listening" || return 1
 	log "before cmtime -b: $(storm_counters)"
 	t0=$SECONDS
 	timeout 600 cmtime -s 10.77.0.1 -p 7998 -c $n > $out/cli-b.out 2>&1; rc=$?
