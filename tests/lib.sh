@@ -62,6 +62,9 @@ rcd_stat() {
 	done < "$RCD_DBG/stats"
 }
 
+# stat_is NAME VALUE: the counter NAME is VALUE (for wait_for).
+stat_is() { [ "$(rcd_stat "$1")" = "$2" ]; }
+
 rcd_has_device() { grep -q "^$1 " "$RCD_DBG/devices"; }
 
 # The veth pair both topologies use: v0 10.77.0.1 <-> v1 10.77.0.2.

@@ -230,7 +230,7 @@ test_storm_cmtime_vs_rdma_cm() {
 	log "module: $est passive ends, ESTABLISHED events $(events_in ESTABLISHED 2000000 2999999), CONNECT_ERROR $(events_in CONNECT_ERROR 2000000 2999999), REJ $(events_in REJ_RECEIVED 2000000 2999999), DREQ_RECEIVED $(events_in DREQ_RECEIVED 2000000 2999999)"
 	log "after the module: $(storm_counters)"
 	local settled=0
-	wait_for 120 sh -c "[ \$(awk '\$1 == \"cm_ids_live\" { print \$2 }' $RCD_DBG/stats) = 1 ]" || settled=1
+	wait_for 120 stat_is cm_ids_live 1 || settled=1
 	log "left: ids $(rcd_stat cm_ids_live) (the listener's: 1), QPs $(rdma_res qp) (kernel's $qps), not FREED $(grep ' listener=1 ' $RCD_DBG/conns | grep -vc 'state=FREED')"
 	check "every passive end freed within 120 s" test $settled = 0 || return 1
 	check "cmtime against the module exits 0 (got $rc)" test $rc = 0 || return 1
@@ -250,7 +250,7 @@ test_listener_dropped_in_its_req_callback() {
 	ctl connect 2 rxe0 10.77.0.1 10.77.0.1 0x1000 || return 1
 	wait_event 20 2 ESTABLISHED && wait_event 20 $((2 + PASSIVE_BASE)) ESTABLISHED || return 1
 	check "the listener is gone" sh -c "! grep -q '^1 ' $RCD_DBG/conns" || return 1
-	check "its id was destroyed" wait_for 10 sh -c "[ \$(awk '\$1 == \"cm_ids_live\" { print \$2 }' $RCD_DBG/stats) = 2 ]" || return 1
+	check "its id was destroyed" wait_for 10 stat_is cm_ids_live 2 || return 1
 	# Nothing listens on 0x1000 any more: a new REQ is not answered by us.
 	ctl connect 3 rxe0 10.77.0.1 10.77.0.1 0x1000 retries=2 resp=14 || return 1
 	check "no passive end for the second REQ" sh -c "sleep 3; ! grep -q '^$((3 + PASSIVE_BASE)) ' $RCD_DBG/conns" || return 1
