@@ -40,6 +40,36 @@ wait_for() {
 	done
 }
 
+# holds SECONDS COMMAND...: COMMAND stays true for SECONDS (an absence
+# check: "nothing more happens"); fails as soon as it turns false.
+holds() {
+	local t=$1; shift
+	local end=$((SECONDS + t))
+	while [ $SECONDS -lt $end ]; do
+		"$@" || return 1
+		nap 0.2
+	done
+	"$@"
+}
+
+# dreqs_received_above N: rxe0's CM has counted more than N DREQs received.
+dreqs_received_above() {
+	local v
+	read -r v < /sys/class/infiniband/rxe0/ports/1/cm_rx_msgs/dreq && [ "$v" -gt "$1" ]
+}
+
+# after_peer_destroy N RX0: the peer of N destroyed its ESTABLISHED id. The
+# CM sends a DREQ and cancels it at once (cm.c, cm_destroy_id): whether it
+# went out is the MAD layer's race. The receiving CM counts a DREQ
+# (cm_rx_msgs, RX0 before the destroy) before its work item delivers it:
+# if one is counted, wait for N's DREQ_RECEIVED; if none is counted within
+# 5 s none was sent (a loopback MAD takes milliseconds).
+after_peer_destroy() {
+	if wait_for 5 dreqs_received_above "$2"; then
+		wait_event 30 "$1" DREQ_RECEIVED
+	fi
+}
+
 rcd_loaded() { [ -d /sys/module/rust_cm_disconnect ]; }
 
 rcd_load() {

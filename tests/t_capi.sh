@@ -71,10 +71,11 @@ test_capi_disconnect_live() {
 # succeeds (the peer's CM answers a DREQ for an unknown id with a DREP of
 # its own, or the DREQ times out), and the connection ends.
 test_capi_peer_gone() {
-	local n=220 p=$((220 + PASSIVE_BASE))
+	local n=220 p=$((220 + PASSIVE_BASE)) rx0
 	cm_pair $n || return 1
+	rx0=$(cm_counter rxe0 cm_rx_msgs dreq)
 	ctl close $p || return 1
-	sleep 1
+	after_peer_destroy $n $rx0 || return 1
 	local st
 	st=$(conn_state $n)
 	log "after the peer's destroy: $st"

@@ -113,8 +113,7 @@ test_wrong_states() {
 	ctl drep $p || return 1
 	wait_event 20 $n DREP_RECEIVED || return 1
 	check "exactly one DREQ sent" wait_for 30 sent_is rxe0 dreq $((tx + 1)) || return 1
-	sleep 1
-	check "and no more" sent_is rxe0 dreq $((tx + 1)) || return 1
+	check "and no more for 2 s" holds 2 sent_is rxe0 dreq $((tx + 1)) || return 1
 	wait_event 30 $n TIMEWAIT_EXIT || return 1
 	expect_errno ENOTCONN "dreq $n"
 }
@@ -146,11 +145,12 @@ test_crossing_dreqs() {
 # observed (what the initiator sees is printed) and handled: the initiator
 # ends in timewait exit with nothing left.
 test_peer_destroys_id() {
-	local n=60 p=$((60 + PASSIVE_BASE))
+	local n=60 p=$((60 + PASSIVE_BASE)) rx0
 	cm_pair $n || return 1
+	rx0=$(cm_counter rxe0 cm_rx_msgs dreq)
 	ctl close $p || return 1
 	# Destroying an ESTABLISHED id sends a DREQ and cancels it at once.
-	sleep 1
+	after_peer_destroy $n $rx0 || return 1
 	local st
 	st=$(conn_state $n)
 	log "initiator after the peer's destroy: $st; events: $(grep "^$n " $RCD_DBG/events | awk '{print $2}' | tr '\n' ' ')"

@@ -100,7 +100,12 @@ test_device_deleted_under_100() {
 	wait_events 60 DREQ_RECEIVED 4250 4274 25 || return 1
 	log "before: $(state_count ESTABLISHED $a $b) established, $(state_count DREQ_RCVD $a $b) DREQ_RCVD, $(state_count TIMEWAIT $a $b) + $(state_count FREED $a $b) disconnecting/freed"
 	link_del_frees rxe1 $pa $pb || return 1
-	sleep 2
+	# rxe1's ends destroyed their ids before the CM let go of rxe1 (the
+	# module is the later client, removed first): the 50 still ESTABLISHED
+	# here hear those DREQs, unless a DREQ lost the race with its cancel.
+	# Give them up to 10 s, so that rxe0's deletion meets ends in DREQ_RCVD.
+	wait_for 10 events_at_least DREQ_RECEIVED $a $((a + 49)) 50 || true
+	log "rxe0's established ends that heard their peer's DREQ: $(events_in DREQ_RECEIVED $a $((a + 49))) of 50"
 	link_del_frees rxe0 $a $b || return 1
 	check "no id left" test "$(rcd_stat cm_ids_live)" = 0 || return 1
 	check "the module unloads" timeout 120 rmmod rust_cm_disconnect
