@@ -108,17 +108,14 @@ void rcd_debugfs_remove(void)
 }
 
 /*
- * The C API's functions that may sleep refuse callers that must not: in
- * interrupt or softirq context, with interrupts off, and, where the kernel
- * counts them (CONFIG_PREEMPT_COUNT, which DEBUG_ATOMIC_SLEEP selects),
- * under a spinlock or with preemption disabled. The macros live here: Rust
- * cannot see them.
+ * might_sleep() for the C API's functions that may sleep: a macro, which
+ * 6.12's kernel crate does not wrap. A caller in the wrong context gets
+ * the kernel's own report (CONFIG_DEBUG_ATOMIC_SLEEP), with this
+ * function's caller in the backtrace.
  */
-bool rcd_may_sleep(void)
+void rcd_might_sleep(void)
 {
-	if (!in_task() || irqs_disabled())
-		return false;
-	return !IS_ENABLED(CONFIG_PREEMPT_COUNT) || preempt_count() == 0;
+	might_sleep();
 }
 
 /*

@@ -46,7 +46,7 @@ int rcd_test_with_conn(u32 num,
 		       int (*fn)(struct ib_cm_id *id, struct ib_qp *qp, void *arg),
 		       void *arg);
 
-/* Whether the caller may sleep, as far as this kernel can tell. */
-bool rcd_may_sleep(void);
+/* might_sleep(): the kernel's report for a caller in atomic context. */
+void rcd_might_sleep(void);
 
 #endif

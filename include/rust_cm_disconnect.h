@@ -7,24 +7,25 @@
  * truncated: what does not fit the message's private data field is -EINVAL
  * and nothing is sent. All return 0 or a negative errno.
  *
- * The functions that may sleep (all but rcd_send_dreq()) check their context
- * first: called in interrupt or softirq context, with interrupts disabled
- * or, on kernels that count it (CONFIG_PREEMPT_COUNT, selected by
- * CONFIG_DEBUG_ATOMIC_SLEEP), with preemption disabled or a spinlock held,
- * they return -EAGAIN (-EWOULDBLOCK) and do nothing. Without
- * CONFIG_PREEMPT_COUNT a held spinlock cannot be seen: don't.
+ * The functions that may sleep (all but rcd_send_dreq()) begin with
+ * might_sleep(): calling them in atomic context is a bug, which a kernel
+ * with CONFIG_DEBUG_ATOMIC_SLEEP reports ("sleeping function called from
+ * invalid context"), as it does for any sleeping function.
  */
 #ifndef RUST_CM_DISCONNECT_H
 #define RUST_CM_DISCONNECT_H
 
 #include <linux/types.h>
+#include <rdma/ib_cm.h>
 
-struct ib_cm_id;
 struct ib_qp;
 
-/* Private data bytes a DREQ and a DREP carry (IB_CM_DREQ/DREP_PRIVATE_DATA_SIZE). */
-#define RCD_DREQ_PRIVATE_DATA_SIZE 220
-#define RCD_DREP_PRIVATE_DATA_SIZE 224
+/*
+ * Private data bytes a DREQ and a DREP carry: the CM's own limits (220 and
+ * 224), under the names this header used first.
+ */
+#define RCD_DREQ_PRIVATE_DATA_SIZE IB_CM_DREQ_PRIVATE_DATA_SIZE
+#define RCD_DREP_PRIVATE_DATA_SIZE IB_CM_DREP_PRIVATE_DATA_SIZE
 
 /**
  * rcd_send_dreq() - Send a disconnection request, checked.
@@ -33,7 +34,7 @@ struct ib_qp;
  * @len: bytes at @private_data; 0 with NULL for none.
  *
  * Unlike ib_send_cm_dreq(), whose u8 length silently wraps (300 becomes 44),
- * a @len over RCD_DREQ_PRIVATE_DATA_SIZE is refused.
+ * a @len over IB_CM_DREQ_PRIVATE_DATA_SIZE is refused.
  *
  * Context: any, like ib_send_cm_dreq() (it takes a spinlock, allocates
  * with GFP_ATOMIC).
@@ -54,8 +55,8 @@ int rcd_send_dreq(struct ib_cm_id *cm_id, const void *private_data, size_t len);
  * The length is checked before ib_send_cm_drep() is called: 6.12's
  * ib_send_cm_drep() leaks its copy of the data when the length is too long.
  *
- * Context: process context; may sleep (ib_send_cm_drep() copies the data
- * with GFP_KERNEL). Elsewhere: -EAGAIN.
+ * Context: process context, may sleep (ib_send_cm_drep() copies the data
+ * with GFP_KERNEL).
  * Return: 0 on success; -EINVAL for a NULL @cm_id, NULL @private_data with a
  * non-zero @len, or @len > 224; otherwise ib_send_cm_drep()'s result
  * (-EINVAL unless the id is in DREQ_RCVD).
@@ -78,7 +79,7 @@ int rcd_send_drep(struct ib_cm_id *cm_id, const void *private_data, size_t len);
  * Unlike the kernel's rdma_disconnect(), which returns only the QP's result,
  * every failure is returned.
  *
- * Context: process context; may sleep. Elsewhere: -EAGAIN.
+ * Context: process context, may sleep.
  * Return: 0 on success; -EINVAL for a NULL @cm_id, NULL @private_data with a
  * non-zero @len or a @len too long for the message; -EALREADY if the
  * connection is already disconnecting (DREQ_SENT, TIMEWAIT: a second call);

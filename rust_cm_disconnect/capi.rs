@@ -7,8 +7,9 @@
 //! The C arguments are turned into the Rust types here and nowhere else: a
 //! length is compared with the message's field before any slice is made
 //! (so `SIZE_MAX` is just too long), NULL with a length is `EINVAL`. The
-//! functions that may sleep refuse a caller that must not with `EAGAIN`
-//! (`EWOULDBLOCK`) before they touch anything.
+//! functions that may sleep say so first with `might_sleep()`: a caller in
+//! atomic context is a bug of the caller, which the kernel's own checker
+//! (`CONFIG_DEBUG_ATOMIC_SLEEP`) reports, as for any sleeping function.
 
 use crate::{
     cm::CmIdRef,
@@ -29,18 +30,16 @@ use kernel::{
 };
 
 extern "C" {
-    /// In `rust_cm_disconnect_exports.c`: whether the caller may sleep.
-    fn rcd_may_sleep() -> bool;
+    /// In `rust_cm_disconnect_exports.c`: `might_sleep()`.
+    fn rcd_might_sleep();
 }
 
-/// `EAGAIN` (`EWOULDBLOCK`) unless the caller may sleep.
-fn may_sleep() -> Result {
-    // SAFETY: Reads the current context only; callable from any context.
-    if unsafe { rcd_may_sleep() } {
-        Ok(())
-    } else {
-        Err(EAGAIN)
-    }
+/// `might_sleep()`: annotates a function that may sleep; in atomic context
+/// the debug kernel reports the caller.
+fn might_sleep() {
+    // SAFETY: `might_sleep()` only checks and reports the current context;
+    // it may be called from any context.
+    unsafe { rcd_might_sleep() }
 }
 
 /// The caller's private data: `EINVAL` if longer than `max`, or NULL with a
@@ -74,9 +73,9 @@ unsafe fn borrow_id<'a>(id: *mut bindings::ib_cm_id) -> Result<&'a CmIdRef> {
     Ok(unsafe { CmIdRef::from_raw(id) })
 }
 
-/// Sends `msg` with the caller's private data, checked first: `EAGAIN`
-/// from a caller that must not sleep if the send may, `EINVAL` for a NULL
-/// id, NULL data with a length, or more than the message carries.
+/// Sends `msg` with the caller's private data, checked first (after
+/// `might_sleep()` if the send may sleep): `EINVAL` for a NULL id, NULL
+/// data with a length, or more than the message carries.
 ///
 /// # Safety
 ///
@@ -89,7 +88,7 @@ unsafe fn checked_send(
 ) -> c_int {
     from_result(|| {
         if msg.send_may_sleep() {
-            may_sleep()?;
+            might_sleep();
         }
         // SAFETY: The caller's contract, as documented for `rcd_send_dreq`.
         let (id, data) = unsafe {
@@ -148,7 +147,7 @@ pub(crate) unsafe extern "C" fn rcd_disconnect(
     len: usize,
 ) -> c_int {
     from_result(|| {
-        may_sleep()?;
+        might_sleep();
         // SAFETY: The caller's contract. The bound is the larger field (the
         // DREP's); `disconnect` checks the message it picks.
         let (id, data) = unsafe {
@@ -217,9 +216,9 @@ pub(crate) unsafe extern "C" fn rcd_test_with_conn(
     arg: *mut c_void,
 ) -> c_int {
     from_result(|| {
-        let f = f.ok_or(EINVAL)?;
         // The locks are mutexes.
-        may_sleep()?;
+        might_sleep();
+        let f = f.ok_or(EINVAL)?;
         let core = NonNull::new(CORE.load(Ordering::Acquire)).ok_or(ENODEV)?;
         // SAFETY: `CORE` holds a reference while the module is loaded, which
         // it is while a consumer runs.

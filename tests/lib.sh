@@ -40,6 +40,29 @@ wait_for() {
 	done
 }
 
+# What fails a run in the kernel log (dmesg_clean), and what a test that
+# provokes a report on purpose checks for in its window.
+DMESG_BAD='BUG:|WARNING:|Oops|Call Trace|sleeping function called from invalid context|KASAN|ODEBUG|possible recursive locking|circular locking|inconsistent lock state|blocked for more than|soft lockup|rcu.*stall'
+
+# A kernel report a test provokes on purpose lies between two markers in
+# the log: expect_reports_begin, then expect_reports_end. The test checks
+# the window itself (expected_reports prints the last one); dmesg_clean
+# skips closed windows only (a test cut short leaves its window open, and
+# then it counts).
+expect_reports_begin() { echo "rcd-test: expected reports begin" > /dev/kmsg; }
+expect_reports_end() { echo "rcd-test: expected reports end" > /dev/kmsg; }
+expected_reports() {
+	dmesg | awk '/rcd-test: expected reports begin/ { buf = ""; on = 1; next }
+		/rcd-test: expected reports end/ { on = 0 } on { buf = buf $0 "\n" }
+		END { printf "%s", buf }'
+}
+dmesg_outside_expected() {
+	dmesg | awk '/rcd-test: expected reports begin/ { on = 1; buf = "" }
+		!on { print } on { buf = buf $0 "\n" }
+		/rcd-test: expected reports end/ { on = 0; buf = "" }
+		END { printf "%s", buf }'
+}
+
 # holds SECONDS COMMAND...: COMMAND stays true for SECONDS (an absence
 # check: "nothing more happens"); fails as soon as it turns false.
 holds() {

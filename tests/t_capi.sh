@@ -94,23 +94,42 @@ test_capi_peer_gone() {
 	check "one DISCONNECTED" test "$(event_count $n DISCONNECTED)" = 1
 }
 
-# Calls from atomic context: the functions that may sleep refuse with
-# -EAGAIN and change nothing (with interrupts off, and under a spinlock on
-# this kernel, which counts preemption); rcd_send_dreq() works under a
-# spinlock, as ib_send_cm_dreq() does. A "sleeping function called from
-# invalid context" anywhere fails the run's dmesg check.
+# Calls from atomic context: the functions that may sleep begin with
+# might_sleep(), so that the debug kernel reports the wrong-context caller
+# (with interrupts off, and under a spinlock); rcd_send_dreq() works under
+# a spinlock without a report, as ib_send_cm_dreq() does. The consumer
+# provokes the reports with arguments refused right after might_sleep()
+# (nothing sleeps in atomic context); they lie in a window of the log that
+# this test checks and dmesg_clean skips. Any other report fails the run.
 test_capi_atomic_context() {
-	local n=230 p=$((230 + PASSIVE_BASE))
+	local n=230 p=$((230 + PASSIVE_BASE)) rc win
 	cm_pair $n || return 1
-	insmod "$CONSUMER" conn=$n steps=atomic || return 1
-	dmesg | grep 'rcd_consumer:' | tail -8 | sed 's/^/# /'
+	expect_reports_begin
+	insmod "$CONSUMER" conn=$n steps=atomic; rc=$?
+	expect_reports_end
+	check "the consumer loaded" test $rc = 0 || return 1
+	dmesg | grep 'rcd_consumer:' | tail -5 | sed 's/^/# /'
 	check "no failures" test "$(consumer_failures)" = 0 || return 1
 	check "every check ran" sh -c "dmesg | grep -q 'rcd_consumer: done, 0 failure'" || return 1
+	win=$(expected_reports)
+	# In each report's backtrace, the first of the API's functions above
+	# the consumer's step is the one called in the wrong context (its
+	# helper checked_send where not inlined).
+	local callers
+	callers=$(awk '/BUG: sleeping function called from invalid context/ { on = 1; ct = 0; f = ""; next }
+		on && /Call Trace:/ { ct = 1; next }
+		ct && f == "" && match($0, /checked_send|rcd_send_drep|rcd_disconnect|rcd_test_with_conn/) { f = substr($0, RSTART, RLENGTH) }
+		ct && /step_atomic/ { print f; on = ct = 0 }' <<<"$win" |
+		sed 's/checked_send/rcd_send_drep/' | tr '\n' ' ')
+	log "wrong-context reports, by the function called: $callers"
+	check "three might_sleep() reports" test "$(grep -c 'BUG: sleeping function called from invalid context' <<<"$win")" = 3 || return 1
+	check "from the DREP, the disconnect and with_conn, in that order" test "$callers" = "rcd_send_drep rcd_disconnect rcd_test_with_conn " || return 1
+	check "nothing else reported" test -z "$(grep -E "$DMESG_BAD" <<<"$win" | grep -vE 'BUG: sleeping function called from invalid context|Call Trace')" || return 1
 	rmmod rcd_consumer || return 1
 	wait_event 20 $p DREQ_RECEIVED || return 1
 	check "the peer got 'atomic' (the whole 220-byte field)" test "$(event_field $p DREQ_RECEIVED data)" = "$(field_hex atomic 220)" || return 1
-	# Had the refused disconnect gone through, its DREQ (no data) would
-	# have come first and the later one would have failed.
+	# Had a refused call reached the CM (the disconnect's DREQ, with no
+	# data), it would have come first and the later DREQ would have failed.
 	check "exactly one DREQ" test "$(event_count $p DREQ_RECEIVED)" = 1
 }
 

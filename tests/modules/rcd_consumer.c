@@ -18,12 +18,15 @@
  *   gone     rcd_disconnect() after the peer destroyed its id: 0, the CM
  *            still answers (see t_capi.sh)
  *   atomic   the functions that may sleep, called with interrupts off and
- *            under a spinlock: -EAGAIN, nothing done; then rcd_send_dreq()
- *            with "atomic" under a spinlock, which is allowed: 0
+ *            under a spinlock with arguments they refuse before anything
+ *            could sleep: -EINVAL, and the kernel's might_sleep() report
+ *            for each; then rcd_send_dreq() with "atomic" under a
+ *            spinlock, which is allowed: 0 and no report
  *
  * Each check logs "rcd_consumer: ok|FAIL <what>: got <ret>". The module
  * stays loaded (it holds rust_cm_disconnect) until removed.
  */
+#include <linux/delay.h>
 #include <linux/kernel.h>
 #include <linux/module.h>
 #include <linux/slab.h>
@@ -85,45 +88,43 @@ static void step_bad(struct ib_cm_id *id, struct ib_qp *qp)
 	kfree(buf);
 }
 
-static int nothing(struct ib_cm_id *id, struct ib_qp *qp, void *arg)
-{
-	return 0;
-}
-
+/*
+ * A wrong-context call is the caller's bug: the functions that may sleep
+ * begin with might_sleep(), and the debug kernel reports the caller. To
+ * provoke that report without really sleeping in atomic context, each is
+ * given an argument it refuses (a NULL id, a NULL function) right after
+ * might_sleep(). The checker reports at most once a second, hence the
+ * pauses. t_capi.sh matches each report to its function.
+ */
 static void step_atomic(struct ib_cm_id *id, struct ib_qp *qp)
 {
 	static DEFINE_SPINLOCK(lock);
 	unsigned long flags;
-	int drep, disc, borrow, dreq;
+	int ret;
 
 	spin_lock_irqsave(&lock, flags);
-	drep = rcd_send_drep(id, "x", 1);
-	disc = rcd_disconnect(id, qp, NULL, 0);
-	/* Refused before it takes any lock: no deadlock with our caller's. */
-	borrow = rcd_test_with_conn(conn, nothing, NULL);
+	ret = rcd_send_drep(NULL, "x", 1);
 	spin_unlock_irqrestore(&lock, flags);
-	expect("drep with irqs off", drep, -EAGAIN);
-	expect("disconnect with irqs off", disc, -EAGAIN);
-	expect("with_conn with irqs off", borrow, -EAGAIN);
+	expect("drep with irqs off (NULL id)", ret, -EINVAL);
+	msleep(1100);
 
-	if (IS_ENABLED(CONFIG_PREEMPT_COUNT)) {
-		spin_lock(&lock);
-		drep = rcd_send_drep(id, "x", 1);
-		disc = rcd_disconnect(id, qp, NULL, 0);
-		borrow = rcd_test_with_conn(conn, nothing, NULL);
-		spin_unlock(&lock);
-		expect("drep under a spinlock", drep, -EAGAIN);
-		expect("disconnect under a spinlock", disc, -EAGAIN);
-		expect("with_conn under a spinlock", borrow, -EAGAIN);
-	} else {
-		pr_info("rcd_consumer: no CONFIG_PREEMPT_COUNT: a held spinlock is not detectable\n");
-	}
-
-	/* Like ib_send_cm_dreq(), allowed in any context. */
 	spin_lock(&lock);
-	dreq = rcd_send_dreq(id, "atomic", 6);
+	ret = rcd_disconnect(NULL, qp, NULL, 0);
 	spin_unlock(&lock);
-	expect("dreq under a spinlock", dreq, 0);
+	expect("disconnect under a spinlock (NULL id)", ret, -EINVAL);
+	msleep(1100);
+
+	spin_lock(&lock);
+	ret = rcd_test_with_conn(conn, NULL, NULL);
+	spin_unlock(&lock);
+	expect("with_conn under a spinlock (NULL fn)", ret, -EINVAL);
+	msleep(1100);
+
+	/* Like ib_send_cm_dreq(), allowed in any context: no report. */
+	spin_lock(&lock);
+	ret = rcd_send_dreq(id, "atomic", 6);
+	spin_unlock(&lock);
+	expect("dreq under a spinlock", ret, 0);
 }
 
 /* The steps, on @id and @qp, valid during this call only. */

@@ -26,7 +26,7 @@ struct ib_qp;
  * returns. @fn must not keep them, must not call rcd_test_with_conn() and
  * must not wait for the connection's CM callbacks. It may sleep.
  *
- * Context: process context (it takes mutexes). Elsewhere: -EAGAIN.
+ * Context: process context, may sleep (it takes mutexes).
  * Return: @fn's return value; -EINVAL for a NULL @fn; -ENOENT if there is
  * no such connection; -ENOTCONN if its id is already freed; -ENODEV if it
  * has no QP; -ENODEV if the module is going away.
