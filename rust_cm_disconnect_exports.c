@@ -21,6 +21,7 @@
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 #include <linux/workqueue.h>
+#include <rdma/ib_verbs.h>
 
 #include <rust_cm_disconnect.h>
 
@@ -126,6 +127,27 @@ void rcd_might_sleep(void)
 struct workqueue_struct *rcd_reaper_alloc(void)
 {
 	return alloc_workqueue("rcd_reaper", WQ_UNBOUND, 0);
+}
+
+/*
+ * DMA mapping of work-request buffers (verbs.rs): ib_dma_map_single() and
+ * friends are static inlines.
+ */
+int rcd_ib_dma_map_single(struct ib_device *dev, void *cpu_addr, size_t size,
+			  int dir, u64 *addr)
+{
+	u64 a = ib_dma_map_single(dev, cpu_addr, size, dir);
+
+	if (ib_dma_mapping_error(dev, a))
+		return -ENOMEM;
+	*addr = a;
+	return 0;
+}
+
+void rcd_ib_dma_unmap_single(struct ib_device *dev, u64 addr, size_t size,
+			     int dir)
+{
+	ib_dma_unmap_single(dev, addr, size, dir);
 }
 
 /* The C API (include/rust_cm_disconnect.h), implemented in capi.rs. */

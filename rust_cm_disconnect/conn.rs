@@ -16,7 +16,7 @@ use crate::{
     errno,
     ib_client::{Client, Device, DeviceHandle},
     path::{self, GidAttr, Timing},
-    verbs::{Completion, QpSize, RcQp, WC_WR_FLUSH_ERR},
+    verbs::{self, Completion, QpSize, RcQp, WrKind, WC_WR_FLUSH_ERR},
 };
 use core::{
     fmt::Write,
@@ -49,6 +49,12 @@ pub(crate) const DEFAULT_BACKLOG: u32 = 1024;
 
 /// Queue sizes of every connection's QP.
 const QP_SIZE: QpSize = QpSize { send: 64, recv: 64 };
+
+/// The largest buffer a work request of `post` carries: the largest IB MTU.
+pub(crate) const MAX_WR_BYTES: usize = 4096;
+
+/// How long freeing a QP waits for the flushes of its posted work requests.
+const DRAIN_WAIT_MS: u32 = 2000;
 
 /// Endpoints alive (in the table or still held by an id): 0 once everything
 /// is freed.
@@ -145,6 +151,9 @@ pub(crate) struct Behaviour {
     /// A listener's bound on handshakes in flight (REQ accepted, REP sent,
     /// no RTU yet): the excess is rejected (`backlog=N`).
     pub(crate) backlog: u32,
+    /// Receives (count, buffer size) posted before the REQ or REP leaves
+    /// (`recv=COUNT[:SIZE]`), as a ULP does before it connects or accepts.
+    pub(crate) pre_recv: Option<(u32, usize)>,
 }
 
 impl Default for Behaviour {
@@ -156,6 +165,7 @@ impl Default for Behaviour {
             timewait_sleep: 0,
             on_rep: OnRep::Accept,
             backlog: DEFAULT_BACKLOG,
+            pre_recv: None,
         }
     }
 }
@@ -172,6 +182,7 @@ impl Behaviour {
             timewait_sleep: self.timewait_sleep,
             on_rep: self.on_rep,
             backlog: self.backlog,
+            pre_recv: self.pre_recv,
         })
     }
 }
@@ -220,11 +231,8 @@ struct EndpointState {
     disconnecting: bool,
     /// The DISCONNECTED event was recorded.
     disconnected: bool,
-    /// Work requests posted, and their completions by status.
-    posted: u64,
-    completed_ok: u64,
-    flushed: u64,
-    completed_err: u64,
+    /// Work requests posted, their completions, what they carried.
+    wr: WrStats,
     /// A passive end's place in its listener's handshakes in flight, until
     /// the handshake is over (established, failed or freed).
     handshake: Option<Handshake>,
@@ -253,33 +261,187 @@ impl Drop for Handshake {
     }
 }
 
-impl EndpointState {
-    /// Takes every completion from the QP's CQ and counts it.
-    fn drain_cq(&mut self) -> Result {
-        let verbs = self.verbs.as_ref().ok_or(ENODEV)?;
-        let mut wc = [Completion { status: 0 }; 16];
-        loop {
-            let n = verbs.poll(&mut wc)?;
-            for c in wc[..n].iter() {
-                match c.status {
-                    0 => self.completed_ok += 1,
-                    WC_WR_FLUSH_ERR => self.flushed += 1,
-                    _ => self.completed_err += 1,
+/// What `post` asks for: `recv` receives, each with a `size`-byte buffer,
+/// and `send` SENDs, each carrying `data`, or else `size` bytes of the
+/// pattern 1, 2, .., 255, 1, .. (0: zero-length work requests).
+pub(crate) struct Post {
+    pub(crate) recv: u32,
+    pub(crate) send: u32,
+    pub(crate) size: usize,
+    pub(crate) data: Option<KVec<u8>>,
+}
+
+/// The work requests of an endpoint: how many were posted, how each came
+/// back, and what the successful ones carried.
+///
+/// Every request posted comes back once: `posted == completed_ok + flushed
+/// + completed_err + dropped + ` those still outstanding.
+#[derive(Default)]
+struct WrStats {
+    posted: u64,
+    completed_ok: u64,
+    flushed: u64,
+    completed_err: u64,
+    /// Still posted when the QP was freed, after its flush was waited for
+    /// (their buffers freed after the QP's destroy).
+    dropped: u64,
+    /// Allocated by the first `post`: most endpoints never carry data.
+    data: Option<KBox<DataStats>>,
+}
+
+/// The payloads of an endpoint's successful receives and SENDs.
+#[derive(Default)]
+struct DataStats {
+    rx_msgs: u64,
+    rx_bytes: u64,
+    /// FNV-1a (32 bits) over every byte received, in order.
+    rx_sum: u32,
+    /// The first bytes of the last message received.
+    rx_last: [u8; 16],
+    rx_last_len: usize,
+    tx_msgs: u64,
+    tx_bytes: u64,
+    /// FNV-1a over every byte sent (completed with success), in order.
+    tx_sum: u32,
+}
+
+const FNV_OFFSET: u32 = 0x811c_9dc5;
+
+/// FNV-1a, continued from `h` over `bytes`.
+fn fnv1a(mut h: u32, bytes: &[u8]) -> u32 {
+    for b in bytes {
+        h = (h ^ u32::from(*b)).wrapping_mul(0x0100_0193);
+    }
+    h
+}
+
+impl WrStats {
+    /// Counts a completion and what it carried; its buffer is dropped here.
+    fn add(&mut self, c: Completion) {
+        match c.status {
+            0 => self.completed_ok += 1,
+            WC_WR_FLUSH_ERR => self.flushed += 1,
+            _ => self.completed_err += 1,
+        }
+        let (Some(d), 0) = (self.data.as_mut(), c.status) else {
+            return;
+        };
+        match c.kind {
+            Some(WrKind::Recv) => {
+                let got = &c.buf[..(c.byte_len as usize).min(c.buf.len())];
+                if d.rx_msgs == 0 {
+                    d.rx_sum = FNV_OFFSET;
                 }
+                d.rx_msgs += 1;
+                d.rx_bytes += got.len() as u64;
+                d.rx_sum = fnv1a(d.rx_sum, got);
+                let n = got.len().min(d.rx_last.len());
+                d.rx_last[..n].copy_from_slice(&got[..n]);
+                d.rx_last_len = n;
             }
-            if n < wc.len() {
-                return Ok(());
+            Some(WrKind::Send) => {
+                if d.tx_msgs == 0 {
+                    d.tx_sum = FNV_OFFSET;
+                }
+                d.tx_msgs += 1;
+                d.tx_bytes += c.buf.len() as u64;
+                d.tx_sum = fnv1a(d.tx_sum, &c.buf);
             }
+            None => {}
         }
     }
 
-    /// Takes the QP out to be freed, the completions still on its CQ
-    /// counted first.
-    fn take_verbs(&mut self) -> Option<RcQp> {
-        if self.verbs.is_some() {
-            let _ = self.drain_cq();
+    /// Prints the counters for `conns`.
+    fn show(&self, out: &mut impl Write) -> core::fmt::Result {
+        write!(
+            out,
+            " posted={} completed={} flushed={} failed={} dropped={}",
+            self.posted, self.completed_ok, self.flushed, self.completed_err, self.dropped
+        )?;
+        let zero = DataStats::default();
+        let d = self.data.as_deref().unwrap_or(&zero);
+        write!(
+            out,
+            " rx_msgs={} rx_bytes={} rx_sum={:08x} rx_last=",
+            d.rx_msgs, d.rx_bytes, d.rx_sum
+        )?;
+        if d.rx_last_len == 0 {
+            write!(out, "-")?;
         }
-        self.verbs.take()
+        for b in d.rx_last[..d.rx_last_len].iter() {
+            write!(out, "{:02x}", b)?;
+        }
+        write!(
+            out,
+            " tx_msgs={} tx_bytes={} tx_sum={:08x}",
+            d.tx_msgs, d.tx_bytes, d.tx_sum
+        )
+    }
+}
+
+/// `len` bytes of the pattern 1, 2, .., 255, 1, ...
+fn pattern(len: usize) -> Result<KVec<u8>> {
+    let mut v = KVec::with_capacity(len, GFP_KERNEL)?;
+    for i in 0..len {
+        v.push((i % 255) as u8 + 1, GFP_KERNEL)?;
+    }
+    Ok(v)
+}
+
+impl EndpointState {
+    /// Takes every completion from the QP's CQ and counts it.
+    fn drain_cq(&mut self) -> Result {
+        let verbs = self.verbs.as_mut().ok_or(ENODEV)?;
+        while let Some(c) = verbs.poll_one()? {
+            self.wr.add(c);
+        }
+        Ok(())
+    }
+
+    /// Takes the QP out to be freed, its posted work requests ended first
+    /// (flushed, and counted with the completions still on its CQ).
+    fn take_verbs(&mut self) -> Option<RcQp> {
+        let mut verbs = self.verbs.take()?;
+        let wr = &mut self.wr;
+        let left = verbs.drain(DRAIN_WAIT_MS, |c| wr.add(c));
+        wr.dropped += u64::from(left);
+        Some(verbs)
+    }
+
+    /// Posts what `p` asks for on the QP. Checked first, nothing posted on
+    /// these errors: `EMSGSIZE` for a buffer over [`MAX_WR_BYTES`] or a SEND
+    /// over the path MTU, `ENOTCONN` for a SEND with data before the QP has
+    /// a path (RTR), `ENOMEM` if a queue has no room for them all.
+    fn post(&mut self, p: &Post) -> Result {
+        let verbs = self.verbs.as_mut().ok_or(ENODEV)?;
+        let send_len = p.data.as_ref().map_or(p.size, |d| d.len());
+        if p.size > MAX_WR_BYTES || send_len > MAX_WR_BYTES {
+            return Err(errno::emsgsize());
+        }
+        if p.send > 0 && send_len > 0 && send_len > verbs.path_mtu()? as usize {
+            return Err(errno::emsgsize());
+        }
+        if !verbs.has_room(WrKind::Recv, p.recv) || !verbs.has_room(WrKind::Send, p.send) {
+            return Err(ENOMEM);
+        }
+        if self.wr.data.is_none() {
+            self.wr.data = Some(KBox::new(DataStats::default(), GFP_KERNEL)?);
+        }
+        for _ in 0..p.recv {
+            let mut buf = KVec::new();
+            buf.extend_with(p.size, 0, GFP_KERNEL)?;
+            verbs.post_recv(buf)?;
+            self.wr.posted += 1;
+        }
+        for _ in 0..p.send {
+            let buf = match &p.data {
+                Some(d) => copy(d)?,
+                None => pattern(p.size)?,
+            };
+            verbs.post_send(buf)?;
+            self.wr.posted += 1;
+        }
+        Ok(())
     }
 
     fn record(&mut self, core: &Core, kind: EventKind, status: i32, data: &[u8]) {
@@ -360,10 +522,7 @@ impl Endpoint {
                     behaviour,
                     disconnecting: false,
                     disconnected: false,
-                    posted: 0,
-                    completed_ok: 0,
-                    flushed: 0,
-                    completed_err: 0,
+                    wr: WrStats::default(),
                     handshake: None,
                 }),
                 _live: LiveToken::new(),
@@ -484,6 +643,7 @@ impl Handler for Arc<Endpoint> {
         };
         let (depth, resources) = (req.initiator_depth(), req.responder_resources());
         let behaviour = self.st.lock().behaviour.try_clone()?;
+        let pre_recv = behaviour.pre_recv;
         // Over the backlog: rejected (the CM sends the REJ).
         let handshake = Handshake::new(self, behaviour.backlog)?;
         let device = req.id().device();
@@ -498,6 +658,15 @@ impl Handler for Arc<Endpoint> {
         // Our PSN: what the peer sends with, announced in the REP.
         let starting_psn = qp_num;
         ep.move_qp(&cm, bindings::ib_qp_state_IB_QPS_INIT)?;
+        if let Some((recv, size)) = pre_recv {
+            // Before the REP: the peer may send as soon as it has our RTU.
+            ep.st.lock().post(&Post {
+                recv,
+                send: 0,
+                size,
+                data: None,
+            })?;
+        }
         ep.move_qp_rtr_before_rep(&cm, starting_psn)?;
         cm.send_rep(&Rep {
             qp_num,
@@ -767,6 +936,7 @@ impl Core {
             return Err(EINVAL);
         }
         let dev = DeviceHandle::get_by_name(a.device)?;
+        let pre_recv = a.behaviour.pre_recv;
         let peer = self.find_gid(&path::ipv4_gid(a.dst))?;
         let route = path::roce_v2(&dev, a.port, a.src, &peer, a.timing)?;
         let ep = Endpoint::new(self, a.num, Role::Active, &dev, 0, false, a.behaviour)?;
@@ -786,7 +956,19 @@ impl Core {
                 | bindings::ib_qp_attr_mask_IB_QP_PORT
                 | bindings::ib_qp_attr_mask_IB_QP_ACCESS_FLAGS) as i32,
         )?;
-        ep.st.lock().verbs = Some(verbs);
+        {
+            let mut st = ep.st.lock();
+            st.verbs = Some(verbs);
+            if let Some((recv, size)) = pre_recv {
+                // Before the REQ: the peer may send as soon as it has the RTU.
+                st.post(&Post {
+                    recv,
+                    send: 0,
+                    size,
+                    data: None,
+                })?;
+            }
+        }
         // Our number after the `cma_hdr` if any, so that our passive end,
         // even behind an rdma_cm-style listener, knows whose it is.
         let mut pd = KVec::new();
@@ -900,21 +1082,10 @@ impl Core {
         conn.ep.disconnect_on(conn.cm.as_deref(), data)
     }
 
-    /// `post NUM RECV [SEND]`: posts work requests on the connection's QP.
-    pub(crate) fn post(&self, num: u32, recv: u32, send: u32) -> Result {
-        let ep = self.ep(num)?;
-        let mut st = ep.st.lock();
-        let st = &mut *st;
-        let verbs = st.verbs.as_ref().ok_or(ENODEV)?;
-        for i in 0..recv {
-            verbs.post_recv(u64::from(i))?;
-            st.posted += 1;
-        }
-        for i in 0..send {
-            verbs.post_send(u64::from(recv + i))?;
-            st.posted += 1;
-        }
-        Ok(())
+    /// `post NUM RECV [SEND] [size=N] [data=DATA]`: posts work requests,
+    /// with their buffers, on the connection's QP (see [`Post`]).
+    pub(crate) fn post(&self, num: u32, p: &Post) -> Result {
+        self.ep(num)?.st.lock().post(p)
     }
 
     /// `poll NUM`: takes every completion from the connection's CQ and
@@ -991,12 +1162,8 @@ impl Core {
             if let Some(v) = &st.verbs {
                 write!(out, " qpn={}", v.qp_num())?;
             }
-            if st.posted > 0 {
-                write!(
-                    out,
-                    " posted={} completed={} flushed={} failed={}",
-                    st.posted, st.completed_ok, st.flushed, st.completed_err
-                )?;
+            if st.wr.posted > 0 {
+                st.wr.show(out)?;
             }
             if ep.role == Role::Passive {
                 write!(out, " listener={}", ep.listener)?;
@@ -1068,6 +1235,7 @@ impl Core {
         writeln!(out, "event_bytes {}", core::mem::size_of::<Event>())?;
         drop(inner);
         writeln!(out, "cm_ids_live {}", cm::live_ids())?;
+        writeln!(out, "wr_bufs_mapped {}", verbs::mapped_bufs())?;
         writeln!(
             out,
             "endpoints_live {}",

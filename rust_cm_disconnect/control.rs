@@ -12,14 +12,18 @@
 //!
 //! ```text
 //! listen  NUM DEV SERVICE_ID [auto_drep=DATA] [on_dreq=ACTION] [cma=1]
-//!         [backlog=N] [on_req=close] [on_timewait=sleep:MS]
+//!         [backlog=N] [on_req=close] [on_timewait=sleep:MS] [recv=COUNT[:SIZE]]
 //! connect NUM DEV SRC_IP DST_IP SERVICE_ID [port=N] [auto_drep=DATA]
 //!         [on_dreq=ACTION] [lifetime=N] [resp=N] [retries=N] [cma_port=N]
 //!         [req_data=DATA] [on_timewait=sleep:MS] [on_rep=ignore|reject]
+//!         [recv=COUNT[:SIZE]]
 //! dreq    NUM[,NUM...] [DATA]   (NUM may be a range, A-B)
 //! drep    NUM [DATA]
 //! disconnect NUM[,NUM...] [DATA]  QP to error, then DREQ or DREP (rdma_disconnect)
-//! post    NUM RECV [SEND] post work requests on the connection's QP
+//! post    NUM RECV [SEND] [size=N] [data=DATA]
+//!                         post work requests on the connection's QP: RECV
+//!                         receives with N-byte buffers, SEND SENDs of DATA
+//!                         or N pattern bytes (none: zero-length)
 //! poll    NUM             count the CQ's completions (and flushes)
 //! close   NUM[,NUM...]
 //! ```
@@ -32,7 +36,13 @@
 //! callback does besides recording it, `sleep:MS`, `dreq` (a DREQ on its own
 //! connection), `disconnect` (its own) or `disconnect:NUM` (another one).
 //! `backlog=N`: a listener takes at most N handshakes in flight (REP sent,
-//! no RTU yet; default 1024) and rejects the excess.
+//! no RTU yet; default 1024) and rejects the excess. `recv=COUNT[:SIZE]`:
+//! COUNT receives with SIZE-byte buffers are posted before the REQ (connect)
+//! or each passive end's REP (listen), as a ULP does before it connects.
+//! `post`: buffers and SENDs up to 4096 bytes, SENDs up to the path MTU
+//! (`EMSGSIZE` beyond; `ENOTCONN` for a SEND with data before the QP has a
+//! path), at most the QP's queue sizes outstanding (`ENOMEM`, nothing
+//! posted).
 //! For the tests of the CM abstraction: `on_req=close` (listen: the REQ
 //! callback closes its own listener first), `on_timewait=sleep:MS` (the
 //! timewait-exit callback sleeps before freeing the id) and `on_rep=ignore`
@@ -44,7 +54,7 @@
 
 use crate::{
     cma,
-    conn::{Behaviour, ConnectArgs, Core, OnDreq, OnRep, OnReq},
+    conn::{Behaviour, ConnectArgs, Core, OnDreq, OnRep, OnReq, Post},
     debugfs::{File, Ops, Output},
     disconnect::Message,
     path::Timing,
@@ -115,11 +125,7 @@ impl Ops for Core {
                 let (num, data) = num_and_data(&args)?;
                 core.send(num, Message::Drep, &data)
             }
-            "post" => match args.as_slice() {
-                [num, recv] => core.post(parse_u32(num)?, parse_u32(recv)?, 0),
-                [num, recv, send] => core.post(parse_u32(num)?, parse_u32(recv)?, parse_u32(send)?),
-                _ => Err(EINVAL),
-            },
+            "post" => post(&core, &args),
             "poll" => match args.as_slice() {
                 [num] => core.poll(parse_u32(num)?),
                 _ => Err(EINVAL),
@@ -146,6 +152,7 @@ fn listen(core: &Arc<Core>, args: &[&str]) -> Result {
             Some(("on_req", "close")) => behaviour.on_req = OnReq::Close,
             Some(("on_timewait", a)) => behaviour.timewait_sleep = parse_sleep(a)?,
             Some(("backlog", n)) => behaviour.backlog = parse_u32(n)?,
+            Some(("recv", r)) => behaviour.pre_recv = Some(parse_recv(r)?),
             Some(("cma", "1")) => cma = true,
             Some(("cma", "0")) => cma = false,
             _ => return Err(EINVAL),
@@ -188,6 +195,7 @@ fn connect(core: &Arc<Core>, args: &[&str]) -> Result {
             ("on_rep", "reject") => a.behaviour.on_rep = OnRep::Reject,
             ("cma_port", v) => a.cma_port = Some(v.parse().map_err(|_| EINVAL)?),
             ("req_data", d) => a.req_data = Some(parse_data(d)?),
+            ("recv", r) => a.behaviour.pre_recv = Some(parse_recv(r)?),
             ("lifetime", v) => a.timing.packet_life_time = parse_u5(v)?,
             ("resp", v) => a.timing.cm_response_timeout = parse_u5(v)?,
             ("retries", v) => {
@@ -200,6 +208,42 @@ fn connect(core: &Arc<Core>, args: &[&str]) -> Result {
         return Err(EINVAL);
     }
     core.connect(a)
+}
+
+/// `post NUM RECV [SEND] [size=N] [data=DATA]`.
+fn post(core: &Core, args: &[&str]) -> Result {
+    let (num, counts, opts) = match args {
+        [num, recv, rest @ ..] => {
+            let (send, opts) = match rest.split_first() {
+                Some((s, opts)) if !s.contains('=') => (parse_u32(s)?, opts),
+                _ => (0, rest),
+            };
+            (parse_u32(num)?, (parse_u32(recv)?, send), opts)
+        }
+        _ => return Err(EINVAL),
+    };
+    let mut p = Post {
+        recv: counts.0,
+        send: counts.1,
+        size: 0,
+        data: None,
+    };
+    for opt in opts {
+        match opt.split_once('=').ok_or(EINVAL)? {
+            ("size", n) => p.size = parse_len(n)?,
+            ("data", d) => p.data = Some(parse_data(d)?),
+            _ => return Err(EINVAL),
+        }
+    }
+    core.post(num, &p)
+}
+
+/// `COUNT[:SIZE]`: receives posted before the REQ or REP.
+fn parse_recv(s: &str) -> Result<(u32, usize)> {
+    match s.split_once(':') {
+        Some((n, size)) => Ok((parse_u32(n)?, parse_len(size)?)),
+        None => Ok((parse_u32(s)?, 0)),
+    }
 }
 
 /// Runs `f` for each `NUM` of `NUM[,NUM...] [DATA]`; the first error wins.

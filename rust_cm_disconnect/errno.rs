@@ -27,4 +27,5 @@ errnos! {
     enodata => ENODATA,
     ehostunreach => EHOSTUNREACH,
     eaddrinuse => EADDRINUSE,
+    emsgsize => EMSGSIZE,
 }
