@@ -32,10 +32,11 @@ PASSIVE = 1000000
 # What a refused command may answer: malformed (EINVAL), too big (E2BIG),
 # unknown number (ENOENT), taken number (EEXIST), wrong CM state (EINVAL,
 # ENOTCONN, EALREADY), no QP or device (ENODEV), no route (EHOSTUNREACH),
-# queue full (ENOMEM from the driver's post), service id already listened
-# on (EBUSY, from the CM).
+# queue full (ENOMEM), service id already listened on (EBUSY, from the CM),
+# a buffer or SEND over its limit (EMSGSIZE).
 ALLOWED = {errno.EINVAL, errno.E2BIG, errno.ENOENT, errno.EEXIST, errno.ENOTCONN,
-           errno.EALREADY, errno.ENODEV, errno.EHOSTUNREACH, errno.ENOMEM, errno.EBUSY}
+           errno.EALREADY, errno.ENODEV, errno.EHOSTUNREACH, errno.ENOMEM, errno.EBUSY,
+           errno.EMSGSIZE}
 
 
 def write(cmd):
@@ -94,7 +95,8 @@ def well_formed(r):
         for o in r.sample(["auto_drep=" + rand_data(r), "lifetime=%d" % r.randrange(-1, 33),
                            "resp=%d" % r.randrange(-1, 33), "retries=%d" % r.randrange(-1, 17),
                            "port=%d" % r.choice([0, 1, 2]), "cma_port=%d" % r.randrange(70000),
-                           "req_data=" + rand_data(r), "on_dreq=" + r.choice(["dreq", "sleep:5", "x"])],
+                           "req_data=" + rand_data(r), "on_dreq=" + r.choice(["dreq", "sleep:5", "x"]),
+                           "recv=%d:%d" % (r.randrange(70), r.choice([0, 16, 4096, 4097]))],
                           r.randrange(3)):
             opts.append(o)
         dst = r.choice(["10.77.0.1", "10.77.0.9", "10.77.0", "256.1.1.1"])
@@ -110,7 +112,9 @@ def well_formed(r):
     if c == 7:
         return "disconnect %s %s" % (rand_list(r), rand_data(r))
     if c == 8:
-        return "post %d %d %d" % (rand_num(r), r.randrange(4), r.randrange(3))
+        opt = r.choice(["", "", "size=%d" % r.choice([0, 16, 1024, 1025, 4096, 4097]),
+                        "data=" + rand_data(r), "size=16 data=text:x", "size=-1"])
+        return "post %d %d %d %s" % (rand_num(r), r.randrange(4), r.randrange(3), opt)
     if c == 9:
         return "poll %d" % rand_num(r)
     if c == 10:

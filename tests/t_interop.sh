@@ -76,33 +76,123 @@ test_interop_ucmatose_client() {
 	check "one DISCONNECTED" test "$(event_count $p DISCONNECTED)" = 1
 }
 
-# Data between the module and ucmatose: ucmatose (client, 4 messages) posts
-# its receives before connecting and moves on ("sending replies") only once
-# 4 messages have arrived; the module sends 4 (zero-length) SENDs and sees
-# them acknowledged. ucmatose's own 100-byte messages find no receive here
-# (the module's receives have no buffer) and wait in RNR retries until the
-# module disconnects; ucmatose then answers the DREQ and exits 0.
+# The payload tests' sizes: rxe's path MTU on a 1500-byte veth (1024), and
+# rdma_client/rdma_server's fixed 16-byte messages.
+MTU=1024
+
+# peer_done PID FILE WHAT: waits for a peer tool to exit, prints its output
+# and checks its exit status 0.
+peer_done() {
+	local rc
+	wait "$1"; rc=$?
+	sed "s/^/# $3: /" "$2"
+	check "$3 exits 0 (got $rc)" test $rc = 0
+}
+
+# one_dreq_drep: over the one device every message of both sides is counted
+# on rxe0: exactly one DREQ and one DREP left (retries not counted).
+one_dreq_drep() {
+	check "one DREQ and one DREP on the wire" test "$(sent rxe0 dreq)/$(sent rxe0 drep)" = 1/1
+}
+
+# ucmatose as client with payloads (-C 10 -S MTU): it posts its receives,
+# connects, waits for 10 messages, then sends 10 replies, which land in the
+# receives the module posted before its REP (ucmatose's SENDs have no RNR
+# retries). The module sends its 10 first, disconnects once all 10 replies
+# have arrived; ucmatose sees DISCONNECTED, answers with its DREP, exits 0.
 test_interop_ucmatose_data() {
-	local pid p rc
+	local pid p t0 k=10
 	interop_setup || return
-	ctl listen 1 rxe0 tcp:7476 cma=1 || return 1
-	# Line-buffered, so that its progress can be read while it runs.
-	timeout 120 stdbuf -oL ucmatose -s 10.77.0.1 -p 7476 -c 1 -C 4 > /tmp/ucmatose-data.out 2>&1 & pid=$!
+	ctl listen 1 rxe0 tcp:7476 cma=1 recv=$k:$MTU || return 1
+	t0=$SECONDS
+	timeout 120 stdbuf -oL ucmatose -s 10.77.0.1 -p 7476 -c 1 -C $k -S $MTU > /tmp/ucmatose-data.out 2>&1 & pid=$!
 	foreign_established || return 1; p=$FOREIGN
-	ctl post $p 0 4 || return 1
-	check "our 4 SENDs acknowledged" wait_for 20 completed_is $p 4 || return 1
-	if ! wait_for 20 grep -q "sending replies" /tmp/ucmatose-data.out; then
-		kill $pid 2>/dev/null; wait $pid 2>/dev/null
-		sed 's/^/# ucmatose: /' /tmp/ucmatose-data.out
-		fail "ucmatose did not receive them"
-		return 1
-	fi
+	ctl post $p 0 $k size=$MTU || return 1
+	check "our $k SENDs acknowledged, its $k received" wait_for 30 polled_is $p completed $((2 * k)) || return 1
+	log "$k x $MTU B each way in $((SECONDS - t0)) s: $(wr_line $p)"
+	check "$((k * MTU)) bytes in $k messages" test "$(conn_field $p rx_bytes)/$(conn_field $p rx_msgs)" = "$((k * MTU))/$k" || return 1
 	ctl disconnect $p || return 1
 	wait_event 20 $p DREP_RECEIVED || return 1
-	wait $pid; rc=$?
-	sed 's/^/# ucmatose: /' /tmp/ucmatose-data.out
-	check "ucmatose exits 0 (got $rc)" test $rc = 0 || return 1
-	check "no failed completion" test "$(conn_field $p failed)" = 0
+	peer_done $pid /tmp/ucmatose-data.out ucmatose || return 1
+	check "ucmatose saw its DISCONNECTED" grep -q '^disconnected' /tmp/ucmatose-data.out || return 1
+	check "one DISCONNECTED here" test "$(event_count $p DISCONNECTED)" = 1 || return 1
+	one_dreq_drep && balanced $p
+}
+
+# ucmatose as server with payloads: the module connects with its 10
+# receives posted before the REQ; ucmatose sends 10 messages as soon as it
+# is established, waits for its sends and for 10 from the module, then
+# disconnects. The module answers the DREQ (auto_drep), ucmatose sees
+# DISCONNECTED and exits 0.
+test_interop_ucmatose_server_data() {
+	local pid t0 k=10
+	interop_setup || return
+	timeout 120 stdbuf -oL ucmatose -b 10.77.0.1 -p 7477 -c 1 -C $k -S $MTU > /tmp/ucmatose-srvdata.out 2>&1 & pid=$!
+	wait_for 60 cma_listening 7477 || fail "ucmatose not listening" || return 1
+	t0=$SECONDS
+	ctl connect 4 rxe0 10.77.0.1 10.77.0.1 tcp:7477 cma_port=5002 recv=$k:$MTU auto_drep=- || return 1
+	wait_event 20 4 ESTABLISHED || return 1
+	check "its $k messages arrived" wait_for 30 polled_is 4 rx_msgs $k || return 1
+	ctl post 4 0 $k size=$MTU || return 1
+	wait_event 30 4 DREQ_RECEIVED || return 1
+	log "$k x $MTU B each way, then its DREQ, in $((SECONDS - t0)) s"
+	peer_done $pid /tmp/ucmatose-srvdata.out "ucmatose server" || return 1
+	check "ucmatose saw its DISCONNECTED" grep -q '^disconnected' /tmp/ucmatose-srvdata.out || return 1
+	ctl poll 4 || return 1
+	log "$(wr_line 4)"
+	check "$((k * MTU)) bytes received, $k sent" test "$(conn_field 4 rx_bytes)/$(conn_field 4 tx_msgs)" = "$((k * MTU))/$k" || return 1
+	check "one DISCONNECTED here" test "$(event_count 4 DISCONNECTED)" = 1 || return 1
+	one_dreq_drep && balanced 4
+}
+
+# rdma_client (librdmacm's synchronous verbs example) against the module:
+# it posts a 16-byte receive, connects, sends 16 bytes, waits for that SEND
+# and for the module's 16 bytes, then disconnects and exits.
+test_interop_rdma_client() {
+	local pid p t0
+	command -v rdma_client >/dev/null || { echo "# SKIP rdma_client not installed"; return $KSFT_SKIP; }
+	interop_setup || return
+	ctl listen 1 rxe0 tcp:7478 cma=1 recv=1:16 auto_drep=- || return 1
+	t0=$SECONDS
+	timeout 120 rdma_client -s 10.77.0.1 -p 7478 > /tmp/rdma_client.out 2>&1 & pid=$!
+	foreign_established || return 1; p=$FOREIGN
+	check "its 16 bytes arrived" wait_for 30 polled_is $p rx_msgs 1 || return 1
+	ctl post $p 0 1 data=text:from-the-module || return 1
+	wait_event 30 $p DREQ_RECEIVED || return 1
+	log "16 B each way, then its DREQ, in $((SECONDS - t0)) s"
+	peer_done $pid /tmp/rdma_client.out rdma_client || return 1
+	check "rdma_client ended with 0" grep -q 'rdma_client: end 0' /tmp/rdma_client.out || return 1
+	ctl poll $p || return 1
+	log "$(wr_line $p)"
+	check "its message: 16 zero bytes" test "$(conn_field $p rx_bytes)/$(conn_field $p rx_last)" = "16/$(pat_hex 0 16)" || return 1
+	check "our SEND completed" test "$(conn_field $p tx_msgs)" = 1 || return 1
+	check "one DISCONNECTED here" test "$(event_count $p DISCONNECTED)" = 1 || return 1
+	one_dreq_drep && balanced $p
+}
+
+# rdma_server against the module as client: it posts a 16-byte receive,
+# accepts, waits for the module's message, sends 16 bytes back, then
+# disconnects and exits.
+test_interop_rdma_server() {
+	local pid t0
+	command -v rdma_server >/dev/null || { echo "# SKIP rdma_server not installed"; return $KSFT_SKIP; }
+	interop_setup || return
+	timeout 120 rdma_server -s 10.77.0.1 -p 7479 > /tmp/rdma_server.out 2>&1 & pid=$!
+	wait_for 60 cma_listening 7479 || fail "rdma_server not listening" || return 1
+	t0=$SECONDS
+	ctl connect 5 rxe0 10.77.0.1 10.77.0.1 tcp:7479 cma_port=5003 recv=1:16 auto_drep=- || return 1
+	wait_event 20 5 ESTABLISHED || return 1
+	ctl post 5 0 1 size=16 || return 1
+	wait_event 30 5 DREQ_RECEIVED || return 1
+	log "16 B each way, then its DREQ, in $((SECONDS - t0)) s"
+	peer_done $pid /tmp/rdma_server.out rdma_server || return 1
+	check "rdma_server ended with 0" grep -q 'rdma_server: end 0' /tmp/rdma_server.out || return 1
+	ctl poll 5 || return 1
+	log "$(wr_line 5)"
+	check "its message: 16 zero bytes" test "$(conn_field 5 rx_bytes)/$(conn_field 5 rx_last)" = "16/$(pat_hex 0 16)" || return 1
+	check "our SEND completed" test "$(conn_field 5 tx_msgs)" = 1 || return 1
+	check "one DISCONNECTED here" test "$(event_count 5 DISCONNECTED)" = 1 || return 1
+	one_dreq_drep && balanced 5
 }
 
 # A REQ whose private data is not a valid cma_hdr is rejected by an

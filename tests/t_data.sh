@@ -1,0 +1,138 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# Payloads: receives with real buffers (kernel memory mapped for the device,
+# the PD's local DMA lkey), SENDs of up to the path MTU, and the ownership
+# of those buffers. A posted work request owns its buffer until its
+# completion (success or flush) is polled; whatever is still posted when a
+# QP is freed (timewait exit, device removal) is flushed first; nothing stays
+# mapped (stats: wr_bufs_mapped) and nothing leaks (kmemleak_clean).
+
+# polled_is NUM FIELD VALUE: after a poll of NUM's CQ, its FIELD is VALUE.
+polled_is() { ctl poll "$1" && [ "$(conn_field "$1" "$2")" = "$3" ]; }
+
+# wr_line NUM: NUM's work-request and data counters, for the log.
+wr_line() { grep "^$1 " "$RCD_DBG/conns" | grep -oE '(posted|completed|flushed|failed|dropped|rx_[a-z]+|tx_[a-z]+)=[^ ]*' | tr '\n' ' '; }
+
+# balanced NUM: every work request NUM posted came back: posted ==
+# completed + flushed, none failed or dropped.
+balanced() {
+	local line
+	line=$(grep "^$1 " "$RCD_DBG/conns")
+	awk -v n="$1" '{ for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] } }
+		END { ok = v["posted"] == v["completed"] + v["flushed"] && v["failed"] == 0 && v["dropped"] == 0
+		      if (!ok) print "# FAIL: " n ": posted " v["posted"] " != completed " v["completed"] " + flushed " v["flushed"] " (failed " v["failed"] ", dropped " v["dropped"] ")"
+		      exit !ok }' <<< "$line"
+}
+
+# 10 SENDs of 1024 bytes (the path MTU of rxe on a 1500-byte veth) from each
+# end into the other's 1024-byte receives: every byte arrives (count and
+# FNV-1a checksum equal on both sides), one SEND of text lands as sent, and
+# bad posts are refused with nothing posted.
+test_data_module_to_module() {
+	local n=300 p=$((300 + PASSIVE_BASE)) t0 sz=1024 k=10
+	cm_pair $n || return 1
+	t0=$SECONDS
+	ctl post $p $k 0 size=$sz && ctl post $n $k 0 size=$sz || return 1
+	check "$k buffers mapped on each side" stat_is wr_bufs_mapped $((2 * k)) || return 1
+	ctl post $n 0 $k size=$sz && ctl post $p 0 $k size=$sz || return 1
+	check "active: $k sent, $k received" wait_for 20 polled_is $n completed $((2 * k)) || return 1
+	check "passive: $k sent, $k received" wait_for 20 polled_is $p completed $((2 * k)) || return 1
+	log "$k x $sz B each way in $((SECONDS - t0)) s"
+	log "active:  $(wr_line $n)"
+	log "passive: $(wr_line $p)"
+	check "passive received $((k * sz)) bytes in $k messages" \
+		test "$(conn_field $p rx_bytes)/$(conn_field $p rx_msgs)" = "$((k * sz))/$k" || return 1
+	check "what the active end sent is what arrived (FNV-1a)" \
+		test "$(conn_field $n tx_sum)" = "$(conn_field $p rx_sum)" || return 1
+	check "and the other way" test "$(conn_field $p tx_sum)" = "$(conn_field $n rx_sum)" || return 1
+	check "the messages start with the pattern" test "$(conn_field $p rx_last)" = "$(pat_hex 16 16)" || return 1
+	check "nothing mapped any more" stat_is wr_bufs_mapped 0 || return 1
+	# DATA as the payload; a receive larger than the message.
+	ctl post $p 1 0 size=64 && ctl post $n 0 1 data=text:hello-rdma || return 1
+	check "the text arrived" wait_for 20 polled_is $p rx_last "$(field_hex hello-rdma 10)" || return 1
+	check "10 bytes more" test "$(conn_field $p rx_bytes)" = $((k * sz + 10)) || return 1
+	# Refused, nothing posted.
+	expect_errno EMSGSIZE "post $n 0 1 size=$((sz + 1))" || return 1
+	expect_errno EMSGSIZE "post $n 0 1 data=pat:2000" || return 1
+	expect_errno EMSGSIZE "post $n 1 0 size=4097" || return 1
+	expect_errno ENOMEM "post $n 65 0 size=16" || return 1
+	expect_errno ENOMEM "post $n 0 65" || return 1
+	expect_errno EINVAL "post $n 1 0 size=x" || return 1
+	expect_errno EINVAL "post $n 1 0 colour=blue" || return 1
+	expect_errno E2BIG "post $n 1 0 size=99999999" || return 1
+	check "nothing posted by the refused ones" test "$(conn_field $n posted)" = $((2 * k)) || return 1
+	check "still established" test "$(conn_state $n)" = ESTABLISHED || return 1
+	balanced $n && balanced $p
+}
+
+# A SEND with data before the QP has a path (INIT: the REP has not come)
+# is ENOTCONN; receives may be posted (they wait for the connection).
+test_data_send_before_connected() {
+	rxe_add rxe0 v0 && rcd_load || return 1
+	ctl listen 1 rxe0 0x1000 || return 1
+	# on_rep=ignore: the active end does nothing with the REP, its QP stays
+	# in INIT.
+	ctl connect 2 rxe0 10.77.0.1 10.77.0.1 0x1000 on_rep=ignore recv=4:256 || return 1
+	expect_errno ENOTCONN "post 2 0 1 size=16" || return 1
+	check "4 receives posted before the REQ" test "$(conn_field 2 posted)" = 4 || return 1
+	check "4 buffers mapped" stat_is wr_bufs_mapped 4 || return 1
+	ctl close 2 || return 1
+	check "closed: nothing mapped" stat_is wr_bufs_mapped 0
+}
+
+# A disconnect with receives posted: each end's 16 receives (1024-byte
+# buffers) come back flushed, after 4 SENDs each way that completed:
+# posted == completed + flushed on both ends, nothing mapped. A third
+# connection's receives, posted on an end that answers the peer's DREQ by
+# itself (auto_drep, no disconnect() of its own), are flushed when its QP
+# is freed at timewait exit.
+test_data_disconnect_flushes_buffers() {
+	local n=310 p=$((310 + PASSIVE_BASE)) m=311 q=$((311 + PASSIVE_BASE)) k=16
+	cm_pair $n || return 1
+	CONNECT_OPTS=auto_drep=- cm_pair $m || return 1
+	ctl post $n 4 4 size=512 && ctl post $p 4 4 size=512 || return 1
+	check "4 + 4 completed on each side" wait_for 20 polled_is $n completed 8 || return 1
+	check "(passive)" wait_for 20 polled_is $p completed 8 || return 1
+	ctl post $n $k 0 size=1024 && ctl post $p $k 0 size=1024 && ctl post $m $k 0 size=1024 || return 1
+	check "$((3 * k)) buffers mapped" stat_is wr_bufs_mapped $((3 * k)) || return 1
+	ctl disconnect $n || return 1
+	check "initiator: $k flushed" wait_for 10 polled_is $n flushed $k || return 1
+	wait_event 20 $p DISCONNECTED || return 1
+	ctl disconnect $p || return 1
+	check "responder: $k flushed" wait_for 10 polled_is $p flushed $k || return 1
+	ctl dreq $q text:bye || return 1
+	wait_event 20 $q DREP_RECEIVED || return 1
+	wait_event 30 $n TIMEWAIT_EXIT && wait_event 30 $p TIMEWAIT_EXIT && wait_event 30 $m TIMEWAIT_EXIT || return 1
+	check "auto_drep end: its $k receives flushed at timewait exit" test "$(conn_field $m flushed)" = $k || return 1
+	log "initiator: $(wr_line $n)"
+	log "responder: $(wr_line $p)"
+	log "auto_drep: $(wr_line $m)"
+	balanced $n && balanced $p && balanced $m || return 1
+	check "nothing mapped" stat_is wr_bufs_mapped 0 || return 1
+	exactly_once DISCONNECTED $n $n && exactly_once DISCONNECTED $p $p && exactly_once DISCONNECTED $m $m
+}
+
+# Device removal and unload with buffers posted: 10 connections over the
+# veth (rxe0 -> rxe1), 8 receives with 1024-byte buffers on each end and 2
+# SENDs each way in flight. rdma link del rxe1 frees rxe1's ends with every
+# request flushed (none dropped); rxe0's stay posted and the module unloads
+# with them (the QPs' destroy frees them: kmemleak_clean checks).
+test_data_device_removed_and_unload() {
+	local a=320 b=329 pa=$((320 + PASSIVE_BASE)) pb=$((329 + PASSIVE_BASE)) i t0
+	pair2_range $a $b $FAST || return 1
+	for ((i = a; i <= b; i++)); do
+		ctl post $i 8 2 size=1024 && ctl post $((i + PASSIVE_BASE)) 8 2 size=1024 || return 1
+	done
+	log "mapped before: $(rcd_stat wr_bufs_mapped)"
+	t0=$SECONDS
+	check "rdma link del rxe1 returns" timeout 120 rdma link del rxe1 || return 1
+	log "rxe1 deleted in $((SECONDS - t0)) s"
+	check "all of rxe1's ends freed" test "$(state_count FREED $pa $pb)" = 10 || return 1
+	for ((i = pa; i <= pb; i++)); do balanced $i || return 1; done
+	log "rxe1's ends: flushed $(awk -v a=$pa -v b=$pb '$1 >= a && $1 <= b { for (i = 2; i <= NF; i++) if ($i ~ /^(flushed|completed)=/) { split($i, kv, "="); s[kv[1]] += kv[2] } } END { print s["flushed"] ", completed " s["completed"] }' "$RCD_DBG/conns")"
+	log "mapped after: $(rcd_stat wr_bufs_mapped) (rxe0's receives, and its SENDs not yet polled)"
+	t0=$SECONDS
+	check "the module unloads with buffers posted" timeout 120 rmmod rust_cm_disconnect || return 1
+	log "unloaded in $((SECONDS - t0)) s"
+	check "no QP of ours left" test "$(rdma resource show qp 2>/dev/null | grep -c rust_cm_disconnect)" = 0
+}
