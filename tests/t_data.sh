@@ -67,6 +67,7 @@ test_data_module_to_module() {
 	expect_errno E2BIG "post $n 1 0 size=99999999" || return 1
 	check "nothing posted by the refused ones" test "$(conn_field $n posted)" = $((2 * k + 1)) || return 1
 	check "still established" test "$(conn_state $n)" = ESTABLISHED || return 1
+	log "what an endpoint holds: $(grep -E '^(endpoint_fixed_bytes|endpoint_bytes_avg) ' $RCD_DBG/stats | tr '\n' ' ')"
 	balanced $n && balanced $p
 }
 
