@@ -15,7 +15,7 @@ use crate::{
     disconnect::{self, Message},
     errno,
     ib_client::{Client, Device, DeviceHandle},
-    path::{self, GidAttr, Timing},
+    path::{self, Timing},
     verbs::{self, Completion, QpSize, RcQp, WrKind, WC_WR_FLUSH_ERR},
 };
 use core::{
@@ -849,6 +849,8 @@ pub(crate) struct ConnectArgs<'a> {
     pub(crate) cma_port: Option<u16>,
     /// Send exactly these bytes as the REQ's private data.
     pub(crate) req_data: Option<KVec<u8>>,
+    /// How long to wait for the peer's neighbour (ARP), in ms.
+    pub(crate) resolve_ms: u32,
 }
 
 impl Core {
@@ -937,8 +939,9 @@ impl Core {
         }
         let dev = DeviceHandle::get_by_name(a.device)?;
         let pre_recv = a.behaviour.pre_recv;
-        let peer = self.find_gid(&path::ipv4_gid(a.dst))?;
-        let route = path::roce_v2(&dev, a.port, a.src, &peer, a.timing)?;
+        // The next hop's MAC from the kernel's neighbour resolution: may
+        // wait (bounded) for an ARP answer.
+        let route = path::resolve(&dev, a.port, a.src, a.dst, a.timing, a.resolve_ms)?;
         let ep = Endpoint::new(self, a.num, Role::Active, &dev, 0, false, a.behaviour)?;
         let cm = CmId::new(&dev, &self.reaper, ep.clone())?;
         let verbs = RcQp::new(&dev, QP_SIZE)?;
@@ -1000,19 +1003,6 @@ impl Core {
             drop(self.remove_own(&ep));
         }
         res
-    }
-
-    /// The GID entry of `gid` on any device this module knows.
-    fn find_gid(&self, gid: &bindings::ib_gid) -> Result<GidAttr> {
-        let names = self.inner.lock().devices.names()?;
-        for name in names.iter() {
-            if let Ok(dev) = DeviceHandle::get_by_name(name) {
-                if let Ok(attr) = GidAttr::find_roce_v2(&dev, gid, None) {
-                    return Ok(attr);
-                }
-            }
-        }
-        Err(errno::ehostunreach())
     }
 
     /// Runs `f` on the id of `ep`, which is connection `num`: `ENOENT` if

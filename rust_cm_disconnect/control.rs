@@ -16,7 +16,7 @@
 //! connect NUM DEV SRC_IP DST_IP SERVICE_ID [port=N] [auto_drep=DATA]
 //!         [on_dreq=ACTION] [lifetime=N] [resp=N] [retries=N] [cma_port=N]
 //!         [req_data=DATA] [on_timewait=sleep:MS] [on_rep=ignore|reject]
-//!         [recv=COUNT[:SIZE]]
+//!         [recv=COUNT[:SIZE]] [resolve_ms=N]
 //! dreq    NUM[,NUM...] [DATA]   (NUM may be a range, A-B)
 //! drep    NUM [DATA]
 //! disconnect NUM[,NUM...] [DATA]  QP to error, then DREQ or DREP (rdma_disconnect)
@@ -32,7 +32,10 @@
 //! service id of a TCP or UDP port. `cma=1`: a listener for rdma_cm peers (a REQ must start with a
 //! valid `cma_hdr`, or it is rejected); `cma_port=N`: start the REQ's private
 //! data with a `cma_hdr` from port N, as rdma_cm does; `req_data`: send
-//! exactly DATA as the REQ's private data. `on_dreq`: what the DREQ
+//! exactly DATA as the REQ's private data. `connect` resolves DST_IP's
+//! next hop as rdma_cm does (`path.rs`: ARP when the neighbour is not known
+//! yet) and waits for it at most `resolve_ms` (1..60000, default 2000):
+//! `EHOSTUNREACH` when no neighbour answered. `on_dreq`: what the DREQ
 //! callback does besides recording it, `sleep:MS`, `dreq` (a DREQ on its own
 //! connection), `disconnect` (its own) or `disconnect:NUM` (another one).
 //! `backlog=N`: a listener takes at most N handshakes in flight (REP sent,
@@ -57,7 +60,7 @@ use crate::{
     conn::{Behaviour, ConnectArgs, Core, OnDreq, OnRep, OnReq, Post},
     debugfs::{File, Ops, Output},
     disconnect::Message,
-    path::Timing,
+    path::{self, Timing},
 };
 use kernel::{
     c_str,
@@ -184,6 +187,7 @@ fn connect(core: &Arc<Core>, args: &[&str]) -> Result {
         behaviour: Behaviour::default(),
         cma_port: None,
         req_data: None,
+        resolve_ms: path::RESOLVE_MS_DEFAULT,
     };
     for opt in opts {
         match opt.split_once('=').ok_or(EINVAL)? {
@@ -196,6 +200,10 @@ fn connect(core: &Arc<Core>, args: &[&str]) -> Result {
             ("cma_port", v) => a.cma_port = Some(v.parse().map_err(|_| EINVAL)?),
             ("req_data", d) => a.req_data = Some(parse_data(d)?),
             ("recv", r) => a.behaviour.pre_recv = Some(parse_recv(r)?),
+            ("resolve_ms", v) => match parse_u32(v)? {
+                ms @ 1..=path::RESOLVE_MS_MAX => a.resolve_ms = ms,
+                _ => return Err(EINVAL),
+            },
             ("lifetime", v) => a.timing.packet_life_time = parse_u5(v)?,
             ("resp", v) => a.timing.cm_response_timeout = parse_u5(v)?,
             ("retries", v) => {

@@ -67,15 +67,6 @@ impl Devices {
         self.live.get(&index).is_some()
     }
 
-    /// The names of all devices (copied: the caller looks them up unlocked).
-    pub(crate) fn names(&self) -> Result<KVec<CString>> {
-        let mut names = KVec::new();
-        for dev in self.live.values() {
-            names.push(CString::try_from_fmt(fmt!("{}", &*dev.name))?, GFP_KERNEL)?;
-        }
-        Ok(names)
-    }
-
     /// Writes one line per device: `rxe0 port=1 roce=1`.
     pub(crate) fn show(&self, out: &mut impl Write) -> core::fmt::Result {
         for dev in self.live.values() {

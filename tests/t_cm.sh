@@ -218,3 +218,59 @@ test_dreq_unanswered() {
 	wait_event 30 $n TIMEWAIT_EXIT || return 1
 	check "freed" test "$(conn_state $n)" = FREED
 }
+
+# ctl_errno_alarm SECONDS CMD: like ctl_errno, but a SIGALRM (with a handler,
+# so the process lives) interrupts the write after SECONDS. Prints the errno
+# name and the milliseconds the write took.
+ctl_errno_alarm() {
+	perl -MErrno -MTime::HiRes=time -e '$SIG{ALRM} = sub {}; my $t = time;
+		open(my $f, ">", $ARGV[0]) or die "$ARGV[0]: $!\n"; alarm $ARGV[2];
+		my $r = syswrite($f, $ARGV[1]); my $e = $!; my $ms = int((time - $t) * 1000);
+		if (defined $r) { print "OK $ms\n"; exit 0 }
+		$! = $e; for (sort keys %!) { if ($!{$_}) { print "$_ $ms\n"; exit 0 } }
+		print 0 + $e, " $ms\n"' "$RCD_DBG/ctl" "$2" "$1"
+}
+
+# perl_in_write: a perl process is inside write(2) (syscall 1 on x86_64).
+perl_in_write() {
+	local f nr c
+	for f in /proc/[0-9]*/syscall; do
+		read -r nr _ < "$f" 2>/dev/null && [ "$nr" = 1 ] || continue
+		read -r c < "${f%syscall}comm" && [ "$c" = perl ] && return 0
+	done
+	return 1
+}
+
+# Address resolution (path.rs, rdma_resolve_ip): a connect to an address
+# whose neighbour never answers its ARP fails with EHOSTUNREACH after its
+# resolve_ms (not before); a writer interrupted by a signal while it waits
+# gets EINTR at once and its request is cancelled; an unload while a
+# writer waits returns once that writer is done. Nothing is left behind
+# (no endpoint, no id; kmemleak_clean checks the resolution's memory).
+test_connect_resolution() {
+	local got ms t0
+	cm_pair 2 || return 1
+	read -r got ms < <(ctl_errno_alarm 60 "connect 3 rxe0 10.77.0.1 10.77.0.9 0x1000 resolve_ms=1500")
+	log "no ARP answer, resolve_ms=1500: $got after $ms ms"
+	check "EHOSTUNREACH (got $got)" test "$got" = EHOSTUNREACH || return 1
+	check "not before resolve_ms ($ms ms)" test "$ms" -ge 1500 || return 1
+	check "bounded ($ms ms)" test "$ms" -lt 4000 || return 1
+	read -r got ms < <(ctl_errno_alarm 1 "connect 3 rxe0 10.77.0.1 10.77.0.9 0x1000 resolve_ms=30000")
+	log "interrupted after 1 s while resolving (resolve_ms=30000): $got after $ms ms"
+	check "EINTR (got $got)" test "$got" = EINTR || return 1
+	check "at once ($ms ms)" test "$ms" -lt 5000 || return 1
+	check "no connection 3" test -z "$(conn_state 3)" || return 1
+	# A resolution that does succeed still works after those.
+	ctl connect 4 rxe0 10.77.0.1 10.77.0.1 0x1000 || return 1
+	wait_event 20 4 ESTABLISHED || return 1
+	# Unload with a writer waiting for its neighbour: rmmod waits for the
+	# write (debugfs), which ends with its resolution.
+	ctl_errno_alarm 60 "connect 5 rxe0 10.77.0.1 10.77.0.9 0x1000 resolve_ms=3000" > /run/rcd-resolve.out &
+	wait_for 20 perl_in_write || fail "the writer never got into its write" || return 1
+	t0=$SECONDS
+	check "the module unloads" timeout 60 rmmod rust_cm_disconnect || return 1
+	wait
+	read -r got ms < /run/rcd-resolve.out
+	log "rmmod during a resolution: $((SECONDS - t0)) s; the writer got $got after $ms ms"
+	check "the writer got EHOSTUNREACH (got $got)" test "$got" = EHOSTUNREACH
+}

@@ -42,7 +42,10 @@ EINVAL|connect 3 rxe0 10.77.0.1 10.77.0.1 0x1000 nosuch=1
 EINVAL|connect 3 rxe0 10.77.0.1 10.77.0.1 0x1000 cma_port=65536
 EINVAL|connect 1000003 rxe0 10.77.0.1 10.77.0.1 0x1000
 EEXIST|connect 2 rxe0 10.77.0.1 10.77.0.1 0x1000
-EHOSTUNREACH|connect 3 rxe0 10.77.0.1 10.99.0.1 0x1000
+EINVAL|connect 3 rxe0 10.77.0.1 10.77.0.1 0x1000 resolve_ms=0
+EINVAL|connect 3 rxe0 10.77.0.1 10.77.0.1 0x1000 resolve_ms=60001
+EHOSTUNREACH|connect 3 rxe0 10.77.0.1 10.99.0.1 0x1000 resolve_ms=200
+EHOSTUNREACH|connect 3 rxe0 10.77.0.1 10.77.0.9 0x1000 resolve_ms=200
 ENODEV|connect 3 rxe9 10.77.0.1 10.77.0.1 0x1000
 EINVAL|dreq
 EINVAL|dreq x
