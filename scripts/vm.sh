@@ -10,6 +10,9 @@
 #   RCD_VM_RWDIR              a host directory the guest may write to
 #   RCD_VM_UDEV=1             the real udev coldplug at boot (default: none)
 #   RCD_VM_9P_CACHE           the root's 9p cache mode (default loose; none)
+#   RCD_VM_NET, RCD_VM_MAC    a virtio NIC on a QEMU socket network: RCD_VM_NET
+#                             is the socket's options (udp=HOST:PORT,
+#                             localaddr=HOST:PORT), RCD_VM_MAC its MAC
 #
 # KVM is not used: on this kind of machine a KVM guest hangs after SeaBIOS.
 # TCG is slower but always works.
@@ -36,6 +39,10 @@ append=()
 vng=("$VNG" --run "$KDIR" --disable-kvm --user root
 	--memory "${RCD_VM_MEM:-2G}" --cpus "${RCD_VM_CPUS:-2}"
 	"${share[@]}" "${append[@]}" --exec "$1")
+# Two guests, two hosts: a NIC on a UDP socket network between two QEMUs
+# (either may start first).
+[ -z "${RCD_VM_NET:-}" ] ||
+	vng+=(--qemu-opts "-netdev socket,id=rcdnet,$RCD_VM_NET -device virtio-net-pci,netdev=rcdnet,mac=${RCD_VM_MAC:-52:54:00:12:78:01}")
 
 # The guest boots on the host's root file system, so what its init finds
 # there is what QEMU's 9p server sees: in a mount namespace of our own,

@@ -89,11 +89,76 @@ run_one() {
 	fi
 }
 
+# run_hosts: guests 1 and 2 are hosts a and b of the two-host tests
+# (tests/t_hosts.sh): their NICs share a QEMU socket network. Each test
+# runs on both at once, each its half; they meet at barriers (files in
+# the shared queue directory, tests/t_hosts.sh: peer_put, peer_wait), never
+# after fixed sleeps. The clean guest before a test and the end of a test
+# are barriers too, so neither host cleans up under the other.
+run_hosts() {
+	local g=$1 t f
+	RCD_HOST=$([ "$g" = 1 ] && echo a || echo b)
+	RCD_PEER=$([ "$g" = 1 ] && echo b || echo a)
+	RCD_MY_IP=10.78.0.$g
+	RCD_PEER_IP=10.78.0.$((3 - g))
+	RCD_NIC=
+	for f in /sys/class/net/*; do
+		[ -e "$f/device" ] && { RCD_NIC=${f##*/}; break; }
+	done
+	export RCD_HOST RCD_PEER RCD_MY_IP RCD_PEER_IP RCD_NIC
+	if [ -z "$RCD_NIC" ]; then
+		echo "# guest $g is host $RCD_HOST but has no NIC"
+	else
+		ip addr add "$RCD_MY_IP/24" dev "$RCD_NIC" && ip link set "$RCD_NIC" up
+		read -r mac < "/sys/class/net/$RCD_NIC/address"
+		echo "# guest $g is host $RCD_HOST: $RCD_NIC $mac $RCD_MY_IP, peer $RCD_PEER_IP"
+	fi
+	while read -r t; do
+		run_host_test "$t"
+	done < "$queue/hosts"
+}
+
+# run_host_test NAME: this host's half of a two-host test.
+run_host_test() {
+	local t=$1 t0=$SECONDS t1 rc=1 tmo
+	export RCD_HOSTS_DIR=$queue/hosts.d/$t
+	mkdir -p "$RCD_HOSTS_DIR"
+	echo "# test: $t"
+	cleanup
+	# The first test also waits for the other guest to boot.
+	t1=$SECONDS
+	if [ -z "$RCD_NIC" ]; then
+		echo "# no NIC: the guest was started without the hosts' network"
+	elif peer_sync start "${RCD_HOSTS_FIRST_WAIT:-300}"; then
+		tmo=timeout_$t; tmo=${!tmo:-${RCD_TEST_TIMEOUT:-300}}
+		t1=$SECONDS
+		timeout --kill-after=10 "$tmo" bash "$0" --one "$t" 2>&1 |
+			tee /run/rcd-test.out | sed -u 's/^\([^#]\)/# \1/; s/^$/#/'
+		rc=${PIPESTATUS[0]}
+		[ $rc -ne 124 ] || echo "# timed out after $tmo s"
+	fi
+	RCD_HOSTS_FIRST_WAIT=60
+	# Done here: the other host may clean up once it is done too.
+	peer_put end "$rc"
+	peer_wait end 120 quiet >/dev/null || echo "# host $RCD_PEER did not end its half within 120 s"
+	echo "# time: cleanup $((t1 - t0)) s, test $((SECONDS - t1)) s"
+	if [ $rc -eq 0 ]; then
+		echo "RESULT ok $t"
+	elif [ $rc -eq $KSFT_SKIP ]; then
+		echo "RESULT ok $t # SKIP $(sed -n 's/^# SKIP //p' /run/rcd-test.out | tail -1)"
+	else
+		echo "RESULT not ok $t"
+	fi
+}
+
 [ "${1:-}" = --queue ] || { echo "usage: $0 --queue DIR GUEST | --one test_NAME" >&2; exit 2; }
 queue=$2
 mount | grep -q ' /sys/kernel/debug ' || mount -t debugfs none /sys/kernel/debug
 dmesg -C
 echo "# guest $3 up after $(cut -d' ' -f1 /proc/uptime) s (kernel $(uname -r), $(nproc) vCPU)"
+if [ -s "$queue/hosts" ] && [ "$3" -le 2 ]; then
+	run_hosts "$3"
+fi
 mkdir -p "$queue/claim"
 while read -r t; do
 	mkdir "$queue/claim/$t" 2>/dev/null || continue

@@ -146,14 +146,15 @@ port_active() {
 rxe_del() { rdma link del "$1" 2>/dev/null; }
 
 # Back to a clean guest: the module out, no rxe link, no qdisc, no policy
-# routes. The veth pair stays, with its addresses: no test changes it, and
+# routes. The hosts' NIC (two-host tests) keeps its address. The veth pair stays, with its addresses: no test changes it, and
 # deleting and re-creating it cost each test seconds under TCG.
 cleanup() {
 	local d
 	[ ! -d /sys/module/rcd_consumer ] || rmmod rcd_consumer >/dev/null 2>&1
 	rcd_unload >/dev/null 2>&1
-	# One tc for both ends, whatever a test left there.
-	printf 'qdisc del dev v0 root\nqdisc del dev v1 root\n' | tc -force -batch - >/dev/null 2>&1
+	# One tc for both ends (and the hosts' NIC, tests/t_hosts.sh), whatever
+	# a test left there.
+	printf 'qdisc del dev %s root\n' v0 v1 ${RCD_NIC:-} | tc -force -batch - >/dev/null 2>&1
 	veth_cross_routes_undo >/dev/null 2>&1
 	for d in /sys/class/infiniband/*; do
 		[ ! -e "$d" ] || rxe_del "${d##*/}"

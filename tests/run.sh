@@ -63,12 +63,25 @@ awk 'NR == FNR { t[$1] = $2; next } { print (($1 in t) ? t[$1] : 60), FNR, $1 }'
 	cp "$q/names" "$q/plan"
 [ -s "$q/plan" ] || cp "$q/names" "$q/plan"
 ntests=$(wc -l < "$q/plan")
-[ "$ntests" -gt 0 ] || { echo "run: no test matches '${1:-.}' in tier $tier" >&2; exit 2; }
+# The two-host tests (tests/t_hosts.sh, functions hosts_*): guests 1 and 2
+# are also two hosts on a network of their own, and run these first, side
+# by side, each its half (tests/guest.sh); then both go on with the queue.
+grep -oE '^hosts_[a-z0-9_]+\(\)' "$here/tests/t_hosts.sh" 2>/dev/null | sed 's/()$//' |
+	grep -E "$only" | grep -E "${1:-.}" > "$q/hosts"
+nhosts=$(wc -l < "$q/hosts")
+[ $((ntests + nhosts)) -gt 0 ] || { echo "run: no test matches '${1:-.}' in tier $tier" >&2; exit 2; }
 jobs=$RCD_JOBS
 [ "$jobs" -le "$ntests" ] || jobs=$ntests
+[ "$nhosts" -eq 0 ] || [ "$jobs" -ge 2 ] || jobs=2
 # One vCPU a guest when there are two or more; a lone guest gets both.
 export RCD_VM_CPUS=${RCD_VM_CPUS:-$((jobs > 1 ? 1 : 2))}
-plan=$((ntests + 2 * jobs))
+plan=$((nhosts + ntests + 2 * jobs))
+# The hosts' network: QEMU's UDP socket netdev, a port each on loopback
+# (either guest may start first). Ports from this run's number, moved on
+# while one is taken.
+port_free() { ! ss -Hlun "sport = :$1" 2>/dev/null | grep -q .; }
+hport=$((20000 + ($$ % 20000) * 2))
+until port_free $hport && port_free $((hport + 1)); do hport=$((hport + 2)); done
 
 knobs="RCD_CYCLES=$RCD_CYCLES RCD_ROUND=$RCD_ROUND RCD_MANY=$RCD_MANY RCD_LOADS=$RCD_LOADS"
 knobs="$knobs RCD_FUZZ_SECONDS=$RCD_FUZZ_SECONDS RCD_FUZZ_ROUNDS=$RCD_FUZZ_ROUNDS"
@@ -76,10 +89,14 @@ for v in RCD_FUZZ_SEED RCD_TEST_TIMEOUT RCD_STORM; do
 	[ -z "${!v:-}" ] || knobs="$knobs $v=${!v}"
 done
 
-echo "# make ${tier}: $ntests tests in $jobs guest(s) of $RCD_VM_CPUS vCPU, $RCD_VM_MEM each; $knobs"
+echo "# make ${tier}: $ntests tests in $jobs guest(s) of $RCD_VM_CPUS vCPU, $RCD_VM_MEM each$([ "$nhosts" = 0 ] || echo ", first $nhosts two-host tests in guests 1 and 2"); $knobs"
 start=$SECONDS
 for ((g = 1; g <= jobs; g++)); do
 	(
+		if [ "$nhosts" -gt 0 ] && [ $g -le 2 ]; then
+			export RCD_VM_MAC=52:54:00:12:78:0$g
+			export RCD_VM_NET="udp=127.0.0.1:$((hport + 2 - g)),localaddr=127.0.0.1:$((hport + g - 1))"
+		fi
 		RCD_VM_RWDIR=$q bash "$here/scripts/vm.sh" \
 			"$knobs RCD_KO=${RCD_KO:-$here/rust_cm_disconnect.ko} bash $here/tests/guest.sh --queue $q $g" \
 			2>&1 | sed -u "s/\r//g" > "$q/g$g.log"
@@ -90,6 +107,7 @@ for ((g = 1; g <= jobs; g++)); do
 		case $l in
 		"# guest "*" up after"*) echo "# [$((SECONDS - start)) s] ${l#\# }" ;;
 		"RESULT "*) echo "# [$((SECONDS - start)) s] guest $g: ${l#RESULT }" ;;
+		"# guest "*" is host "*) echo "# [$((SECONDS - start)) s] ${l#\# }" ;;
 		esac
 	done &
 done
@@ -110,6 +128,33 @@ report() {
 			on { print }
 			END { if (!found) { print "# no result: the guest stopped during this test or before it"; print "not ok " n " " label } }' "$1"
 	}
+	# A two-host test: both halves, then one result, ok if both were.
+	hosts_block() { # NAME
+		local g h res=ok
+		for g in 1 2; do
+			h=$([ $g = 1 ] && echo a || echo b)
+			echo "# host $h (guest $g):"
+			awk -v name="$1" '
+				$0 == "# test: " name { on = 1; next }
+				on && /^RESULT / { print "# " $0; found = 1; exit }
+				on && /^# test: / { exit }
+				on { print }
+				END { if (!found) print "# no result: the guest stopped during this test or before it" }' "$q/g$g.log"
+			if grep -q "^RESULT ok $1 # SKIP" "$q/g$g.log"; then
+				[ "$res" != ok ] || res="ok # SKIP $(sed -n "s/^RESULT ok $1 # SKIP //p" "$q/g$g.log")"
+			else
+				grep -qx "RESULT ok $1" "$q/g$g.log" || res="not ok"
+			fi
+		done
+		case $res in
+		"ok # SKIP"*) echo "ok $n $1 ${res#ok }" ;;
+		*) echo "$res $n $1" ;;
+		esac
+	}
+	while read -r name; do
+		n=$((n + 1))
+		hosts_block "$name"
+	done < "$q/hosts"
 	while read -r name; do
 		n=$((n + 1))
 		g=$(grep -lx "# test: $name" "$q"/g*.log 2>/dev/null | head -1)

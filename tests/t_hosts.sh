@@ -1,0 +1,326 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# Two hosts: guests 1 and 2 of `make check` are hosts a (10.78.0.1) and b
+# (10.78.0.2), their virtio NICs on one QEMU socket network, rxe0 on each
+# NIC, the module on both (tests/run.sh starts them, tests/guest.sh runs
+# these first). Each hosts_* function runs on both hosts at once, each its
+# half (RCD_HOST is a or b); they meet at barriers (peer_sync), files in the
+# run's shared directory, never after fixed sleeps. The peer's address is
+# resolved by the module as rdma_cm resolves it (path.rs: ARP), not found in
+# a local GID table.
+#
+# Environment (tests/guest.sh: run_hosts): RCD_HOST, RCD_PEER (a or b),
+# RCD_MY_IP, RCD_PEER_IP, RCD_NIC, RCD_HOSTS_DIR (this test's directory).
+
+# --- barriers ------------------------------------------------------------
+
+# peer_put KEY [VALUE]: tell the other host KEY (and VALUE), atomically.
+peer_put() {
+	local f=$RCD_HOSTS_DIR/$RCD_HOST.$1
+	printf '%s\n' "${2:-}" > "$f.tmp" && mv "$f.tmp" "$f"
+}
+
+# peer_wait KEY [SECONDS] [quiet]: wait until the other host has put KEY;
+# prints its VALUE. Fails at once if the other host's half has ended
+# without putting it (a failure there), or after SECONDS (default 120).
+peer_wait() {
+	local f=$RCD_HOSTS_DIR/$RCD_PEER.$1 end=$((SECONDS + ${2:-120})) v
+	until [ -e "$f" ]; do
+		if [ "$1" != end ] && [ -e "$RCD_HOSTS_DIR/$RCD_PEER.end" ]; then
+			fail "host $RCD_PEER ended its half before '$1'"
+			return 1
+		fi
+		if [ $SECONDS -ge $end ]; then
+			[ -n "${3:-}" ] || fail "host $RCD_PEER: no '$1' within ${2:-120} s"
+			return 1
+		fi
+		nap 0.2
+	done
+	read -r v < "$f"
+	echo "$v"
+}
+
+# peer_sync KEY [SECONDS] [quiet]: both hosts reach KEY.
+peer_sync() { peer_put "$1" "${RCD_SYNC_VALUE:-}" && peer_wait "$@" >/dev/null; }
+
+# --- setup -----------------------------------------------------------------
+
+# hosts_setup: rxe0 on this host's NIC, the module loaded.
+hosts_setup() {
+	[ -d /sys/module/rdma_rxe ] || modprobe rdma_rxe || return 1
+	rdma link add rxe0 type rxe netdev "$RCD_NIC" || return 1
+	wait_for 10 port_active rxe0 || fail "rxe0 on $RCD_NIC not ACTIVE" || return 1
+	rcd_load
+}
+
+# connect_to_peer FIRST LAST [OPTS...]: connections FIRST..LAST from this
+# host to the peer's listener on service 0x1000.
+connect_to_peer() {
+	local i first=$1 last=$2; shift 2
+	for ((i = first; i <= last; i++)); do
+		ctl connect $i rxe0 "$RCD_MY_IP" "$RCD_PEER_IP" 0x1000 "$@" || return 1
+	done
+}
+
+# status_count KIND STATUS FIRST LAST: events KIND with STATUS of FIRST..LAST.
+status_count() {
+	awk -v k="$1" -v s="status=$2" -v a="$3" -v b="$4" '$2 == k && $3 == s && $1 >= a && $1 <= b { n++ } END { print n + 0 }' "$RCD_DBG/events"
+}
+
+# neigh_of IP: the MAC the neighbour table has for IP on the NIC.
+neigh_of() { ip neigh show "$1" dev "$RCD_NIC" | tr -s ' ' | tr '\n' ' '; }
+
+# --- tests -------------------------------------------------------------------
+
+# Module to module across the hosts, both directions at once: each host's
+# connection 2 goes to the other's listener (the peer's MAC forgotten first,
+# so that the connect resolves it by ARP); each sends a DREQ of 220 bytes,
+# the other's listener answers with a DREP of 224; both arrive byte for
+# byte; each end sees one DISCONNECTED, reaches timewait exit and is freed,
+# on both hosts.
+hosts_module_to_module() {
+	local p=$((2 + PASSIVE_BASE)) got ms
+	hosts_setup || return 1
+	ctl listen 1 rxe0 0x1000 auto_drep=pat:224 || return 1
+	ip neigh flush dev "$RCD_NIC"
+	peer_sync listening || return 1
+	read -r got ms < <(ctl_errno_alarm 60 "connect 2 rxe0 $RCD_MY_IP $RCD_PEER_IP 0x1000")
+	log "connect $RCD_MY_IP -> $RCD_PEER_IP, neighbour unknown: $got in $ms ms; then: $(neigh_of "$RCD_PEER_IP")"
+	check "connect accepted (got $got)" test "$got" = OK || return 1
+	wait_event 30 2 ESTABLISHED || return 1
+	wait_event 30 $p ESTABLISHED || return 1
+	peer_sync established || return 1
+	ctl dreq 2 pat:220 || return 1
+	wait_event 30 2 DREP_RECEIVED || return 1
+	wait_event 30 $p DREQ_RECEIVED || return 1
+	got=$(event_field $p DREQ_RECEIVED data)
+	check "host $RCD_PEER's DREQ: 220 bytes here (len $(event_field $p DREQ_RECEIVED len))" \
+		test "$(event_field $p DREQ_RECEIVED len)" = 220 || return 1
+	[ "$got" = "$(pat_hex 220 220)" ] || fail "host $RCD_PEER's DREQ: saw ${got:0:80}..." || return 1
+	got=$(event_field 2 DREP_RECEIVED data)
+	check "host $RCD_PEER's DREP: 224 bytes here" test "$(event_field 2 DREP_RECEIVED len)" = 224 || return 1
+	[ "$got" = "$(pat_hex 224 224)" ] || fail "host $RCD_PEER's DREP: saw ${got:0:80}..." || return 1
+	log "DREQ 220 bytes and DREP 224 bytes from host $RCD_PEER: byte for byte"
+	wait_event 60 2 TIMEWAIT_EXIT && wait_event 60 $p TIMEWAIT_EXIT || return 1
+	check "one DISCONNECTED on 2 (status $(event_field 2 DISCONNECTED status))" test "$(event_count 2 DISCONNECTED)" = 1 || return 1
+	check "one DISCONNECTED on $p" test "$(event_count $p DISCONNECTED)" = 1 || return 1
+	check "2 freed" test "$(conn_state 2)" = FREED || return 1
+	check "$p freed" test "$(conn_state $p)" = FREED || return 1
+	check "ids freed (cm_ids_live $(rcd_stat cm_ids_live))" test "$(rcd_stat cm_ids_live)" = 1 || return 1
+	log "rxe0: DREQ sent $(sent rxe0 dreq) received $(cm_counter rxe0 cm_rx_msgs dreq), DREP sent $(sent rxe0 drep) received $(cm_counter rxe0 cm_rx_msgs drep); $(stats_line)"
+}
+
+# rdma-core's cmtime across the hosts: host b's `cmtime -c 50` against the
+# module as server on host a (all connected and disconnected, cmtime exits
+# 0, every DREQ answered, every id freed); then the module on host a as the
+# client of `cmtime -b` on host b: 10 connections established and
+# disconnected by the module, each DREQ answered by rdma_cm.
+hosts_cmtime() {
+	local rc pid n
+	command -v cmtime >/dev/null ||
+		{ echo "# SKIP rdmacm-utils not installed (scripts/setup.sh installs it)"; return $KSFT_SKIP; }
+	hosts_setup || return 1
+	if [ "$RCD_HOST" = a ]; then
+		ctl listen 1 rxe0 tcp:7471 cma=1 auto_drep=- || return 1
+		peer_sync listening || return 1
+		rc=$(peer_wait cmtime_done 300) || return 1
+		check "host b's cmtime exits 0 (got $rc)" test "$rc" = 0 || return 1
+		n=$(grep -c ' listener=1 ' "$RCD_DBG/conns")
+		check "50 passive ends (got $n)" test "$n" = 50 || return 1
+		wait_for 60 sh -c "[ \$(grep -c ' TIMEWAIT_EXIT ' $RCD_DBG/events) = 50 ]" ||
+			fail "timewait exits: $(count_events TIMEWAIT_EXIT) of 50" || return 1
+		check "50 DREQs received" test "$(count_events DREQ_RECEIVED)" = 50 || return 1
+		check "50 DREPs sent" test "$(grep -c ' DREP_SENT status=0 ' "$RCD_DBG/events")" = 50 || return 1
+		check "ids freed" test "$(rcd_stat cm_ids_live)" = 1 || return 1
+		log "cmtime -c 50 from host b: 50 connected and disconnected; $(stats_line)"
+		# The module as client of host b's cmtime -b.
+		peer_wait cmtime_listening 120 >/dev/null || return 1
+		for ((n = 2; n <= 11; n++)); do
+			ctl connect $n rxe0 "$RCD_MY_IP" "$RCD_PEER_IP" tcp:7472 cma_port=$((5000 + n)) || return 1
+		done
+		wait_events 60 ESTABLISHED 2 11 10 || return 1
+		ctl disconnect 2-11 text:from-module || return 1
+		wait_events 60 DREP_RECEIVED 2 11 10 || return 1
+		exactly_once DISCONNECTED 2 11 || return 1
+		wait_events 60 TIMEWAIT_EXIT 2 11 10 || return 1
+		check "ids freed" test "$(rcd_stat cm_ids_live)" = 1 || return 1
+		log "the module as client of cmtime -b on host b: 10 connected, disconnected, DREPs received; rxe0 DREQ retries $(cm_counter rxe0 cm_tx_retries dreq)"
+		peer_put module_done
+	else
+		peer_sync listening || return 1
+		timeout 240 cmtime -s "$RCD_PEER_IP" -p 7471 -c 50 > /run/cmtime.out 2>&1
+		rc=$?
+		grep -E 'connect|disconnect' /run/cmtime.out | sed 's/^/# cmtime -c 50: /'
+		peer_put cmtime_done $rc
+		check "cmtime exits 0 (got $rc)" test $rc = 0 || return 1
+		timeout 240 cmtime -b "$RCD_MY_IP" -p 7472 -c 10 >/dev/null 2>&1 & pid=$!
+		wait_for 60 cma_listening 7472 || fail "cmtime -b not listening" || return 1
+		peer_put cmtime_listening
+		peer_wait module_done 240 >/dev/null; rc=$?
+		# cmtime's server waits for more than these connections: stop it.
+		kill $pid 2>/dev/null; wait $pid 2>/dev/null
+		return $rc
+	fi
+}
+
+# The CM timing of the lossy tests (t_faults.sh's): packet life time and
+# response timeout 2^14 x 4.096 us (67 ms), so that retries come within
+# a few hundred ms.
+HOSTS_FAST="lifetime=14 resp=14"
+
+# netem_loss PERCENT: this host's NIC drops PERCENT of what it sends.
+netem_loss() {
+	[ -d /sys/module/sch_netem ] || modprobe sch_netem || return 1
+	tc qdisc replace dev "$RCD_NIC" root netem loss "$1%"
+}
+
+# 30% loss on host a's NIC while host b disconnects 20 connections to it at
+# once: host a's DREPs are lost, host b's CM retries its DREQs, host a's
+# sees them again and answers again; every DREQ is answered, each end sees
+# its DREQ or DREP once and one DISCONNECTED, every id is freed on both.
+hosts_loss_disconnect_20() {
+	local p1=$((2 + PASSIVE_BASE)) p2=$((21 + PASSIVE_BASE)) v
+	hosts_setup || return 1
+	if [ "$RCD_HOST" = a ]; then
+		ctl listen 1 rxe0 0x1000 auto_drep=text:bye || return 1
+		peer_sync listening || return 1
+		wait_events 120 ESTABLISHED $p1 $p2 20 || return 1
+		peer_wait established 120 >/dev/null || return 1
+		netem_loss 30 || return 1
+		peer_put lossy
+		wait_events 300 DREQ_RECEIVED $p1 $p2 20 || return 1
+		peer_wait dreps 300 >/dev/null || return 1
+		wait_events 120 TIMEWAIT_EXIT $p1 $p2 20 || return 1
+		tc qdisc del dev "$RCD_NIC" root
+		log "host a (30% loss on its NIC): duplicate DREQs $(cm_counter rxe0 cm_rx_duplicates dreq), DREPs sent $(cm_counter rxe0 cm_tx_msgs drep) for 20 connections"
+		exactly_once DREQ_RECEIVED $p1 $p2 && exactly_once DISCONNECTED $p1 $p2 || return 1
+		check "ids freed" wait_for 30 stat_is cm_ids_live 1 || return 1
+	else
+		peer_sync listening || return 1
+		connect_to_peer 2 21 $HOSTS_FAST retries=15 || return 1
+		wait_events 120 ESTABLISHED 2 21 20 || return 1
+		peer_put established
+		peer_wait lossy 120 >/dev/null || return 1
+		ctl dreq 2-21 text:lossy || return 1
+		wait_events 300 DREP_RECEIVED 2 21 20 || return 1
+		peer_put dreps
+		wait_events 120 TIMEWAIT_EXIT 2 21 20 || return 1
+		v=$(cm_counter rxe0 cm_tx_retries dreq)
+		log "host b: 20 DREPs through host a's 30% loss; DREQ retries $v, DREQ_ERROR $(events_in DREQ_ERROR 2 21)"
+		check "the CM retried (a DREP lost)" test "$v" -ge 1 || return 1
+		check "no DREQ timed out" test "$(events_in DREQ_ERROR 2 21)" = 0 || return 1
+		exactly_once DREP_RECEIVED 2 21 && exactly_once DISCONNECTED 2 21 || return 1
+		check "ids freed" wait_for 30 stat_is cm_ids_live 0 || return 1
+	fi
+	log "$(stats_line)"
+}
+
+# established_then_dreq FIRST LAST: sends each connection of FIRST..LAST
+# its DREQ as soon as it is established (polled from conns, builtins only),
+# until all have one.
+established_then_dreq() {
+	local n=$(($2 - $1 + 1)) num rest done_list=" " left
+	left=$n
+	while [ $left -gt 0 ]; do
+		while read -r num rest; do
+			[ "$num" -ge "$1" ] && [ "$num" -le "$2" ] || continue
+			case $rest in *" state=ESTABLISHED "*) ;; *) continue ;; esac
+			case $done_list in *" $num "*) continue ;; esac
+			ctl dreq "$num" text:early || return 1
+			done_list="$done_list$num "
+			left=$((left - 1))
+		done < "$RCD_DBG/conns"
+		[ $left -eq 0 ] || nap 0.1
+	done
+}
+
+# Loss from before the handshake: 30% on host b's NIC, then 30 connections
+# from b to a, each sent its DREQ as soon as it is established on b. Some
+# RTUs are lost, and host a's CM waits 4.3 s before it sends the REP again
+# (resp=20): a DREQ that arrives in that time finds the passive end still
+# waiting for its RTU (REP_SENT). Such an end gets DREQ_RECEIVED without
+# ever being ESTABLISHED; like every other it answers with its DREP, sees
+# one DISCONNECTED and is freed. (Chance that none of 30 meets it: 0.1%.)
+hosts_loss_before_handshake() {
+	local p1=$((2 + PASSIVE_BASE)) p2=$((31 + PASSIVE_BASE)) e early=0
+	hosts_setup || return 1
+	if [ "$RCD_HOST" = a ]; then
+		ctl listen 1 rxe0 0x1000 auto_drep=text:bye || return 1
+		peer_sync listening || return 1
+		wait_events 300 DREQ_RECEIVED $p1 $p2 30 || return 1
+		peer_wait dreps 300 >/dev/null || return 1
+		wait_events 120 TIMEWAIT_EXIT $p1 $p2 30 || return 1
+		for ((e = p1; e <= p2; e++)); do
+			[ "$(event_count $e ESTABLISHED)" = 1 ] || early=$((early + 1))
+		done
+		log "host a: $early of 30 passive ends got their DREQ before any RTU; REPs resent $(cm_counter rxe0 cm_tx_retries rep), RTUs received $(cm_counter rxe0 cm_rx_msgs rtu), duplicate REQs $(cm_counter rxe0 cm_rx_duplicates req)"
+		check "some DREQ came before its RTU" test $early -ge 1 || return 1
+		exactly_once DREQ_RECEIVED $p1 $p2 && exactly_once DISCONNECTED $p1 $p2 || return 1
+		check "30 DREPs sent" test "$(events_in DREP_SENT $p1 $p2)" = 30 || return 1
+		check "all freed" test "$(state_count FREED $p1 $p2)" = 30 || return 1
+		check "ids freed" wait_for 30 stat_is cm_ids_live 1 || return 1
+	else
+		peer_sync listening || return 1
+		netem_loss 30 || return 1
+		connect_to_peer 2 31 lifetime=14 resp=20 retries=15 resolve_ms=10000 || return 1
+		established_then_dreq 2 31 || return 1
+		wait_events 300 DREP_RECEIVED 2 31 30 || return 1
+		peer_put dreps
+		wait_events 120 TIMEWAIT_EXIT 2 31 30 || return 1
+		tc qdisc del dev "$RCD_NIC" root
+		log "host b (30% loss on its NIC): REQ retries $(cm_counter rxe0 cm_tx_retries req), RTUs sent $(cm_counter rxe0 cm_tx_msgs rtu), DREQ retries $(cm_counter rxe0 cm_tx_retries dreq)"
+		exactly_once DREP_RECEIVED 2 31 && exactly_once DISCONNECTED 2 31 || return 1
+		check "ids freed" wait_for 30 stat_is cm_ids_live 0 || return 1
+	fi
+	log "$(stats_line)"
+}
+
+# One host's device deleted under 50 live connections: host a deletes its
+# rxe0 (`rdma link del`), having first cut its NIC's sending (100% loss) so
+# that the DREQs 6.12 sends for ids destroyed while ESTABLISHED stay home.
+# Host a's 50 ends get DISCONNECTED -ENODEV and are freed, and the module
+# unloads; host b's DREQs then go unanswered: each of its 50 ends gets
+# DREQ_ERROR, DISCONNECTED -ETIMEDOUT, timewait exit, and everything is
+# freed (ids, QPs).
+hosts_link_del_50() {
+	local p1=$((2 + PASSIVE_BASE)) p2=$((51 + PASSIVE_BASE)) t0 qps
+	hosts_setup || return 1
+	if [ "$RCD_HOST" = a ]; then
+		ctl listen 1 rxe0 0x1000 auto_drep=- || return 1
+		peer_sync listening || return 1
+		wait_events 120 ESTABLISHED $p1 $p2 50 || return 1
+		peer_wait established 120 >/dev/null || return 1
+		netem_loss 100 || return 1
+		t0=$SECONDS
+		check "rdma link del rxe0 returns" timeout 120 rdma link del rxe0 || return 1
+		log "host a: rxe0 deleted under 50 connections in $((SECONDS - t0)) s; its ends: $(awk -v a=$p1 -v b=$p2 '$2 == "DISCONNECTED" && $1 >= a && $1 <= b { print $3 }' "$RCD_DBG/events" | sort | uniq -c | tr -s ' ' | tr '\n' ';')"
+		check "all 50 freed" test "$(state_count FREED $p1 $p2)" = 50 || return 1
+		exactly_once DISCONNECTED $p1 $p2 || return 1
+		check "every one -ENODEV" test "$(status_count DISCONNECTED -19 $p1 $p2)" = 50 || return 1
+		check "no id left" test "$(rcd_stat cm_ids_live)" = 0 || return 1
+		peer_put deleted
+		peer_wait freed 300 >/dev/null || return 1
+		tc qdisc del dev "$RCD_NIC" root
+		check "the module unloads" timeout 120 rmmod rust_cm_disconnect || return 1
+	else
+		qps=$(rdma_res qp)
+		peer_sync listening || return 1
+		connect_to_peer 2 51 $HOSTS_FAST retries=3 || return 1
+		wait_events 120 ESTABLISHED 2 51 50 || return 1
+		peer_put established
+		peer_wait deleted 300 >/dev/null || return 1
+		t0=$SECONDS
+		ctl disconnect 2-51 text:anyone || return 1
+		wait_events 120 DISCONNECTED 2 51 50 || return 1
+		log "host b: 50 DREQs to the deleted device; DISCONNECTED after $((SECONDS - t0)) s: $(awk '$2 == "DISCONNECTED" && $1 >= 2 && $1 <= 51 { print $3 }' "$RCD_DBG/events" | sort | uniq -c | tr -s ' ' | tr '\n' ';') DREQ retries $(cm_counter rxe0 cm_tx_retries dreq)"
+		check "50 DREQ_ERROR" test "$(events_in DREQ_ERROR 2 51)" = 50 || return 1
+		check "every one -ETIMEDOUT" test "$(status_count DISCONNECTED -110 2 51)" = 50 || return 1
+		exactly_once DISCONNECTED 2 51 || return 1
+		wait_events 120 TIMEWAIT_EXIT 2 51 50 || return 1
+		check "all freed" test "$(state_count FREED 2 51)" = 50 || return 1
+		check "ids freed" wait_for 30 stat_is cm_ids_live 0 || return 1
+		check "QPs freed ($(rdma_res qp), $qps before)" test "$(rdma_res qp)" = "$qps" || return 1
+		peer_put freed
+	fi
+	log "$(stats_line)"
+}
