@@ -42,7 +42,7 @@ vng=("$VNG" --run "$KDIR" --disable-kvm --user root
 # Two guests, two hosts: a NIC on a UDP socket network between two QEMUs
 # (either may start first).
 [ -z "${RCD_VM_NET:-}" ] ||
-	vng+=(--qemu-opts "-netdev socket,id=rcdnet,$RCD_VM_NET -device virtio-net-pci,netdev=rcdnet,mac=${RCD_VM_MAC:-52:54:00:12:78:01}")
+	vng+=("--qemu-opts=-netdev socket,id=rcdnet,$RCD_VM_NET -device virtio-net-pci,netdev=rcdnet,mac=${RCD_VM_MAC:-52:54:00:12:78:01}")
 
 # The guest boots on the host's root file system, so what its init finds
 # there is what QEMU's 9p server sees: in a mount namespace of our own,

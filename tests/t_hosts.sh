@@ -45,8 +45,8 @@ peer_sync() { peer_put "$1" "${RCD_SYNC_VALUE:-}" && peer_wait "$@" >/dev/null; 
 
 # --- setup -----------------------------------------------------------------
 
-# hosts_setup: rxe0 on this host's NIC, the module loaded.
-hosts_setup() {
+# host_setup: rxe0 on this host's NIC, the module loaded.
+host_setup() {
 	[ -d /sys/module/rdma_rxe ] || modprobe rdma_rxe || return 1
 	rdma link add rxe0 type rxe netdev "$RCD_NIC" || return 1
 	wait_for 10 port_active rxe0 || fail "rxe0 on $RCD_NIC not ACTIVE" || return 1
@@ -80,7 +80,7 @@ neigh_of() { ip neigh show "$1" dev "$RCD_NIC" | tr -s ' ' | tr '\n' ' '; }
 # on both hosts.
 hosts_module_to_module() {
 	local p=$((2 + PASSIVE_BASE)) got ms
-	hosts_setup || return 1
+	host_setup || return 1
 	ctl listen 1 rxe0 0x1000 auto_drep=pat:224 || return 1
 	ip neigh flush dev "$RCD_NIC"
 	peer_sync listening || return 1
@@ -119,7 +119,7 @@ hosts_cmtime() {
 	local rc pid n
 	command -v cmtime >/dev/null ||
 		{ echo "# SKIP rdmacm-utils not installed (scripts/setup.sh installs it)"; return $KSFT_SKIP; }
-	hosts_setup || return 1
+	host_setup || return 1
 	if [ "$RCD_HOST" = a ]; then
 		ctl listen 1 rxe0 tcp:7471 cma=1 auto_drep=- || return 1
 		peer_sync listening || return 1
@@ -180,7 +180,7 @@ netem_loss() {
 # its DREQ or DREP once and one DISCONNECTED, every id is freed on both.
 hosts_loss_disconnect_20() {
 	local p1=$((2 + PASSIVE_BASE)) p2=$((21 + PASSIVE_BASE)) v
-	hosts_setup || return 1
+	host_setup || return 1
 	if [ "$RCD_HOST" = a ]; then
 		ctl listen 1 rxe0 0x1000 auto_drep=text:bye || return 1
 		peer_sync listening || return 1
@@ -243,7 +243,7 @@ established_then_dreq() {
 # one DISCONNECTED and is freed. (Chance that none of 30 meets it: 0.1%.)
 hosts_loss_before_handshake() {
 	local p1=$((2 + PASSIVE_BASE)) p2=$((31 + PASSIVE_BASE)) e early=0
-	hosts_setup || return 1
+	host_setup || return 1
 	if [ "$RCD_HOST" = a ]; then
 		ctl listen 1 rxe0 0x1000 auto_drep=text:bye || return 1
 		peer_sync listening || return 1
@@ -284,7 +284,7 @@ hosts_loss_before_handshake() {
 # freed (ids, QPs).
 hosts_link_del_50() {
 	local p1=$((2 + PASSIVE_BASE)) p2=$((51 + PASSIVE_BASE)) t0 qps
-	hosts_setup || return 1
+	host_setup || return 1
 	if [ "$RCD_HOST" = a ]; then
 		ctl listen 1 rxe0 0x1000 auto_drep=- || return 1
 		peer_sync listening || return 1
