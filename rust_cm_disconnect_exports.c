@@ -150,6 +150,26 @@ void rcd_ib_dma_unmap_single(struct ib_device *dev, u64 addr, size_t size,
 	ib_dma_unmap_single(dev, addr, size, dir);
 }
 
+/*
+ * Fast registration (verbs.rs): ib_map_mr_sg() takes a scatterlist, built
+ * here for one range already mapped (a stack entry: the driver copies the
+ * page addresses out of it); ib_update_fast_reg_key() is a static inline.
+ */
+int rcd_ib_map_mr_one(struct ib_mr *mr, u64 addr, u32 len)
+{
+	struct scatterlist sg;
+
+	sg_init_table(&sg, 1);
+	sg_dma_address(&sg) = addr;
+	sg_dma_len(&sg) = len;
+	return ib_map_mr_sg(mr, &sg, 1, NULL, PAGE_SIZE);
+}
+
+void rcd_ib_update_fast_reg_key(struct ib_mr *mr, u8 key)
+{
+	ib_update_fast_reg_key(mr, key);
+}
+
 /* The C API (include/rust_cm_disconnect.h), implemented in capi.rs. */
 EXPORT_SYMBOL_GPL(rcd_send_dreq);
 EXPORT_SYMBOL_GPL(rcd_send_drep);

@@ -61,4 +61,11 @@ int rcd_ib_dma_map_single(struct ib_device *dev, void *cpu_addr, size_t size,
 void rcd_ib_dma_unmap_single(struct ib_device *dev, u64 addr, size_t size,
 			     int dir);
 
+struct ib_mr;
+
+/* Fast registration (verbs.rs): ib_map_mr_sg() of one mapped range (1 on
+ * success), ib_update_fast_reg_key(). */
+int rcd_ib_map_mr_one(struct ib_mr *mr, u64 addr, u32 len);
+void rcd_ib_update_fast_reg_key(struct ib_mr *mr, u8 key);
+
 #endif

@@ -16,7 +16,7 @@ use crate::{
     errno,
     ib_client::{Client, Device, DeviceHandle},
     path::{self, Timing},
-    verbs::{self, Completion, QpSize, RcQp, WrKind, WC_WR_FLUSH_ERR},
+    verbs::{self, Completion, MrState, QpSize, RcQp, WrKind, WC_WR_FLUSH_ERR},
 };
 use core::{
     fmt::Write,
@@ -271,6 +271,18 @@ pub(crate) struct Post {
     pub(crate) data: Option<KVec<u8>>,
 }
 
+/// What `rdma` asks for: `count` RDMA READs (`kind` [`WrKind::RdmaRead`]) of
+/// `len` bytes at the peer's `addr` with its `rkey`, or WRITEs of `data`
+/// (or `len` pattern bytes) there.
+pub(crate) struct Rdma {
+    pub(crate) kind: WrKind,
+    pub(crate) addr: u64,
+    pub(crate) rkey: u32,
+    pub(crate) len: usize,
+    pub(crate) count: u32,
+    pub(crate) data: Option<KVec<u8>>,
+}
+
 /// The work requests of an endpoint: how many were posted, how each came
 /// back, and what the successful ones carried.
 ///
@@ -303,6 +315,11 @@ struct DataStats {
     tx_bytes: u64,
     /// FNV-1a over every byte sent (completed with success), in order.
     tx_sum: u32,
+    /// MR buffers handed back by their LOCAL_INV, and the last one's
+    /// FNV-1a and first bytes (what the peer left in it).
+    mr_back: u64,
+    mr_sum: u32,
+    mr_last: [u8; 16],
 }
 
 const FNV_OFFSET: u32 = 0x811c_9dc5;
@@ -327,7 +344,8 @@ impl WrStats {
             return;
         };
         match c.kind {
-            Some(WrKind::Recv) => {
+            // A READ brings data in as a receive does; a WRITE sends it.
+            Some(WrKind::Recv | WrKind::RdmaRead) => {
                 let got = &c.buf[..(c.byte_len as usize).min(c.buf.len())];
                 if d.rx_msgs == 0 {
                     d.rx_sum = FNV_OFFSET;
@@ -339,7 +357,15 @@ impl WrStats {
                 d.rx_last[..n].copy_from_slice(&got[..n]);
                 d.rx_last_len = n;
             }
-            Some(WrKind::Send) => {
+            Some(WrKind::LocalInv) => {
+                d.mr_back += 1;
+                d.mr_sum = fnv1a(FNV_OFFSET, &c.buf);
+                let n = c.buf.len().min(d.mr_last.len());
+                d.mr_last = [0; 16];
+                d.mr_last[..n].copy_from_slice(&c.buf[..n]);
+            }
+            Some(WrKind::RegMr) => {}
+            Some(WrKind::Send | WrKind::RdmaWrite) => {
                 if d.tx_msgs == 0 {
                     d.tx_sum = FNV_OFFSET;
                 }
@@ -375,7 +401,18 @@ impl WrStats {
             out,
             " tx_msgs={} tx_bytes={} tx_sum={:08x}",
             d.tx_msgs, d.tx_bytes, d.tx_sum
-        )
+        )?;
+        if d.mr_back > 0 {
+            write!(
+                out,
+                " mr_back={} mr_sum={:08x} mr_last=",
+                d.mr_back, d.mr_sum
+            )?;
+            for b in d.mr_last.iter() {
+                write!(out, "{:02x}", b)?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -408,6 +445,68 @@ impl EndpointState {
         Some(verbs)
     }
 
+    /// Allocates the data statistics on the first post.
+    fn data_stats(&mut self) -> Result {
+        if self.wr.data.is_none() {
+            self.wr.data = Some(KBox::new(DataStats::default(), GFP_KERNEL)?);
+        }
+        Ok(())
+    }
+
+    /// `mr NUM reg DATA`: registers a buffer holding DATA for the peer's
+    /// RDMA READ and WRITE.
+    fn reg_mr(&mut self, data: &[u8]) -> Result {
+        if data.len() > MAX_WR_BYTES {
+            return Err(errno::emsgsize());
+        }
+        self.data_stats()?;
+        let verbs = self.verbs.as_mut().ok_or(ENODEV)?;
+        verbs.reg_mr(copy(data)?)?;
+        self.wr.posted += 1;
+        Ok(())
+    }
+
+    /// `mr NUM inval IDX`: invalidates MR `idx`; its buffer comes back.
+    fn invalidate_mr(&mut self, idx: usize) -> Result {
+        let verbs = self.verbs.as_mut().ok_or(ENODEV)?;
+        verbs.invalidate_mr(idx)?;
+        self.wr.posted += 1;
+        Ok(())
+    }
+
+    /// `rdma NUM read|write ADDR RKEY LEN`: `r.count` RDMA READs of the
+    /// peer's LEN bytes at ADDR, or WRITEs of `r.data` (or LEN pattern
+    /// bytes) there. Checked first: `EMSGSIZE` over [`MAX_WR_BYTES`],
+    /// `ENOMEM` if the send queue has no room for them all.
+    fn rdma(&mut self, r: &Rdma) -> Result {
+        let len = match (&r.data, r.kind) {
+            (Some(d), WrKind::RdmaWrite) => d.len(),
+            _ => r.len,
+        };
+        if len > MAX_WR_BYTES {
+            return Err(errno::emsgsize());
+        }
+        if !self.verbs.as_ref().ok_or(ENODEV)?.has_room(r.kind, r.count) {
+            return Err(ENOMEM);
+        }
+        self.data_stats()?;
+        let verbs = self.verbs.as_mut().ok_or(ENODEV)?;
+        for _ in 0..r.count {
+            let buf = match (&r.data, r.kind) {
+                (Some(d), WrKind::RdmaWrite) => copy(d)?,
+                (None, WrKind::RdmaWrite) => pattern(len)?,
+                _ => {
+                    let mut v = KVec::new();
+                    v.extend_with(len, 0, GFP_KERNEL)?;
+                    v
+                }
+            };
+            verbs.post_rdma(r.kind, buf, r.addr, r.rkey)?;
+            self.wr.posted += 1;
+        }
+        Ok(())
+    }
+
     /// Posts what `p` asks for on the QP. Checked first, nothing posted on
     /// these errors: `EMSGSIZE` for a buffer over [`MAX_WR_BYTES`] or a SEND
     /// over the path MTU, `ENOTCONN` for a SEND with data before the QP has
@@ -424,9 +523,8 @@ impl EndpointState {
         if !verbs.has_room(WrKind::Recv, p.recv) || !verbs.has_room(WrKind::Send, p.send) {
             return Err(ENOMEM);
         }
-        if self.wr.data.is_none() {
-            self.wr.data = Some(KBox::new(DataStats::default(), GFP_KERNEL)?);
-        }
+        self.data_stats()?;
+        let verbs = self.verbs.as_mut().ok_or(ENODEV)?;
         for _ in 0..p.recv {
             let mut buf = KVec::new();
             buf.extend_with(p.size, 0, GFP_KERNEL)?;
@@ -950,6 +1048,11 @@ impl Core {
             qp_state: bindings::ib_qp_state_IB_QPS_INIT,
             pkey_index: 0,
             port_num: a.port,
+            // The peer may READ and WRITE the MRs this end registers (the
+            // passive end gets the same from the CM).
+            qp_access_flags: (bindings::ib_access_flags_IB_ACCESS_REMOTE_READ
+                | bindings::ib_access_flags_IB_ACCESS_REMOTE_WRITE)
+                as c_int,
             ..Default::default()
         };
         verbs.modify(
@@ -1078,6 +1181,21 @@ impl Core {
         self.ep(num)?.st.lock().post(p)
     }
 
+    /// `mr NUM reg DATA`: see [`EndpointState::reg_mr`].
+    pub(crate) fn reg_mr(&self, num: u32, data: &[u8]) -> Result {
+        self.ep(num)?.st.lock().reg_mr(data)
+    }
+
+    /// `mr NUM inval IDX`: see [`EndpointState::invalidate_mr`].
+    pub(crate) fn invalidate_mr(&self, num: u32, idx: usize) -> Result {
+        self.ep(num)?.st.lock().invalidate_mr(idx)
+    }
+
+    /// `rdma NUM read|write ...`: see [`EndpointState::rdma`].
+    pub(crate) fn rdma(&self, num: u32, r: &Rdma) -> Result {
+        self.ep(num)?.st.lock().rdma(r)
+    }
+
     /// `poll NUM`: takes every completion from the connection's CQ and
     /// counts it (`flushed` for `IB_WC_WR_FLUSH_ERR`).
     pub(crate) fn poll(&self, num: u32) -> Result {
@@ -1151,6 +1269,19 @@ impl Core {
             let st = ep.st.lock();
             if let Some(v) = &st.verbs {
                 write!(out, " qpn={}", v.qp_num())?;
+                for m in v.mrs() {
+                    let state = match m.state {
+                        MrState::Registering => "registering",
+                        MrState::Valid => "valid",
+                        MrState::Invalidating => "invalidating",
+                        MrState::Failed => "failed",
+                    };
+                    write!(
+                        out,
+                        " mr{}={}:{:#x}:{:#x}:{}",
+                        m.index, state, m.addr, m.rkey, m.len
+                    )?;
+                }
             }
             if st.wr.posted > 0 {
                 st.wr.show(out)?;
@@ -1226,6 +1357,7 @@ impl Core {
         drop(inner);
         writeln!(out, "cm_ids_live {}", cm::live_ids())?;
         writeln!(out, "wr_bufs_mapped {}", verbs::mapped_bufs())?;
+        writeln!(out, "mrs_live {}", verbs::live_mrs())?;
         writeln!(
             out,
             "endpoints_live {}",

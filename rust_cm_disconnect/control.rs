@@ -24,6 +24,12 @@
 //!                         post work requests on the connection's QP: RECV
 //!                         receives with N-byte buffers, SEND SENDs of DATA
 //!                         or N pattern bytes (none: zero-length)
+//! mr      NUM reg DATA    register a buffer holding DATA for the peer's
+//!                         RDMA READ/WRITE (fast registration)
+//! mr      NUM inval IDX   invalidate MR IDX: its buffer comes back
+//! rdma    NUM read|write ADDR RKEY LEN [count=N] [data=DATA]
+//!                         RDMA READs of the peer's LEN bytes at ADDR, or
+//!                         WRITEs of DATA (or LEN pattern bytes) there
 //! poll    NUM             count the CQ's completions (and flushes)
 //! close   NUM[,NUM...]
 //! ```
@@ -57,10 +63,11 @@
 
 use crate::{
     cma,
-    conn::{Behaviour, ConnectArgs, Core, OnDreq, OnRep, OnReq, Post},
+    conn::{Behaviour, ConnectArgs, Core, OnDreq, OnRep, OnReq, Post, Rdma},
     debugfs::{File, Ops, Output},
     disconnect::Message,
     path::{self, Timing},
+    verbs::WrKind,
 };
 use kernel::{
     c_str,
@@ -129,6 +136,14 @@ impl Ops for Core {
                 core.send(num, Message::Drep, &data)
             }
             "post" => post(&core, &args),
+            "mr" => match args.as_slice() {
+                [num, "reg", data] => core.reg_mr(parse_u32(num)?, &parse_data(data)?),
+                [num, "inval", idx] => {
+                    core.invalidate_mr(parse_u32(num)?, parse_u32(idx)? as usize)
+                }
+                _ => Err(EINVAL),
+            },
+            "rdma" => rdma(&core, &args),
             "poll" => match args.as_slice() {
                 [num] => core.poll(parse_u32(num)?),
                 _ => Err(EINVAL),
@@ -244,6 +259,33 @@ fn post(core: &Core, args: &[&str]) -> Result {
         }
     }
     core.post(num, &p)
+}
+
+/// `rdma NUM read|write ADDR RKEY LEN [count=N] [data=DATA]`.
+fn rdma(core: &Core, args: &[&str]) -> Result {
+    let [num, op, addr, rkey, len, opts @ ..] = args else {
+        return Err(EINVAL);
+    };
+    let mut r = Rdma {
+        kind: match *op {
+            "read" => WrKind::RdmaRead,
+            "write" => WrKind::RdmaWrite,
+            _ => return Err(EINVAL),
+        },
+        addr: parse_u64(addr)?,
+        rkey: u32::try_from(parse_u64(rkey)?).map_err(|_| EINVAL)?,
+        len: parse_len(len)?,
+        count: 1,
+        data: None,
+    };
+    for opt in opts {
+        match opt.split_once('=').ok_or(EINVAL)? {
+            ("count", n) => r.count = parse_u32(n)?,
+            ("data", d) => r.data = Some(parse_data(d)?),
+            _ => return Err(EINVAL),
+        }
+    }
+    core.rdma(parse_u32(num)?, &r)
 }
 
 /// `COUNT[:SIZE]`: receives posted before the REQ or REP.

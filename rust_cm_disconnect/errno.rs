@@ -28,4 +28,5 @@ errnos! {
     ehostunreach => EHOSTUNREACH,
     eaddrinuse => EADDRINUSE,
     emsgsize => EMSGSIZE,
+    enospc => ENOSPC,
 }

@@ -46,6 +46,11 @@ extern "C" {
     ) -> c_int;
     /// In `rust_cm_disconnect_exports.c`: `ib_dma_unmap_single()`.
     fn rcd_ib_dma_unmap_single(dev: *mut bindings::ib_device, addr: u64, size: usize, dir: c_int);
+    /// In `rust_cm_disconnect_exports.c`: `ib_map_mr_sg()` of one mapped
+    /// range (a scatterlist of one entry); 1 on success.
+    fn rcd_ib_map_mr_one(mr: *mut bindings::ib_mr, addr: u64, len: u32) -> c_int;
+    /// In `rust_cm_disconnect_exports.c`: `ib_update_fast_reg_key()`.
+    fn rcd_ib_update_fast_reg_key(mr: *mut bindings::ib_mr, key: u8);
 }
 
 /// Work-request buffers mapped for a device right now, over every QP: 0
@@ -57,11 +62,78 @@ pub(crate) fn mapped_bufs() -> usize {
     MAPPED_BUFS.load(Ordering::Relaxed)
 }
 
+/// MRs allocated, over every QP: 0 once every QP is freed.
+static LIVE_MRS: AtomicUsize = AtomicUsize::new(0);
+
+/// How many MRs are allocated right now.
+pub(crate) fn live_mrs() -> usize {
+    LIVE_MRS.load(Ordering::Relaxed)
+}
+
 /// What a posted work request is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum WrKind {
     Recv,
     Send,
+    /// An RDMA READ into the request's buffer.
+    RdmaRead,
+    /// An RDMA WRITE of the request's buffer.
+    RdmaWrite,
+    /// The fast registration of one of the QP's MRs (`IB_WR_REG_MR`).
+    RegMr,
+    /// The local invalidation of one of the QP's MRs (`IB_WR_LOCAL_INV`):
+    /// its completion hands the MR's buffer back.
+    LocalInv,
+}
+
+impl WrKind {
+    /// A request of the send queue (all but receives).
+    fn on_send_queue(self) -> bool {
+        self != Self::Recv
+    }
+}
+
+/// The most MRs one QP registers at once.
+pub(crate) const MAX_MRS: usize = 8;
+
+/// The largest buffer an MR registers: two pages of page list cover it
+/// wherever it starts.
+pub(crate) const MAX_REG_BYTES: usize = 4096;
+
+/// Where an MR of the QP is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum MrState {
+    /// Its REG_MR is posted.
+    Registering,
+    /// Registered: the peer may read and write the buffer with its rkey.
+    Valid,
+    /// Its LOCAL_INV is posted.
+    Invalidating,
+    /// Its REG_MR or LOCAL_INV did not complete with success (flushed by a
+    /// QP in error): the buffer stays with the MR until the QP is freed.
+    Failed,
+}
+
+/// What the peer needs to use an MR, and its state (for `conns`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct MrInfo {
+    pub(crate) index: usize,
+    pub(crate) addr: u64,
+    pub(crate) rkey: u32,
+    pub(crate) len: usize,
+    pub(crate) state: MrState,
+}
+
+/// A fast-registration MR of the QP's PD, with the buffer it exposes.
+///
+/// `buf` is the buffer registered, from its REG_MR's post until its
+/// LOCAL_INV completes with success (then it goes back to the caller) or the
+/// QP is destroyed; `None` while the MR is free for a new registration.
+struct MrSlot {
+    mr: NonNull<bindings::ib_mr>,
+    buf: Option<Mapping>,
+    state: MrState,
+    key: u8,
 }
 
 /// A completion taken from a CQ, with the buffer of its work request back.
@@ -89,9 +161,10 @@ pub(crate) const WC_WR_FLUSH_ERR: u32 = bindings::ib_wc_status_IB_WC_WR_FLUSH_ER
 /// physically contiguous) are mapped on `dev` at `addr` in direction `dir`,
 /// and are unmapped exactly once, in `drop`; `buf`'s allocation does not move
 /// or shrink meanwhile (only `into_buf` takes it, and the unmap follows at
-/// once). A `Mapping` lives only in the table of an [`RcQp`] of `dev` (or on
-/// the stack of its methods), so `dev` outlives it: a device's QPs are freed
-/// before it is unregistered.
+/// once). A `Mapping` with `len > 0` lives only in the tables of an
+/// [`RcQp`] of `dev` (or on the stack of its methods), so `dev` outlives it:
+/// a device's QPs are freed before it is unregistered. With `len == 0`,
+/// `dev` is never used.
 struct Mapping {
     buf: KVec<u8>,
     len: usize,
@@ -139,6 +212,18 @@ impl Mapping {
         })
     }
 
+    /// No buffer: for requests that carry none (REG_MR, LOCAL_INV).
+    fn none() -> Self {
+        // INVARIANT: `len == 0`: nothing mapped.
+        Self {
+            buf: KVec::new(),
+            len: 0,
+            addr: 0,
+            dev: NonNull::dangling(),
+            dir: bindings::dma_data_direction_DMA_NONE,
+        }
+    }
+
     /// Unmaps the buffer and gives it back.
     fn into_buf(mut self) -> KVec<u8> {
         let buf = core::mem::take(&mut self.buf);
@@ -165,6 +250,8 @@ impl Drop for Mapping {
 struct Posted {
     kind: WrKind,
     buf: Mapping,
+    /// The MR slot a REG_MR or LOCAL_INV is about.
+    mr: usize,
 }
 
 /// A QP borrowed from its owner: what a disconnect does to it.
@@ -232,6 +319,7 @@ pub(crate) struct RcQp {
     qp: NonNull<bindings::ib_qp>,
     size: QpSize,
     wrs: KVec<Option<Posted>>,
+    mrs: KVec<MrSlot>,
 }
 
 impl RcQp {
@@ -293,6 +381,7 @@ impl RcQp {
             qp,
             size,
             wrs: KVec::new(),
+            mrs: KVec::new(),
         })
     }
 
@@ -341,13 +430,20 @@ impl RcQp {
         self.wrs.iter().flatten().filter(|p| p.kind == kind).count() as u32
     }
 
+    /// Requests posted and not yet completed, on both queues.
+    pub(crate) fn outstanding_all(&self) -> u32 {
+        self.wrs.iter().flatten().count() as u32
+    }
+
     /// Room for `n` more work requests of `kind` (the QP's queue size).
     pub(crate) fn has_room(&self, kind: WrKind, n: u32) -> bool {
-        let cap = match kind {
-            WrKind::Recv => self.size.recv,
-            WrKind::Send => self.size.send,
+        let (cap, used) = if kind.on_send_queue() {
+            let used = self.wrs.iter().flatten().filter(|p| p.kind.on_send_queue());
+            (self.size.send, used.count() as u32)
+        } else {
+            (self.size.recv, self.outstanding(WrKind::Recv))
         };
-        self.outstanding(kind).saturating_add(n) <= cap
+        used.saturating_add(n) <= cap
     }
 
     /// A free index of the table, for a new work request's `wr_id`.
@@ -376,8 +472,8 @@ impl RcQp {
             ((*pd).device, (*pd).local_dma_lkey)
         };
         let dir = match kind {
-            WrKind::Recv => bindings::dma_data_direction_DMA_FROM_DEVICE,
-            WrKind::Send => bindings::dma_data_direction_DMA_TO_DEVICE,
+            WrKind::Recv | WrKind::RdmaRead => bindings::dma_data_direction_DMA_FROM_DEVICE,
+            _ => bindings::dma_data_direction_DMA_TO_DEVICE,
         };
         // SAFETY: The PD's device is registered; the mapping goes into our
         // table, freed before the device goes (see `Mapping`).
@@ -411,6 +507,7 @@ impl RcQp {
         self.wrs[slot] = Some(Posted {
             kind: WrKind::Recv,
             buf: map,
+            mr: 0,
         });
         Ok(())
     }
@@ -437,8 +534,208 @@ impl RcQp {
         self.wrs[slot] = Some(Posted {
             kind: WrKind::Send,
             buf: map,
+            mr: 0,
         });
         Ok(())
+    }
+
+    /// Posts a signaled RDMA READ (`kind` [`WrKind::RdmaRead`]: the peer's
+    /// `len()` bytes at `remote_addr` into `buf`) or WRITE
+    /// ([`WrKind::RdmaWrite`]: `buf` to there), with the peer's `rkey`. The
+    /// buffer comes back with the completion (a READ's with what was read);
+    /// on an error it is freed. `ENOMEM` if the send queue is full.
+    pub(crate) fn post_rdma(
+        &mut self,
+        kind: WrKind,
+        buf: KVec<u8>,
+        remote_addr: u64,
+        rkey: u32,
+    ) -> Result {
+        let opcode = match kind {
+            WrKind::RdmaRead => bindings::ib_wr_opcode_IB_WR_RDMA_READ,
+            WrKind::RdmaWrite => bindings::ib_wr_opcode_IB_WR_RDMA_WRITE,
+            _ => return Err(EINVAL),
+        };
+        let (slot, map, mut sge) = self.prepare(kind, buf)?;
+        let mut wr = bindings::ib_rdma_wr {
+            wr: bindings::ib_send_wr {
+                opcode,
+                send_flags: bindings::ib_send_flags_IB_SEND_SIGNALED as c_int,
+                ..Default::default()
+            },
+            remote_addr,
+            rkey,
+        };
+        wr.wr.__bindgen_anon_1.wr_id = slot as u64;
+        if map.len > 0 {
+            wr.wr.sg_list = &mut sge;
+            wr.wr.num_sge = 1;
+        }
+        let mut bad: *const bindings::ib_send_wr = core::ptr::null();
+        // SAFETY: As in `post_send`; `wr.wr` is the first member of an
+        // `ib_rdma_wr`, as the driver reads it for these opcodes. A READ's
+        // buffer is mapped for the device to write.
+        to_result(unsafe { bindings::ib_post_send(self.qp.as_ptr(), &wr.wr, &mut bad) })?;
+        // INVARIANT: as in `post_recv`.
+        self.wrs[slot] = Some(Posted {
+            kind,
+            buf: map,
+            mr: 0,
+        });
+        Ok(())
+    }
+
+    /// Registers `buf` for the peer's RDMA READ and WRITE with a fast
+    /// registration MR of the QP's PD (`ib_alloc_mr`, `ib_map_mr_sg`, an
+    /// `IB_WR_REG_MR` on the send queue, a new key each time an MR is
+    /// reused). Returns the MR's index; [`RcQp::mrs`] says when it is valid
+    /// and what to tell the peer. The buffer belongs to the MR until
+    /// [`RcQp::invalidate_mr`]'s LOCAL_INV completes (the completion hands it
+    /// back) or the QP is freed. At most [`MAX_MRS`] (`ENOSPC`) and
+    /// [`MAX_REG_BYTES`] bytes (`EMSGSIZE`).
+    pub(crate) fn reg_mr(&mut self, buf: KVec<u8>) -> Result<usize> {
+        if buf.is_empty() || buf.len() > MAX_REG_BYTES {
+            return Err(crate::errno::emsgsize());
+        }
+        if !self.has_room(WrKind::RegMr, 1) {
+            return Err(ENOMEM);
+        }
+        let idx = match self.mrs.iter().position(|m| m.buf.is_none()) {
+            Some(i) => i,
+            None if self.mrs.len() < MAX_MRS => {
+                // SAFETY: By the type invariant the PD is live. Two pages
+                // hold any buffer of up to a page, wherever it starts.
+                let mr = from_err_ptr(unsafe {
+                    bindings::ib_alloc_mr(
+                        self.pd.as_ptr(),
+                        bindings::ib_mr_type_IB_MR_TYPE_MEM_REG,
+                        2,
+                    )
+                })?;
+                let mr = NonNull::new(mr).ok_or(ENOMEM)?;
+                LIVE_MRS.fetch_add(1, Ordering::Relaxed);
+                let slot = MrSlot {
+                    mr,
+                    buf: None,
+                    state: MrState::Failed,
+                    key: 0,
+                };
+                if let Err(e) = self.mrs.push(slot, GFP_KERNEL) {
+                    // SAFETY: Just allocated, never used.
+                    unsafe { bindings::ib_dereg_mr_user(mr.as_ptr(), core::ptr::null_mut()) };
+                    LIVE_MRS.fetch_sub(1, Ordering::Relaxed);
+                    return Err(e.into());
+                }
+                self.mrs.len() - 1
+            }
+            None => return Err(crate::errno::enospc()),
+        };
+        let slot = self.free_slot()?;
+        let len = u32::try_from(buf.len()).map_err(|_| EINVAL)?;
+        // SAFETY: By the type invariant the PD is live; its device is fixed.
+        let dev = unsafe { (*self.pd.as_ptr()).device };
+        // SAFETY: The PD's device is registered; the mapping is kept by the
+        // MR slot, freed before the device goes (see `Mapping`).
+        let map = unsafe {
+            Mapping::new(
+                NonNull::new(dev).ok_or(EINVAL)?,
+                buf,
+                bindings::dma_data_direction_DMA_BIDIRECTIONAL,
+            )?
+        };
+        let m = &mut self.mrs[idx];
+        let key = m.key.wrapping_add(1);
+        // SAFETY: The MR is ours and not registered (free slot): its key and
+        // page list may change. `map` is a mapping of `len` bytes.
+        let n = unsafe {
+            rcd_ib_update_fast_reg_key(m.mr.as_ptr(), key);
+            rcd_ib_map_mr_one(m.mr.as_ptr(), map.addr, len)
+        };
+        if n != 1 {
+            return Err(if n < 0 { Error::from_errno(n) } else { EINVAL });
+        }
+        let access = bindings::ib_access_flags_IB_ACCESS_LOCAL_WRITE
+            | bindings::ib_access_flags_IB_ACCESS_REMOTE_READ
+            | bindings::ib_access_flags_IB_ACCESS_REMOTE_WRITE;
+        let mut wr = bindings::ib_reg_wr {
+            wr: bindings::ib_send_wr {
+                opcode: bindings::ib_wr_opcode_IB_WR_REG_MR,
+                send_flags: bindings::ib_send_flags_IB_SEND_SIGNALED as c_int,
+                ..Default::default()
+            },
+            mr: m.mr.as_ptr(),
+            // SAFETY: As above; `rkey` was just set.
+            key: unsafe { (*m.mr.as_ptr()).rkey },
+            access: access as c_int,
+        };
+        wr.wr.__bindgen_anon_1.wr_id = slot as u64;
+        let mut bad: *const bindings::ib_send_wr = core::ptr::null();
+        // SAFETY: By the type invariant the QP is live; `wr.wr` is the first
+        // member of an `ib_reg_wr`, as the driver reads it for REG_MR. The
+        // buffer the MR maps is owned by the slot from here until its
+        // LOCAL_INV completes or the QP is destroyed.
+        to_result(unsafe { bindings::ib_post_send(self.qp.as_ptr(), &wr.wr, &mut bad) })?;
+        m.key = key;
+        m.buf = Some(map);
+        m.state = MrState::Registering;
+        // INVARIANT: the posted request is in the table at its `wr_id`.
+        self.wrs[slot] = Some(Posted {
+            kind: WrKind::RegMr,
+            buf: Mapping::none(),
+            mr: idx,
+        });
+        Ok(idx)
+    }
+
+    /// Posts the LOCAL_INV of MR `idx` (`EINVAL` unless it is valid): the
+    /// peer's rkey stops working, and the completion hands the MR's buffer
+    /// back (with what the peer wrote into it) and frees the MR for reuse.
+    pub(crate) fn invalidate_mr(&mut self, idx: usize) -> Result {
+        let m = self.mrs.get(idx).ok_or(ENOENT)?;
+        if m.state != MrState::Valid {
+            return Err(EINVAL);
+        }
+        if !self.has_room(WrKind::LocalInv, 1) {
+            return Err(ENOMEM);
+        }
+        let slot = self.free_slot()?;
+        let m = &mut self.mrs[idx];
+        let mut wr = bindings::ib_send_wr {
+            opcode: bindings::ib_wr_opcode_IB_WR_LOCAL_INV,
+            send_flags: bindings::ib_send_flags_IB_SEND_SIGNALED as c_int,
+            ..Default::default()
+        };
+        wr.__bindgen_anon_1.wr_id = slot as u64;
+        // SAFETY: By the type invariant the MR is live; `rkey` is its key.
+        wr.ex.invalidate_rkey = unsafe { (*m.mr.as_ptr()).rkey };
+        let mut bad: *const bindings::ib_send_wr = core::ptr::null();
+        // SAFETY: By the type invariant the QP is live; `wr` is only read.
+        to_result(unsafe { bindings::ib_post_send(self.qp.as_ptr(), &wr, &mut bad) })?;
+        m.state = MrState::Invalidating;
+        // INVARIANT: as in `reg_mr`.
+        self.wrs[slot] = Some(Posted {
+            kind: WrKind::LocalInv,
+            buf: Mapping::none(),
+            mr: idx,
+        });
+        Ok(())
+    }
+
+    /// The MRs holding a buffer, for the peer and for `conns`.
+    pub(crate) fn mrs(&self) -> impl Iterator<Item = MrInfo> + '_ {
+        self.mrs.iter().enumerate().filter_map(|(index, m)| {
+            let b = m.buf.as_ref()?;
+            // SAFETY: By the type invariant the MR is live; `rkey` is a plain
+            // field, changed only under `&mut self`.
+            let rkey = unsafe { (*m.mr.as_ptr()).rkey };
+            Some(MrInfo {
+                index,
+                addr: b.addr,
+                rkey,
+                len: b.len,
+                state: m.state,
+            })
+        })
     }
 
     /// Takes one completion from the CQ, if there is one, with its work
@@ -463,7 +760,22 @@ impl RcQp {
             .and_then(Option::take);
         // The request is over: its buffer is unmapped and handed back.
         let (kind, buf) = match posted {
-            Some(p) => (Some(p.kind), p.buf.into_buf()),
+            Some(p) => {
+                let mut buf = p.buf.into_buf();
+                if let Some(m) = self.mrs.get_mut(p.mr) {
+                    match (p.kind, wc.status) {
+                        (WrKind::RegMr, 0) => m.state = MrState::Valid,
+                        // Invalidated: the peer's rkey no longer reaches the
+                        // buffer, which goes back with this completion.
+                        (WrKind::LocalInv, 0) => {
+                            buf = m.buf.take().map_or_else(KVec::new, Mapping::into_buf);
+                        }
+                        (WrKind::RegMr | WrKind::LocalInv, _) => m.state = MrState::Failed,
+                        _ => {}
+                    }
+                }
+                (Some(p.kind), buf)
+            }
             None => (None, KVec::new()),
         };
         Ok(Some(Completion {
@@ -482,7 +794,7 @@ impl RcQp {
     /// (their buffers are freed with the QP, after it is destroyed). May
     /// sleep.
     pub(crate) fn drain(&mut self, wait_ms: u32, mut f: impl FnMut(Completion)) -> u32 {
-        let left = |qp: &Self| qp.outstanding(WrKind::Recv) + qp.outstanding(WrKind::Send);
+        let left = |qp: &Self| qp.outstanding_all();
         if left(self) > 0 {
             // Failing, the QP is already in error or gone with the device:
             // what comes back is taken below, the rest is counted.
@@ -508,8 +820,15 @@ impl Drop for RcQp {
         // here, users first: the QP, then its CQ, then their PD.
         unsafe { bindings::ib_destroy_qp_user(self.qp.as_ptr(), core::ptr::null_mut()) };
         // The QP is gone: the device no longer touches the buffers of the
-        // requests still in the table. Unmapped and freed here, while the
-        // device is still ours.
+        // requests still in the table, and the peer no longer reaches the
+        // MRs (RC: only through this QP). Deregistered, unmapped and freed
+        // here, while the device is still ours.
+        for m in core::mem::take(&mut self.mrs).into_iter() {
+            // SAFETY: The MR is live and ours; nothing uses it any more.
+            unsafe { bindings::ib_dereg_mr_user(m.mr.as_ptr(), core::ptr::null_mut()) };
+            LIVE_MRS.fetch_sub(1, Ordering::Relaxed);
+            drop(m.buf);
+        }
         drop(core::mem::take(&mut self.wrs));
         // SAFETY: As above.
         unsafe {

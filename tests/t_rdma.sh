@@ -1,0 +1,92 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# RDMA READ and WRITE between two module ends (issue 15's verbs): memory
+# registered with fast registration (ib_alloc_mr, ib_map_mr_sg, IB_WR_REG_MR)
+# for the peer, invalidated locally (IB_WR_LOCAL_INV) to take the buffer
+# back, re-registered under a new key; and a disconnect with READs and
+# WRITEs outstanding on both sides: every work request comes back, every MR
+# is deregistered, every buffer unmapped and freed.
+
+# mr_field NUM IDX PART: state, addr, rkey or len of NUM's MR IDX (conns:
+# mrIDX=state:addr:rkey:len).
+mr_field() {
+	local v
+	v=$(conn_field "$1" "mr$2")
+	case $3 in
+	state) echo "${v%%:*}" ;;
+	addr) echo "$v" | cut -d: -f2 ;;
+	rkey) echo "$v" | cut -d: -f3 ;;
+	len) echo "$v" | cut -d: -f4 ;;
+	esac
+}
+
+# mr_valid NUM IDX: after a poll, NUM's MR IDX is registered (for wait_for).
+mr_valid() { ctl poll "$1" && [ "$(mr_field "$1" "$2" state)" = valid ]; }
+
+# The passive end reads the active end's MR (1024 pattern bytes) and writes
+# text into it; the active end invalidates the MR and gets its buffer back
+# with the text in it; the MR, registered again, has a new rkey, and the
+# old one no longer reaches anything.
+test_rdma_read_write_mr() {
+	local n=400 p=$((400 + PASSIVE_BASE)) addr rkey rkey2
+	cm_pair $n || return 1
+	ctl mr $n reg pat:1024 || return 1
+	check "MR registered" wait_for 20 mr_valid $n 0 || return 1
+	addr=$(mr_field $n 0 addr); rkey=$(mr_field $n 0 rkey)
+	log "MR 0: addr $addr rkey $rkey len $(mr_field $n 0 len); mrs_live $(rcd_stat mrs_live)"
+	ctl rdma $p read $addr $rkey 1024 || return 1
+	check "READ completed" wait_for 20 polled_is $p completed 1 || return 1
+	check "1024 bytes read, the pattern" test "$(conn_field $p rx_bytes)/$(conn_field $p rx_last)" = "1024/$(pat_hex 16 16)" || return 1
+	ctl rdma $p write $addr $rkey 0 data=text:written-by-peer || return 1
+	check "WRITE completed" wait_for 20 polled_is $p completed 2 || return 1
+	ctl mr $n inval 0 || return 1
+	check "LOCAL_INV completed: the buffer is back" wait_for 20 polled_is $n mr_back 1 || return 1
+	check "with the peer's text in it" test "$(conn_field $n mr_last)" = "$(text_hex written-by-peer)10" || return 1
+	expect_errno EINVAL "mr $n inval 0" || return 1
+	ctl mr $n reg fill:512:ab || return 1
+	check "registered again" wait_for 20 mr_valid $n 0 || return 1
+	rkey2=$(mr_field $n 0 rkey)
+	log "MR 0 again: rkey $rkey2 (was $rkey)"
+	check "a new key" test "$rkey2" != "$rkey" || return 1
+	expect_errno EMSGSIZE "mr $n reg pat:4097" || return 1
+	expect_errno EINVAL "rdma $n peek $addr $rkey 16" || return 1
+	expect_errno EMSGSIZE "rdma $n read $addr $rkey 4097" || return 1
+	expect_errno ENOMEM "rdma $n read $addr $rkey 16 count=65" || return 1
+	# The old key: the READ fails at the responder (remote access error)
+	# and the QP goes to the error state.
+	ctl rdma $p read $addr $rkey 16 || return 1
+	check "READ with the old rkey failed" wait_for 20 polled_is $p failed 1 || return 1
+	log "active:  $(wr_line $n)"
+	log "passive: $(wr_line $p)"
+	ctl disconnect $n || return 1
+	wait_event 20 $p DISCONNECTED && ctl disconnect $p || return 1
+	wait_event 30 $n TIMEWAIT_EXIT && wait_event 30 $p TIMEWAIT_EXIT || return 1
+	check "MRs deregistered, buffers unmapped" test "$(rcd_stat mrs_live)/$(rcd_stat wr_bufs_mapped)" = 0/0
+}
+
+# Each end registers a 4096-byte MR and posts 30 RDMA READs and 30 RDMA
+# WRITEs of 4096 bytes at the other's; the active end disconnects at once,
+# with them in flight on both sides. Every request comes back (completed,
+# flushed, or failed by the peer's QP going away), none dropped; one
+# DISCONNECTED each; every MR deregistered and buffer freed at timewait exit.
+test_rdma_disconnect_mid_flight() {
+	local n=410 p=$((410 + PASSIVE_BASE)) k=30 e
+	cm_pair $n || return 1
+	ctl mr $n reg fill:4096:11 && ctl mr $p reg fill:4096:22 || return 1
+	check "MRs registered" wait_for 20 mr_valid $n 0 && wait_for 20 mr_valid $p 0 || return 1
+	ctl rdma $n read $(mr_field $p 0 addr) $(mr_field $p 0 rkey) 4096 count=$k &&
+	ctl rdma $n write $(mr_field $p 0 addr) $(mr_field $p 0 rkey) 4096 count=$k &&
+	ctl rdma $p read $(mr_field $n 0 addr) $(mr_field $n 0 rkey) 4096 count=$k &&
+	ctl rdma $p write $(mr_field $n 0 addr) $(mr_field $n 0 rkey) 4096 count=$k &&
+	ctl disconnect $n || return 1
+	log "mapped at the disconnect: $(rcd_stat wr_bufs_mapped), MRs $(rcd_stat mrs_live)"
+	wait_event 20 $p DISCONNECTED && ctl disconnect $p || return 1
+	wait_event 30 $n TIMEWAIT_EXIT && wait_event 30 $p TIMEWAIT_EXIT || return 1
+	for e in $n $p; do
+		log "$e: $(wr_line $e)"
+		check "$e: every request back" awk '{ for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] } }
+			END { exit !(v["posted"] == v["completed"] + v["flushed"] + v["failed"] && v["dropped"] == 0) }' <<< "$(grep "^$e " $RCD_DBG/conns)" || return 1
+	done
+	exactly_once DISCONNECTED $n $n && exactly_once DISCONNECTED $p $p || return 1
+	check "MRs deregistered, buffers unmapped" test "$(rcd_stat mrs_live)/$(rcd_stat wr_bufs_mapped)" = 0/0
+}
