@@ -31,6 +31,8 @@ mod errno;
 mod ib_client;
 #[path = "rust_cm_disconnect/path.rs"]
 mod path;
+#[path = "rust_cm_disconnect/rping.rs"]
+mod rping;
 #[path = "rust_cm_disconnect/verbs.rs"]
 mod verbs;
 

@@ -553,6 +553,12 @@ impl ReaperRef {
         unsafe { Queue::from_raw(self.reaper().wq.as_ptr()) }
     }
 
+    /// Runs `f` once on the reaper's workqueue: module work that the
+    /// module's exit and device removal wait for (they flush the reaper).
+    pub(crate) fn spawn(&self, f: impl FnOnce() + Send + 'static) -> Result {
+        self.queue().try_spawn(GFP_KERNEL, f).map_err(|_| ENOMEM)
+    }
+
     /// Waits until every destroy queued so far is done: every id dropped
     /// before the call is destroyed and its callbacks have returned. Must not
     /// be called from a CM callback (a queued destroy waits for it).

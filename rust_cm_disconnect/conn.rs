@@ -16,11 +16,12 @@ use crate::{
     errno,
     ib_client::{Client, Device, DeviceHandle},
     path::{self, Timing},
+    rping::{self, Rping},
     verbs::{self, Completion, MrState, QpSize, RcQp, WrKind, WC_WR_FLUSH_ERR},
 };
 use core::{
     fmt::Write,
-    sync::atomic::{AtomicU64, AtomicUsize, Ordering},
+    sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
 };
 use kernel::{
     bindings,
@@ -154,6 +155,9 @@ pub(crate) struct Behaviour {
     /// Receives (count, buffer size) posted before the REQ or REP leaves
     /// (`recv=COUNT[:SIZE]`), as a ULP does before it connects or accepts.
     pub(crate) pre_recv: Option<(u32, usize)>,
+    /// Speak rping's protocol on the connection (`rping=1` on a listener:
+    /// the server; `rping=COUNT:SIZE` on connect: the client).
+    pub(crate) rping: Option<rping::Role>,
 }
 
 impl Default for Behaviour {
@@ -166,6 +170,7 @@ impl Default for Behaviour {
             on_rep: OnRep::Accept,
             backlog: DEFAULT_BACKLOG,
             pre_recv: None,
+            rping: None,
         }
     }
 }
@@ -183,6 +188,7 @@ impl Behaviour {
             on_rep: self.on_rep,
             backlog: self.backlog,
             pre_recv: self.pre_recv,
+            rping: self.rping,
         })
     }
 }
@@ -233,6 +239,8 @@ struct EndpointState {
     disconnected: bool,
     /// Work requests posted, their completions, what they carried.
     wr: WrStats,
+    /// The rping protocol, if the connection speaks it.
+    rping: Option<KBox<Rping>>,
     /// A passive end's place in its listener's handshakes in flight, until
     /// the handshake is over (established, failed or freed).
     handshake: Option<Handshake>,
@@ -333,8 +341,8 @@ fn fnv1a(mut h: u32, bytes: &[u8]) -> u32 {
 }
 
 impl WrStats {
-    /// Counts a completion and what it carried; its buffer is dropped here.
-    fn add(&mut self, c: Completion) {
+    /// Counts a completion and what it carried.
+    fn add(&mut self, c: &Completion) {
         match c.status {
             0 => self.completed_ok += 1,
             WC_WR_FLUSH_ERR => self.flushed += 1,
@@ -428,10 +436,36 @@ fn pattern(len: usize) -> Result<KVec<u8>> {
 impl EndpointState {
     /// Takes every completion from the QP's CQ and counts it.
     fn drain_cq(&mut self) -> Result {
+        self.drain_cq_for_rping().map(|_| ())
+    }
+
+    /// Takes every completion from the QP's CQ, counts it and hands it to
+    /// the rping protocol if the connection speaks it; says whether that
+    /// protocol now wants the connection closed.
+    fn drain_cq_for_rping(&mut self) -> Result<rping::Action> {
         let verbs = self.verbs.as_mut().ok_or(ENODEV)?;
-        while let Some(c) = verbs.poll_one()? {
-            self.wr.add(c);
+        let mut action = rping::Action::Nothing;
+        while let Some(mut c) = verbs.poll_one()? {
+            self.wr.add(&c);
+            if let Some(r) = self.rping.as_mut() {
+                let (posted, a) = r.on_completion(verbs, &mut c);
+                self.wr.posted += u64::from(posted);
+                if a != rping::Action::Nothing {
+                    action = a;
+                }
+            }
         }
+        Ok(action)
+    }
+
+    /// Sets up rping's protocol (`role`): its receives posted now, before
+    /// the REQ or REP.
+    fn rping_setup(&mut self, role: rping::Role) -> Result {
+        let mut r = KBox::new(Rping::new(role)?, GFP_KERNEL)?;
+        self.data_stats()?;
+        let verbs = self.verbs.as_mut().ok_or(ENODEV)?;
+        self.wr.posted += u64::from(r.pre_post(verbs)?);
+        self.rping = Some(r);
         Ok(())
     }
 
@@ -440,7 +474,7 @@ impl EndpointState {
     fn take_verbs(&mut self) -> Option<RcQp> {
         let mut verbs = self.verbs.take()?;
         let wr = &mut self.wr;
-        let left = verbs.drain(DRAIN_WAIT_MS, |c| wr.add(c));
+        let left = verbs.drain(DRAIN_WAIT_MS, |c| wr.add(&c));
         wr.dropped += u64::from(left);
         Some(verbs)
     }
@@ -565,6 +599,9 @@ impl EndpointState {
 
     /// Records DISCONNECTED, once, whatever path ends the connection.
     fn record_disconnected(&mut self, core: &Core, status: i32) {
+        if let Some(r) = self.rping.as_mut() {
+            r.stop();
+        }
         if !self.disconnected {
             self.disconnected = true;
             self.record(core, EventKind::Disconnected, status, &[]);
@@ -589,6 +626,9 @@ pub(crate) struct Endpoint {
     handshakes: AtomicUsize,
     #[pin]
     st: Mutex<EndpointState>,
+    /// Its entry left the table (close, unload): work of its own (the rping
+    /// poller) stops.
+    gone: AtomicBool,
     _live: LiveToken,
 }
 
@@ -621,8 +661,10 @@ impl Endpoint {
                     disconnecting: false,
                     disconnected: false,
                     wr: WrStats::default(),
+                    rping: None,
                     handshake: None,
                 }),
+                gone: AtomicBool::new(false),
                 _live: LiveToken::new(),
             }? Error),
             GFP_KERNEL,
@@ -742,6 +784,7 @@ impl Handler for Arc<Endpoint> {
         let (depth, resources) = (req.initiator_depth(), req.responder_resources());
         let behaviour = self.st.lock().behaviour.try_clone()?;
         let pre_recv = behaviour.pre_recv;
+        let rping_role = behaviour.rping;
         // Over the backlog: rejected (the CM sends the REJ).
         let handshake = Handshake::new(self, behaviour.backlog)?;
         let device = req.id().device();
@@ -765,6 +808,9 @@ impl Handler for Arc<Endpoint> {
                 data: None,
             })?;
         }
+        if let Some(role) = rping_role {
+            ep.st.lock().rping_setup(role)?;
+        }
         ep.move_qp_rtr_before_rep(&cm, starting_psn)?;
         cm.send_rep(&Rep {
             qp_num,
@@ -773,7 +819,12 @@ impl Handler for Arc<Endpoint> {
             initiator_depth: resources.min(1),
             private_data: &[],
         })?;
-        core.insert(num, ep, cm)
+        core.insert(num, ep.clone(), cm)?;
+        if rping_role.is_some() {
+            // If this fails the protocol only runs on `poll`.
+            let _ = core.reaper.spawn(move || rping_poller(ep));
+        }
+        Ok(())
     }
 
     fn rep_received(&self, id: &CmIdRef, _remote_qpn: u32) {
@@ -791,7 +842,15 @@ impl Handler for Arc<Endpoint> {
             .and_then(|()| id.send_rtu(&[]));
         match res {
             Ok(()) => {
-                self.record(EventKind::Established, 0, &[]);
+                {
+                    let mut guard = self.st.lock();
+                    guard.record(&self.core, EventKind::Established, 0, &[]);
+                    // rping's client: the first ping.
+                    let st = &mut *guard;
+                    if let (Some(r), Some(v)) = (st.rping.as_mut(), st.verbs.as_mut()) {
+                        st.wr.posted += u64::from(r.start(v));
+                    }
+                }
                 self.core.established.fetch_add(1, Ordering::Relaxed);
             }
             Err(e) => {
@@ -905,6 +964,41 @@ fn copy(data: &[u8]) -> Result<KVec<u8>> {
 struct Conn {
     ep: Arc<Endpoint>,
     cm: Option<CmId<Arc<Endpoint>>>,
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        self.ep.gone.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Drives an rping endpoint: takes its completions as they come (its CQ is
+/// polled directly) until its protocol is over, its QP freed or its entry
+/// gone. Runs on the reaper, which device removal and unload flush.
+fn rping_poller(ep: Arc<Endpoint>) {
+    loop {
+        if ep.gone.load(Ordering::Relaxed) {
+            return;
+        }
+        let action = {
+            let mut st = ep.st.lock();
+            if st.verbs.is_none() || st.rping.as_ref().map_or(true, |r| r.done()) {
+                return;
+            }
+            st.drain_cq_for_rping()
+        };
+        match action {
+            Ok(rping::Action::Nothing) => delay::msleep(1),
+            // The client's last ping: `disconnect()` of its own entry.
+            Ok(rping::Action::Disconnect) => {
+                let _ = ep
+                    .core
+                    .with_own_cm(ep.num, &ep, |cm| ep.disconnect_on(Some(cm), &[]));
+                return;
+            }
+            Err(_) => return,
+        }
+    }
 }
 
 struct CoreInner {
@@ -1037,6 +1131,7 @@ impl Core {
         }
         let dev = DeviceHandle::get_by_name(a.device)?;
         let pre_recv = a.behaviour.pre_recv;
+        let rping_role = a.behaviour.rping;
         // The next hop's MAC from the kernel's neighbour resolution: may
         // wait (bounded) for an ARP answer.
         let route = path::resolve(&dev, a.port, a.src, a.dst, a.timing, a.resolve_ms)?;
@@ -1074,6 +1169,9 @@ impl Core {
                     data: None,
                 })?;
             }
+            if let Some(role) = rping_role {
+                st.rping_setup(role)?;
+            }
         }
         // Our number after the `cma_hdr` if any, so that our passive end,
         // even behind an rdma_cm-style listener, knows whose it is.
@@ -1104,6 +1202,9 @@ impl Core {
         });
         if res.is_err() {
             drop(self.remove_own(&ep));
+        } else if rping_role.is_some() {
+            // If this fails the protocol only runs on `poll`.
+            let _ = self.reaper.spawn(move || rping_poller(ep));
         }
         res
     }
@@ -1285,6 +1386,14 @@ impl Core {
             }
             if st.wr.posted > 0 {
                 st.wr.show(out)?;
+            }
+            if let Some(r) = &st.rping {
+                let (role, step) = r.describe();
+                write!(
+                    out,
+                    " rping={}:{}:{}:{}:{}",
+                    role, r.pings, r.validated, step, r.error
+                )?;
             }
             if ep.role == Role::Passive {
                 write!(out, " listener={}", ep.listener)?;

@@ -67,6 +67,7 @@ use crate::{
     debugfs::{File, Ops, Output},
     disconnect::Message,
     path::{self, Timing},
+    rping,
     verbs::WrKind,
 };
 use kernel::{
@@ -171,6 +172,7 @@ fn listen(core: &Arc<Core>, args: &[&str]) -> Result {
             Some(("on_timewait", a)) => behaviour.timewait_sleep = parse_sleep(a)?,
             Some(("backlog", n)) => behaviour.backlog = parse_u32(n)?,
             Some(("recv", r)) => behaviour.pre_recv = Some(parse_recv(r)?),
+            Some(("rping", "1")) => behaviour.rping = Some(rping::Role::Server),
             Some(("cma", "1")) => cma = true,
             Some(("cma", "0")) => cma = false,
             _ => return Err(EINVAL),
@@ -219,6 +221,13 @@ fn connect(core: &Arc<Core>, args: &[&str]) -> Result {
                 ms @ 1..=path::RESOLVE_MS_MAX => a.resolve_ms = ms,
                 _ => return Err(EINVAL),
             },
+            ("rping", r) => {
+                let (count, size) = r.split_once(':').ok_or(EINVAL)?;
+                a.behaviour.rping = Some(rping::Role::Client {
+                    count: parse_u32(count)?,
+                    size: parse_len(size)?,
+                });
+            }
             ("lifetime", v) => a.timing.packet_life_time = parse_u5(v)?,
             ("resp", v) => a.timing.cm_response_timeout = parse_u5(v)?,
             ("retries", v) => {

@@ -29,4 +29,5 @@ errnos! {
     eaddrinuse => EADDRINUSE,
     emsgsize => EMSGSIZE,
     enospc => ENOSPC,
+    eproto => EPROTO,
 }

@@ -145,8 +145,11 @@ pub(crate) struct Completion {
     /// Bytes received, for a successful receive.
     pub(crate) byte_len: u32,
     /// The buffer the work request was posted with, unmapped: the caller's
-    /// again (empty for a zero-length request).
+    /// again (empty for a zero-length request; for a successful LOCAL_INV,
+    /// the MR's buffer).
     pub(crate) buf: KVec<u8>,
+    /// The MR a REG_MR or LOCAL_INV was about.
+    pub(crate) mr: Option<usize>,
 }
 
 /// `IB_WC_WR_FLUSH_ERR`: the status of work requests flushed by a QP in the
@@ -759,8 +762,12 @@ impl RcQp {
             .and_then(|i| self.wrs.get_mut(i))
             .and_then(Option::take);
         // The request is over: its buffer is unmapped and handed back.
+        let mut mr = None;
         let (kind, buf) = match posted {
             Some(p) => {
+                if matches!(p.kind, WrKind::RegMr | WrKind::LocalInv) {
+                    mr = Some(p.mr);
+                }
                 let mut buf = p.buf.into_buf();
                 if let Some(m) = self.mrs.get_mut(p.mr) {
                     match (p.kind, wc.status) {
@@ -783,6 +790,7 @@ impl RcQp {
             kind,
             byte_len: wc.byte_len,
             buf,
+            mr,
         }))
     }
 

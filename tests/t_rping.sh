@@ -1,0 +1,130 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# rping (rdma-core's librdmacm/examples/rping.c) as a partner: the module
+# speaks its protocol (descriptor exchange, RDMA READ of the client's start
+# buffer, RDMA WRITE back into its sink, the go-aheads) as server (listen
+# rping=1) and as client (connect rping=COUNT:SIZE, with fast-registered
+# MRs taken back by LOCAL_INV every ping), and is disconnected mid-flight.
+
+rping_setup() {
+	command -v rping >/dev/null || { echo "# SKIP rping not installed"; return $KSFT_SKIP; }
+	rxe_add rxe0 v0 && rcd_load
+}
+
+# rping_field NUM PART: role, pings, validated, state or error of NUM's
+# rping=role:pings:validated:state:error.
+rping_field() {
+	local v
+	v=$(conn_field "$1" rping)
+	case $2 in
+	role) echo "$v" | cut -d: -f1 ;;
+	pings) echo "$v" | cut -d: -f2 ;;
+	validated) echo "$v" | cut -d: -f3 ;;
+	state) echo "$v" | cut -d: -f4 ;;
+	error) echo "$v" | cut -d: -f5 ;;
+	esac
+}
+
+# pings_at_least NUM N: for wait_for.
+pings_at_least() { local v; v=$(rping_field "$1" pings); [ "${v:-0}" -ge "$2" ]; }
+
+# all_back NUM: every work request NUM posted came back (completed, flushed
+# or failed), none dropped.
+all_back() {
+	awk -v n="$1" '{ for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] } }
+		END { ok = v["posted"] == v["completed"] + v["flushed"] + v["failed"] && v["dropped"] == 0
+		      if (!ok) print "# FAIL: " n ": posted " v["posted"] " completed " v["completed"] " flushed " v["flushed"] " failed " v["failed"] " dropped " v["dropped"]
+		      exit !ok }' <<< "$(grep "^$1 " "$RCD_DBG/conns")"
+}
+
+# rping -c -C 100 -S 1024 -V against the module: 100 pings, each READ by
+# the module from rping's start buffer and WRITTEN back into its sink,
+# validated by rping; rping disconnects and exits 0.
+test_rping_client_against_module() {
+	local pid p rc t0
+	rping_setup || return
+	ctl listen 1 rxe0 tcp:7180 cma=1 rping=1 auto_drep=- || return 1
+	t0=$SECONDS
+	timeout 300 rping -c -a 10.77.0.1 -p 7180 -C 100 -S 1024 -V > /tmp/rping-c.out 2>&1 & pid=$!
+	foreign_established || return 1; p=$FOREIGN
+	wait $pid; rc=$?
+	log "rping -c -C 100 -S 1024 -V: exit $rc after $((SECONDS - t0)) s"
+	sed 's/^/# rping: /' /tmp/rping-c.out | head -20
+	check "rping exits 0" test $rc = 0 || return 1
+	wait_event 30 $p TIMEWAIT_EXIT || return 1
+	log "module (server): rping=$(conn_field $p rping) $(wr_line $p)"
+	check "100 pings served" test "$(rping_field $p pings)" = 100 || return 1
+	check "no protocol error" test "$(rping_field $p error)" = 0 || return 1
+	check "one DISCONNECTED" test "$(event_count $p DISCONNECTED)" = 1 || return 1
+	all_back $p || return 1
+	check "nothing mapped, no MR" test "$(rcd_stat wr_bufs_mapped)/$(rcd_stat mrs_live)" = 0/0
+}
+
+# The module as client of rping -s -V: 100 pings of 1024 bytes, its start
+# and sink buffers registered for rping's READ and WRITE every ping and
+# taken back by LOCAL_INV to be compared; then it disconnects, rping sees
+# DISCONNECTED and exits 0.
+test_rping_module_client() {
+	local pid rc t0
+	rping_setup || return
+	timeout 300 rping -s -a 10.77.0.1 -p 7181 -S 1024 -V > /tmp/rping-s.out 2>&1 & pid=$!
+	wait_for 60 cma_listening 7181 || fail "rping -s not listening" || return 1
+	t0=$SECONDS
+	ctl connect 6 rxe0 10.77.0.1 10.77.0.1 tcp:7181 cma_port=5004 rping=100:1024 || return 1
+	wait_event 120 6 DISCONNECTED || { log "rping=$(conn_field 6 rping)"; return 1; }
+	log "100 pings in $((SECONDS - t0)) s"
+	wait $pid; rc=$?
+	sed 's/^/# rping -s: /' /tmp/rping-s.out | head -20
+	check "rping -s exits 0" test $rc = 0 || return 1
+	wait_event 30 6 TIMEWAIT_EXIT || return 1
+	log "module (client): rping=$(conn_field 6 rping) $(wr_line 6)"
+	check "100 pings, all validated" test "$(rping_field 6 pings)/$(rping_field 6 validated)" = 100/100 || return 1
+	check "no protocol error" test "$(rping_field 6 error)" = 0 || return 1
+	check "one DISCONNECTED" test "$(event_count 6 DISCONNECTED)" = 1 || return 1
+	all_back 6 || return 1
+	check "MRs deregistered, nothing mapped" test "$(rcd_stat wr_bufs_mapped)/$(rcd_stat mrs_live)" = 0/0
+}
+
+# Disconnects from the module's side in the middle of endless runs (-C 0),
+# as server and as client: rping reports the disconnect and exits; every
+# work request of ours comes back (the receives, the READ/WRITE or SEND in
+# flight, the client's REG_MRs and LOCAL_INVs), flushed if not completed;
+# the client's MRs are deregistered and every buffer unmapped; one
+# DISCONNECTED per side.
+test_rping_disconnect_mid_flight() {
+	local pid p rc
+	rping_setup || return
+	ctl listen 1 rxe0 tcp:7182 cma=1 rping=1 || return 1
+	timeout 300 rping -c -a 10.77.0.1 -p 7182 -C 0 -S 1024 -V > /tmp/rping-c0.out 2>&1 & pid=$!
+	foreign_established || return 1; p=$FOREIGN
+	check "20 pings served" wait_for 60 pings_at_least $p 20 || return 1
+	ctl disconnect $p || return 1
+	wait_event 30 $p DREP_RECEIVED || return 1
+	wait $pid; rc=$?
+	sed 's/^/# rping -c: /' /tmp/rping-c0.out | tail -5
+	log "rping -c exit $rc after the disconnect"
+	check "rping -c reports the disconnect" grep -q 'DISCONNECT EVENT' /tmp/rping-c0.out || return 1
+	wait_event 30 $p TIMEWAIT_EXIT || return 1
+	log "module (server): rping=$(conn_field $p rping) $(wr_line $p)"
+	check "server: something flushed" test "$(conn_field $p flushed)" -gt 0 || return 1
+	all_back $p || return 1
+	check "server: one DISCONNECTED" test "$(event_count $p DISCONNECTED)" = 1 || return 1
+
+	timeout 300 rping -s -a 10.77.0.1 -p 7183 -S 1024 -V > /tmp/rping-s0.out 2>&1 & pid=$!
+	wait_for 60 cma_listening 7183 || fail "rping -s not listening" || return 1
+	ctl connect 7 rxe0 10.77.0.1 10.77.0.1 tcp:7183 cma_port=5005 rping=0:1024 || return 1
+	check "20 pings done" wait_for 60 pings_at_least 7 20 || return 1
+	log "mapped at the disconnect: $(rcd_stat wr_bufs_mapped), MRs $(rcd_stat mrs_live)"
+	ctl disconnect 7 || return 1
+	wait_event 30 7 DREP_RECEIVED || return 1
+	wait $pid; rc=$?
+	sed 's/^/# rping -s: /' /tmp/rping-s0.out | tail -5
+	log "rping -s exit $rc after the disconnect"
+	check "rping -s reports the disconnect" grep -q 'DISCONNECT EVENT' /tmp/rping-s0.out || return 1
+	wait_event 30 7 TIMEWAIT_EXIT || return 1
+	log "module (client): rping=$(conn_field 7 rping) $(wr_line 7)"
+	check "client: something flushed" test "$(conn_field 7 flushed)" -gt 0 || return 1
+	all_back 7 || return 1
+	check "client: one DISCONNECTED" test "$(event_count 7 DISCONNECTED)" = 1 || return 1
+	check "MRs deregistered, nothing mapped" test "$(rcd_stat wr_bufs_mapped)/$(rcd_stat mrs_live)" = 0/0
+}
