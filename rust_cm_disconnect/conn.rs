@@ -443,6 +443,12 @@ impl EndpointState {
     /// the rping protocol if the connection speaks it; says whether that
     /// protocol now wants the connection closed.
     fn drain_cq_for_rping(&mut self) -> Result<rping::Action> {
+        if self.rping.is_some() && !self.events.iter().any(|e| e.kind == EventKind::Established) {
+            // A passive end's QP is RTR until the RTU: the peer's first
+            // message may come before it, and what the protocol posts in
+            // answer needs RTS. Taken once established.
+            return Ok(rping::Action::Nothing);
+        }
         let verbs = self.verbs.as_mut().ok_or(ENODEV)?;
         let mut action = rping::Action::Nothing;
         while let Some(mut c) = verbs.poll_one()? {
