@@ -56,3 +56,38 @@ test_unload_with_devices() {
 	rcd_load || return 1
 	check "seen again on reload" test "$(rcd_stat devices_live)" = 2
 }
+
+# A close in progress holds its device: `close P` takes P out of the table
+# and then destroys its id (waiting for P's DREQ callback, which sleeps
+# here) and its QP; `rdma link del` of P's device meanwhile must wait for
+# that close, or the QP would be destroyed on a device already torn down
+# (found by review: remove_all_on no longer sees P, and nothing else holds
+# the device). Checked over several rounds: the close returns before the
+# device deletion does, and nothing is reported (restrack, KASAN).
+conn_state_is() { [ "$(conn_state "$1")" = "$2" ]; }
+test_close_during_device_removal() {
+	local n=80 p=$((80 + PASSIVE_BASE)) r rounds=${RCD_CLOSE_ROUNDS:-5} cpid t_close t_del late=0
+	for ((r = 1; r <= rounds; r++)); do
+		cm_pair2 $n auto_drep=- on_dreq=sleep:1500 || return 1
+		ctl dreq $n || return 1
+		# The CM moves P to DREQ_RCVD and then calls its DREQ callback, which
+		# sleeps 1.5 s before anything else: close waits for it.
+		wait_for 20 conn_state_is $p DREQ_RCVD || fail "round $r: $p not in DREQ_RCVD" || return 1
+		# Times from bash's clock: a process start would blur them.
+		( ctl close $p; echo "${EPOCHREALTIME/./}" > /run/rcd-close.t ) & cpid=$!
+		nap 0.3
+		check "round $r: close waits for the callback" kill -0 $cpid || return 1
+		timeout 120 rdma link del rxe1 || fail "round $r: rdma link del rxe1" || return 1
+		t_del=${EPOCHREALTIME/./}
+		wait $cpid
+		t_close=$(cat /run/rcd-close.t)
+		[ "$t_close" -le "$t_del" ] || late=$((late + 1))
+		log "round $r: close returned $(( (t_del - t_close) / 1000 )) ms before the deletion did"
+		ctl close $n 2>/dev/null
+		ctl close 1 2>/dev/null
+		rxe_add rxe1 v1 || return 1
+	done
+	check "every close returned before its device was gone ($late late)" test $late = 0 || return 1
+	check "nothing reported" sh -c "! dmesg | grep -E 'restrack|KASAN|WARNING:'" || return 1
+	check "no id left" wait_for 30 stat_is cm_ids_live 0
+}
