@@ -27,11 +27,11 @@ use kernel::{
     bindings,
     error::code::*,
     ffi::c_int,
-    fmt, new_mutex,
+    fmt, new_condvar, new_mutex,
     prelude::*,
     rbtree::RBTree,
     str::CString,
-    sync::{Arc, Mutex},
+    sync::{Arc, CondVar, Mutex},
     time::Ktime,
 };
 
@@ -1010,6 +1010,9 @@ fn rping_poller(ep: Arc<Endpoint>) {
 struct CoreInner {
     devices: Devices,
     conns: RBTree<u32, Conn>,
+    /// Connections `close` has taken out of the table and is still
+    /// destroying (their id, then their QP): device removal waits for them.
+    closing: usize,
 }
 
 /// The module's state: devices, connections, counters.
@@ -1017,6 +1020,9 @@ struct CoreInner {
 pub(crate) struct Core {
     #[pin]
     inner: Mutex<CoreInner>,
+    /// Signalled when `closing` drops to zero.
+    #[pin]
+    closed: CondVar,
     /// Destroys the ids dropped in their own callbacks; flushed on device
     /// removal.
     reaper: ReaperRef,
@@ -1057,7 +1063,9 @@ impl Core {
             inner <- new_mutex!(CoreInner {
                 devices: Devices::new(),
                 conns: RBTree::new(),
+                closing: 0,
             }),
+            closed <- new_condvar!("rcd_core_closed"),
             reaper,
             next_foreign: AtomicUsize::new(0),
             lost_events: AtomicUsize::new(0),
@@ -1333,17 +1341,37 @@ impl Core {
         Ok(inner.conns.get(&num).ok_or(ENOENT)?.ep.clone())
     }
 
-    /// Takes connection `num` out of the table; dropping it destroys its id
-    /// (the CM sends what the id's state asks for) and its QP.
-    fn remove(&self, num: u32) -> Option<Conn> {
-        self.inner.lock().conns.remove(&num)
+    /// `close NUM`: destroys the connection's id and QP and forgets it.
+    ///
+    /// The connection leaves the table first, so device removal no longer
+    /// finds it, and nothing else keeps its device registered while its id
+    /// is destroyed (which waits for the id's callbacks) and its QP after
+    /// it: the close is counted in `closing`, under the same lock, and
+    /// removal waits until no close is in progress (`wait_for_closes`).
+    pub(crate) fn close(&self, num: u32) -> Result {
+        let conn = {
+            let mut inner = self.inner.lock();
+            let conn = inner.conns.remove(&num).ok_or(ENOENT)?;
+            inner.closing += 1;
+            conn
+        };
+        drop(conn);
+        let mut inner = self.inner.lock();
+        inner.closing -= 1;
+        if inner.closing == 0 {
+            self.closed.notify_all();
+        }
+        Ok(())
     }
 
-    /// `close NUM`: destroys the connection's id and QP and forgets it.
-    pub(crate) fn close(&self, num: u32) -> Result {
-        let conn = self.remove(num).ok_or(ENOENT)?;
-        drop(conn);
-        Ok(())
+    /// Waits until no `close` is destroying a connection it took out of
+    /// the table. A close waits only for its id's callbacks, never for
+    /// device removal, so this ends.
+    fn wait_for_closes(&self) {
+        let mut inner = self.inner.lock();
+        while inner.closing != 0 {
+            self.closed.wait(&mut inner);
+        }
     }
 
     /// Prints `devices`.
@@ -1598,6 +1626,9 @@ impl Client for Core {
         // Not usable for new connections from here on.
         self.inner.lock().devices.remove(device);
         self.remove_all_on(device.index());
+        // A connection `close` took out of the table before we looked may
+        // still have its id and QP on this device.
+        self.wait_for_closes();
         // The ids their own callbacks dropped before `remove_all_on` could
         // take them (queued under the table's lock): destroyed before the
         // CM's own `remove` (which runs after ours) tears the device down.

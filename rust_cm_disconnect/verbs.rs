@@ -24,6 +24,7 @@ use kernel::{
     error::{code::*, from_err_ptr, to_result},
     ffi::c_int,
     prelude::*,
+    time::{ktime_ms_delta, Ktime},
     types::{Opaque, ScopeGuard},
 };
 
@@ -166,8 +167,10 @@ pub(crate) const WC_WR_FLUSH_ERR: u32 = bindings::ib_wc_status_IB_WC_WR_FLUSH_ER
 /// or shrink meanwhile (only `into_buf` takes it, and the unmap follows at
 /// once). A `Mapping` with `len > 0` lives only in the tables of an
 /// [`RcQp`] of `dev` (or on the stack of its methods), so `dev` outlives it:
-/// a device's QPs are freed before it is unregistered. With `len == 0`,
-/// `dev` is never used.
+/// a device's QPs are freed before it is unregistered (every owner of an
+/// [`RcQp`] either holds the device or is waited for by the module's
+/// `ib_client` remove: the table's entries, a `close` in progress, the
+/// reaper's and jobs' queues). With `len == 0`, `dev` is never used.
 struct Mapping {
     buf: KVec<u8>,
     len: usize,
@@ -808,16 +811,17 @@ impl RcQp {
             // what comes back is taken below, the rest is counted.
             let _ = self.qp().to_error();
         }
-        let mut waited = 0;
+        // A deadline on the clock: `msleep(1)` sleeps two jiffies or more
+        // (8 ms at HZ=250), so counting sleeps would wait eight times longer.
+        let start = Ktime::ktime_get();
         loop {
             while let Ok(Some(c)) = self.poll_one() {
                 f(c);
             }
-            if left(self) == 0 || waited >= wait_ms {
+            if left(self) == 0 || ktime_ms_delta(Ktime::ktime_get(), start) >= i64::from(wait_ms) {
                 return left(self);
             }
             delay::msleep(1);
-            waited += 1;
         }
     }
 }
@@ -826,7 +830,22 @@ impl Drop for RcQp {
     fn drop(&mut self) {
         // SAFETY: By the type invariant each object is live and destroyed only
         // here, users first: the QP, then its CQ, then their PD.
-        unsafe { bindings::ib_destroy_qp_user(self.qp.as_ptr(), core::ptr::null_mut()) };
+        let ret = unsafe { bindings::ib_destroy_qp_user(self.qp.as_ptr(), core::ptr::null_mut()) };
+        if ret != 0 {
+            // The QP still exists (a driver refused, as rxe does for a QP
+            // with multicast attachments): the device may still write into
+            // the buffers of its posted requests and complete on the CQ,
+            // and the peer may still reach its MRs. Leaking them, the
+            // buffers, the CQ and the PD is the only safe choice.
+            pr_warn!(
+                "QP {} not destroyed ({}): its MRs, buffers, CQ and PD are leaked\n",
+                self.qp_num(),
+                ret
+            );
+            core::mem::forget(core::mem::take(&mut self.mrs));
+            core::mem::forget(core::mem::take(&mut self.wrs));
+            return;
+        }
         // The QP is gone: the device no longer touches the buffers of the
         // requests still in the table, and the peer no longer reaches the
         // MRs (RC: only through this QP). Deregistered, unmapped and freed
