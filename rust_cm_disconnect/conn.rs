@@ -719,49 +719,8 @@ impl Endpoint {
         drop(handshake);
     }
 
-    /// `disconnect()` of this endpoint on `id` (its own id, or `None` once
-    /// freed): see [`Core::disconnect`].
-    fn disconnect_on(&self, id: Option<&CmIdRef>, data: &[u8]) -> Result {
-        // Held while deciding and sending: see `dreq_received`.
-        let mut st = self.st.lock();
-        // A second call is `EALREADY` whenever it comes, also once the id
-        // has left timewait and been freed.
-        if st.disconnecting {
-            return Err(errno::ealready());
-        }
-        let cm = id.ok_or_else(errno::enotconn)?;
-        let qp = st.verbs.as_ref().map(|v| v.qp());
-        let t_ns = Ktime::ktime_get().to_ns();
-        // Refused (the outer `?`): nothing was done, nothing changes.
-        let (msg, res) = disconnect::disconnect(cm, qp, data)?;
-        st.disconnecting = true;
-        if msg == Message::Dreq && res.is_ok() {
-            st.record_at(&self.core, t_ns, EventKind::DreqSent, 0, data);
-        }
-        self.core.count(msg, res.is_ok());
-        res
-    }
-}
-
-/// Counted in [`LIVE_ENDPOINTS`] while it exists: one per endpoint.
-struct LiveToken;
-
-impl LiveToken {
-    fn new() -> Self {
-        LIVE_ENDPOINTS.fetch_add(1, Ordering::Relaxed);
-        Self
-    }
-}
-
-impl Drop for LiveToken {
-    fn drop(&mut self) {
-        LIVE_ENDPOINTS.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
-#[vtable]
-impl Handler for Arc<Endpoint> {
-    fn req_received(&self, req: Request<'_, Self>) -> Result {
+    /// A REQ to this listener (see [`Handler::req_received`]).
+    fn take_req(self: &Arc<Self>, req: Request<'_, Arc<Self>>) -> Result {
         let core = &self.core;
         if self.st.lock().behaviour.on_req == OnReq::Close {
             // Drops our own `CmId` inside its REQ callback (the CM holds the
@@ -831,6 +790,57 @@ impl Handler for Arc<Endpoint> {
             let _ = core.reaper.spawn(move || rping_poller(ep));
         }
         Ok(())
+    }
+
+    /// `disconnect()` of this endpoint on `id` (its own id, or `None` once
+    /// freed): see [`Core::disconnect`].
+    fn disconnect_on(&self, id: Option<&CmIdRef>, data: &[u8]) -> Result {
+        // Held while deciding and sending: see `dreq_received`.
+        let mut st = self.st.lock();
+        // A second call is `EALREADY` whenever it comes, also once the id
+        // has left timewait and been freed.
+        if st.disconnecting {
+            return Err(errno::ealready());
+        }
+        let cm = id.ok_or_else(errno::enotconn)?;
+        let qp = st.verbs.as_ref().map(|v| v.qp());
+        let t_ns = Ktime::ktime_get().to_ns();
+        // Refused (the outer `?`): nothing was done, nothing changes.
+        let (msg, res) = disconnect::disconnect(cm, qp, data)?;
+        st.disconnecting = true;
+        if msg == Message::Dreq && res.is_ok() {
+            st.record_at(&self.core, t_ns, EventKind::DreqSent, 0, data);
+        }
+        self.core.count(msg, res.is_ok());
+        res
+    }
+}
+
+/// Counted in [`LIVE_ENDPOINTS`] while it exists: one per endpoint.
+struct LiveToken;
+
+impl LiveToken {
+    fn new() -> Self {
+        LIVE_ENDPOINTS.fetch_add(1, Ordering::Relaxed);
+        Self
+    }
+}
+
+impl Drop for LiveToken {
+    fn drop(&mut self) {
+        LIVE_ENDPOINTS.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+#[vtable]
+impl Handler for Arc<Endpoint> {
+    fn req_received(&self, req: Request<'_, Self>) -> Result {
+        // Timed: what a REQ costs the CM's workqueue, which runs one
+        // callback at a time per CPU (`stats`: `req_callback_us_*`).
+        let t0 = Ktime::ktime_get().to_ns();
+        let res = self.take_req(req);
+        self.core.req_callback_time(Ktime::ktime_get().to_ns() - t0);
+        res
     }
 
     fn rep_received(&self, id: &CmIdRef, _remote_qpn: u32) {
@@ -1036,6 +1046,11 @@ pub(crate) struct Core {
     /// read (`stats`) for whoever waits on many connections.
     established: AtomicU64,
     drep_received: AtomicU64,
+    /// REQ callbacks of the listeners: how many, their total and longest
+    /// time in ns.
+    req_callbacks: AtomicU64,
+    req_callback_ns: AtomicU64,
+    req_callback_ns_max: AtomicU64,
 }
 
 /// How to set up an active connection.
@@ -1075,6 +1090,9 @@ impl Core {
             drep_failed: AtomicU64::new(0),
             established: AtomicU64::new(0),
             drep_received: AtomicU64::new(0),
+            req_callbacks: AtomicU64::new(0),
+            req_callback_ns: AtomicU64::new(0),
+            req_callback_ns_max: AtomicU64::new(0),
         })
     }
 
@@ -1266,6 +1284,14 @@ impl Core {
         });
         self.count(msg, res.is_ok());
         res
+    }
+
+    /// Counts a REQ callback that took `ns`.
+    fn req_callback_time(&self, ns: i64) {
+        let ns = u64::try_from(ns).unwrap_or(0);
+        self.req_callbacks.fetch_add(1, Ordering::Relaxed);
+        self.req_callback_ns.fetch_add(ns, Ordering::Relaxed);
+        self.req_callback_ns_max.fetch_max(ns, Ordering::Relaxed);
     }
 
     /// Counts a DREQ or DREP sent or failed.
@@ -1532,6 +1558,18 @@ impl Core {
             out,
             "events_lost {}",
             self.lost_events.load(Ordering::Relaxed)
+        )?;
+        let n = self.req_callbacks.load(Ordering::Relaxed);
+        writeln!(out, "req_callbacks {}", n)?;
+        writeln!(
+            out,
+            "req_callback_us_avg {}",
+            self.req_callback_ns.load(Ordering::Relaxed) / n.max(1) / 1000
+        )?;
+        writeln!(
+            out,
+            "req_callback_us_max {}",
+            self.req_callback_ns_max.load(Ordering::Relaxed) / 1000
         )
     }
 

@@ -191,12 +191,48 @@ timeout_test_listener_backlog_rejects_excess=120
 # retransmissions and MRAs sent, and what is left afterwards (ids, QPs).
 # Checked: the module connects at least as many as cmtime -b does, and
 # holds no id or QP once cmtime is done (only the listener's id).
+# storm_sample T0 FILE: one line of the storm's timeline, read with shell
+# builtins only (a process costs 0.25 s of the guest's vCPU): seconds since
+# T0, then the IB CM's counters on rxe0 (client and server share it) as
+# REQ tx/retries/rx/dup, REP tx/retries/rx/dup, RTU tx/rx, MRA tx/rx, REJ
+# tx/rx, and the module's established ends, ids and REQ callbacks.
+storm_sample() {
+	local d=/sys/class/infiniband/rxe0/ports/1 line="t=$((SECONDS - $1))" m g v k
+	for m in req rep; do
+		line+=" $m"
+		for g in cm_tx_msgs cm_tx_retries cm_rx_msgs cm_rx_duplicates; do
+			read -r v < $d/$g/$m; line+="/$v"
+		done
+	done
+	for m in rtu mra rej; do
+		line+=" $m"
+		for g in cm_tx_msgs cm_rx_msgs; do
+			read -r v < $d/$g/$m; line+="/$v"
+		done
+	done
+	if [ -e $RCD_DBG/stats ]; then
+		while read -r k v; do
+			case $k in established|cm_ids_live|req_callbacks|req_callback_us_avg|req_callback_us_max) line+=" $k=$v" ;; esac
+		done < $RCD_DBG/stats
+	fi
+	echo "$line" >> "$2"
+}
+
+# storm_timeline PID T0 FILE: a sample every 5 s while PID runs.
+storm_timeline() {
+	while kill -0 "$1" 2>/dev/null; do
+		storm_sample "$2" "$3"
+		nap 5
+	done
+	storm_sample "$2" "$3"
+}
+
 timeout_test_storm_cmtime_vs_rdma_cm=900
 test_storm_cmtime_vs_rdma_cm() {
-	local n=${RCD_STORM:-100} qps t0 rc pid out=/tmp/storm b_ok m_ok
+	local n=${RCD_STORM:-100} qps t0 rc pid cpid out=/tmp/storm b_ok m_ok
 	command -v cmtime >/dev/null || { echo "# SKIP cmtime (rdmacm-utils) not installed"; return $KSFT_SKIP; }
 	rxe_add rxe0 v0 && rcd_load || return 1
-	mkdir -p $out
+	mkdir -p $out && rm -f $out/tl-*
 	qps=$(rdma_res qp)
 	storm_counters() {
 		echo "REP sent $(sent rxe0 rep) (retries $(cm_counter rxe0 cm_tx_retries rep)), MRA sent $(sent rxe0 mra), DREQ retries $(cm_counter rxe0 cm_tx_retries dreq), REJ sent $(sent rxe0 rej)"
@@ -207,7 +243,10 @@ test_storm_cmtime_vs_rdma_cm() {
 	wait_for 60 cma_listening 7998 || fail "cmtime -b not listening" || return 1
 	log "before cmtime -b: $(storm_counters)"
 	t0=$SECONDS
-	timeout 600 cmtime -s 10.77.0.1 -p 7998 -c $n > $out/cli-b.out 2>&1; rc=$?
+	timeout 600 cmtime -s 10.77.0.1 -p 7998 -c $n > $out/cli-b.out 2>&1 & cpid=$!
+	storm_timeline $cpid $t0 $out/tl-b
+	wait $cpid; rc=$?
+	sed 's/^/#   timeline: /' $out/tl-b
 	log "cmtime -c $n against cmtime -b: exit $rc in $((SECONDS - t0)) s; $(grep -c 'RDMA_CM_EVENT' $out/cli-b.out) error events"
 	sed 's/^/#   client: /' $out/cli-b.out | head -12
 	# cmtime's server waits for more than its connections: stop it (it
@@ -219,7 +258,10 @@ test_storm_cmtime_vs_rdma_cm() {
 	# 2. The module's listener.
 	ctl listen 1 rxe0 tcp:7999 cma=1 auto_drep=- || return 1
 	t0=$SECONDS
-	timeout 600 cmtime -s 10.77.0.1 -p 7999 -c $n > $out/cli-m.out 2>&1; rc=$?
+	timeout 600 cmtime -s 10.77.0.1 -p 7999 -c $n > $out/cli-m.out 2>&1 & cpid=$!
+	storm_timeline $cpid $t0 $out/tl-m
+	wait $cpid; rc=$?
+	sed 's/^/#   timeline: /' $out/tl-m
 	log "cmtime -c $n against the module: exit $rc in $((SECONDS - t0)) s; $(grep -c 'RDMA_CM_EVENT' $out/cli-m.out) error events"
 	sed 's/^/#   client: /' $out/cli-m.out | head -12
 	m_ok=$((n - $(grep -cE 'RDMA_CM_EVENT_(UNREACHABLE|REJECTED|CONNECT_ERROR)' $out/cli-m.out)))
