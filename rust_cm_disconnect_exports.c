@@ -170,6 +170,16 @@ void rcd_ib_update_fast_reg_key(struct ib_mr *mr, u8 key)
 	ib_update_fast_reg_key(mr, key);
 }
 
+/*
+ * cm::Reaper's job queue (ReaperRef::spawn_job): ordered, so that jobs that
+ * each take a CPU for a while (a passive end's QP and REP) run one after
+ * the other instead of as hundreds of kworkers.
+ */
+struct workqueue_struct *rcd_jobs_alloc(void)
+{
+	return alloc_ordered_workqueue("rcd_jobs", 0);
+}
+
 /* The C API (include/rust_cm_disconnect.h), implemented in capi.rs. */
 EXPORT_SYMBOL_GPL(rcd_send_dreq);
 EXPORT_SYMBOL_GPL(rcd_send_drep);

@@ -34,6 +34,8 @@ struct workqueue_struct;
 
 /* The reaper's workqueue (cm.rs), or NULL. */
 struct workqueue_struct *rcd_reaper_alloc(void);
+/* Its ordered job queue (cm.rs: ReaperRef::spawn), or NULL. */
+struct workqueue_struct *rcd_jobs_alloc(void);
 
 struct ib_cm_id;
 struct ib_qp;

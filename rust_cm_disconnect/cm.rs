@@ -26,7 +26,8 @@
 //!
 //! Module code runs in three kinds of context: the module's own (init,
 //! exit, control file writes, the `ib_client`'s add and remove), a CM
-//! callback of one of our ids, and a work item of the [`Reaper`]. An id is
+//! callback of one of our ids, and a work item of the [`Reaper`] (a queued
+//! destroy, or a job a callback handed off: [`ReaperRef::spawn_job`]). An id is
 //! destroyed on exactly one of these paths:
 //!
 //! 1. [`CmId`] dropped elsewhere than below: `ib_destroy_cm_id` at once,
@@ -334,6 +335,29 @@ impl CmIdRef {
         })
     }
 
+    /// Tells the peer that our answer to its REQ will take a while (a
+    /// Message Receipt Acknowledgement), so that its CM stretches its REQ
+    /// timer by `service_timeout` (4.096 us * 2^`service_timeout`) instead of
+    /// retrying and giving up. Only in `REQ_RCVD` (the REQ callback, after
+    /// [`Request::accept`]); the id goes to `MRA_REQ_SENT`, where a REP or a
+    /// REJ may follow from anywhere. With `delay`, nothing is sent now: the
+    /// CM answers each retransmission of the REQ with the MRA (rdma_cm's
+    /// `CMA_CM_MRA_SETTING`), so a quick answer costs no MAD.
+    pub(crate) fn send_mra(&self, service_timeout: u8, delay: bool) -> Result {
+        if service_timeout > 31 {
+            return Err(EINVAL);
+        }
+        let flag = if delay {
+            bindings::IB_CM_MRA_FLAG_DELAY as u8
+        } else {
+            0
+        };
+        // SAFETY: By the type invariant the id is valid; no private data.
+        to_result(unsafe {
+            bindings::ib_send_cm_mra(self.as_raw(), service_timeout | flag, core::ptr::null(), 0)
+        })
+    }
+
     /// Sends a disconnection request carrying `data` (at most 220 bytes; an
     /// empty slice sends none).
     ///
@@ -436,7 +460,8 @@ pub(crate) trait Handler: Sized + Send + Sync + 'static {
 
 /// A workqueue of this module's that destroys the ids whose [`CmId`] was
 /// dropped where `ib_destroy_cm_id` would wait for the caller itself (see
-/// [`CmId`]).
+/// [`CmId`]), and an ordered one for the jobs CM callbacks hand off
+/// ([`ReaperRef::spawn_job`]).
 ///
 /// Made at module init and dropped last at module exit; everything that
 /// makes ids holds a [`ReaperRef`]. Dropping it waits until no
@@ -446,10 +471,13 @@ pub(crate) trait Handler: Sized + Send + Sync + 'static {
 ///
 /// # Invariants
 ///
-/// `wq` is a workqueue made by `rcd_reaper_alloc`, destroyed only in `drop`;
+/// `wq` and `jobs` are workqueues made by `rcd_reaper_alloc` and
+/// `rcd_jobs_alloc`, destroyed only in `drop`;
 /// `refs` counts the live [`ReaperRef`]s, which point at `self`.
 pub(crate) struct Reaper {
     wq: NonNull<bindings::workqueue_struct>,
+    /// Ordered: the work a CM callback hands off ([`ReaperRef::spawn_job`]).
+    jobs: NonNull<bindings::workqueue_struct>,
     refs: AtomicUsize,
     _pin: PhantomPinned,
 }
@@ -458,6 +486,8 @@ extern "C" {
     /// In `rust_cm_disconnect_exports.c`: `alloc_workqueue` (variadic, and
     /// its flags are macros).
     fn rcd_reaper_alloc() -> *mut bindings::workqueue_struct;
+    /// The same for `alloc_ordered_workqueue`.
+    fn rcd_jobs_alloc() -> *mut bindings::workqueue_struct;
 }
 
 // SAFETY: The workqueue is used only through the workqueue API, which is
@@ -471,8 +501,15 @@ impl Reaper {
     pub(crate) fn new() -> Result<Pin<KBox<Self>>> {
         // SAFETY: Process context (module init); no arguments.
         let wq = NonNull::new(unsafe { rcd_reaper_alloc() }).ok_or(ENOMEM)?;
+        // SAFETY: As above.
+        let Some(jobs) = NonNull::new(unsafe { rcd_jobs_alloc() }) else {
+            // SAFETY: Made just above, nothing queued on it.
+            unsafe { bindings::destroy_workqueue(wq.as_ptr()) };
+            return Err(ENOMEM);
+        };
         let reaper = Self {
             wq,
+            jobs,
             refs: AtomicUsize::new(0),
             _pin: PhantomPinned,
         };
@@ -490,9 +527,14 @@ impl Reaper {
         }
     }
 
+    /// Runs what is queued on both queues: the jobs first, since a job may
+    /// queue a destroy.
     fn flush(&self) {
-        // SAFETY: `wq` is live (type invariant).
-        unsafe { bindings::__flush_workqueue(self.wq.as_ptr()) };
+        // SAFETY: `jobs` and `wq` are live (type invariant).
+        unsafe {
+            bindings::__flush_workqueue(self.jobs.as_ptr());
+            bindings::__flush_workqueue(self.wq.as_ptr());
+        }
     }
 }
 
@@ -518,11 +560,14 @@ impl Drop for Reaper {
             waited = waited.wrapping_add(1);
             crate::delay::msleep(100);
         }
-        // SAFETY: `wq` is live (type invariant) and nothing can queue on it
-        // any more (no `ReaperRef` is left); `destroy_workqueue` first runs
-        // what is queued, including the tail of a work item that dropped the
-        // last `ReaperRef`.
-        unsafe { bindings::destroy_workqueue(self.wq.as_ptr()) };
+        // SAFETY: `jobs` and `wq` are live (type invariant) and nothing can
+        // queue on them any more (no `ReaperRef` is left); `destroy_workqueue`
+        // first runs what is queued, including the tail of a work item that
+        // dropped the last `ReaperRef` (a job's closure, an id's data).
+        unsafe {
+            bindings::destroy_workqueue(self.jobs.as_ptr());
+            bindings::destroy_workqueue(self.wq.as_ptr());
+        }
     }
 }
 
@@ -559,11 +604,27 @@ impl ReaperRef {
         self.queue().try_spawn(GFP_KERNEL, f).map_err(|_| ENOMEM)
     }
 
-    /// Waits until every destroy queued so far is done: every id dropped
-    /// before the call is destroyed and its callbacks have returned. Must not
-    /// be called from a CM callback (a queued destroy waits for it).
+    /// Waits until every job and every destroy queued so far is done: every
+    /// id dropped before the call is destroyed and its callbacks have
+    /// returned. Must not be called from a CM callback (a queued destroy
+    /// waits for it) or from a job.
     pub(crate) fn flush(&self) {
         self.reaper().flush();
+    }
+
+    /// Runs `f` later on the module's job queue, one job at a time in the
+    /// order queued, in process context: for work a CM callback must not do
+    /// itself. The IB CM runs every callback of every id on its own
+    /// workqueue, one at a time per CPU (`alloc_workqueue("ib_cm", 0, 1)`):
+    /// a callback that takes long (making a QP under a debug kernel) holds
+    /// up every REQ, REP, RTU and timer event behind it, and the peers'
+    /// timers run out. Unload waits for every job (the reaper's drop
+    /// flushes, then destroys the queue), device removal too
+    /// ([`ReaperRef::flush`]). `ENOMEM` if the job cannot be allocated.
+    pub(crate) fn spawn_job(&self, f: impl FnOnce() + Send + 'static) -> Result {
+        // SAFETY: `jobs` lives as long as the reaper, so as `self`.
+        let queue = unsafe { Queue::from_raw(self.reaper().jobs.as_ptr()) };
+        queue.try_spawn(GFP_KERNEL, f).map_err(|_| ENOMEM)
     }
 }
 

@@ -48,6 +48,11 @@ const FOREIGN_BASE: u32 = 2_000_000;
 /// otherwise: as many as ucma's default listen backlog.
 pub(crate) const DEFAULT_BACKLOG: u32 = 1024;
 
+/// The time a passive end asks for in its MRA: rdma_cm's
+/// (`CMA_CM_MRA_SETTING`), 4.096 us * 2^24 = 69 s, sent only when the peer
+/// retransmits its REQ.
+const MRA_SERVICE_TIMEOUT: u8 = 24;
+
 /// Queue sizes of every connection's QP.
 const QP_SIZE: QpSize = QpSize { send: 64, recv: 64 };
 
@@ -748,8 +753,6 @@ impl Endpoint {
         };
         let (depth, resources) = (req.initiator_depth(), req.responder_resources());
         let behaviour = self.st.lock().behaviour.try_clone()?;
-        let pre_recv = behaviour.pre_recv;
-        let rping_role = behaviour.rping;
         // Over the backlog: rejected (the CM sends the REJ).
         let handshake = Handshake::new(self, behaviour.backlog)?;
         let device = req.id().device();
@@ -758,38 +761,92 @@ impl Endpoint {
         let cm = req.accept(ep.clone())?;
         // From here an error drops `cm` in its own callback: the CM destroys
         // the new id and rejects the REQ.
-        let verbs = RcQp::new(cm.device(), QP_SIZE)?;
+        //
+        // The QP and the REP are a job's (`accept_later`): the CM runs every
+        // callback on one workqueue, one at a time per CPU, and making a QP
+        // there held up every REQ, REP and RTU behind it until the peers
+        // gave up (issue 11's storm). Meanwhile each retransmission of the
+        // peer's REQ is answered with an MRA, as rdma_cm does.
+        cm.send_mra(MRA_SERVICE_TIMEOUT, true)?;
+        // In the table before the job runs, so that close, device removal
+        // and unload find the id.
+        core.insert(num, ep.clone(), cm)?;
+        let job = ep.clone();
+        if let Err(e) = core
+            .reaper
+            .spawn_job(move || job.accept_later(depth, resources))
+        {
+            // Out again, dropped in its REQ callback: rejected.
+            drop(core.remove_own(&ep));
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// A passive end's job, after its REQ callback: the QP, its moves to
+    /// INIT and RTR, and the REP, on the id made for this endpoint. A
+    /// failure is recorded (`CONNECT_ERROR`) and frees the id and QP (the CM
+    /// rejects the REQ); an endpoint closed or freed meanwhile (`close`, the
+    /// peer's REJ, device removal, unload) is left as it is.
+    fn accept_later(self: &Arc<Self>, depth: u8, resources: u8) {
+        let verbs = match DeviceHandle::get_by_name(&self.dev_name) {
+            // The same device, not a new one of the same name.
+            Ok(dev) if dev.index() == self.dev_index => RcQp::new(&dev, QP_SIZE),
+            _ => Err(ENODEV),
+        };
+        let res = verbs.and_then(|verbs| {
+            // `Ok(Err)`: ours failed; `Err`: the id is gone.
+            match self.core.with_own_cm(self.num, self, |cm| {
+                Ok(self.send_rep(cm, verbs, depth, resources))
+            }) {
+                Ok(res) => res,
+                Err(_) => Ok(()),
+            }
+        });
+        match res {
+            Err(e) => {
+                self.record(EventKind::ConnectError, e.to_errno(), &[]);
+                self.free_id();
+            }
+            Ok(()) => {
+                if self.st.lock().behaviour.rping.is_some() {
+                    // If this fails the protocol only runs on `poll`.
+                    let ep = self.clone();
+                    let _ = self.core.reaper.spawn(move || rping_poller(ep));
+                }
+            }
+        }
+    }
+
+    /// Readies a passive end's QP `verbs` and answers the REQ on `cm`.
+    fn send_rep(&self, cm: &CmIdRef, verbs: RcQp, depth: u8, resources: u8) -> Result {
         let qp_num = verbs.qp_num();
-        ep.st.lock().verbs = Some(verbs);
+        self.st.lock().verbs = Some(verbs);
         // Our PSN: what the peer sends with, announced in the REP.
         let starting_psn = qp_num;
-        ep.move_qp(&cm, bindings::ib_qp_state_IB_QPS_INIT)?;
+        self.move_qp(cm, bindings::ib_qp_state_IB_QPS_INIT)?;
+        let pre_recv = self.st.lock().behaviour.pre_recv;
         if let Some((recv, size)) = pre_recv {
             // Before the REP: the peer may send as soon as it has our RTU.
-            ep.st.lock().post(&Post {
+            self.st.lock().post(&Post {
                 recv,
                 send: 0,
                 size,
                 data: None,
             })?;
         }
-        if let Some(role) = rping_role {
-            ep.st.lock().rping_setup(role)?;
+        let rping = self.st.lock().behaviour.rping;
+        if let Some(role) = rping {
+            self.st.lock().rping_setup(role)?;
         }
-        ep.move_qp_rtr_before_rep(&cm, starting_psn)?;
+        self.move_qp_rtr_before_rep(cm, starting_psn)?;
         cm.send_rep(&Rep {
             qp_num,
             starting_psn,
             responder_resources: depth.min(1),
             initiator_depth: resources.min(1),
             private_data: &[],
-        })?;
-        core.insert(num, ep.clone(), cm)?;
-        if rping_role.is_some() {
-            // If this fails the protocol only runs on `poll`.
-            let _ = core.reaper.spawn(move || rping_poller(ep));
-        }
-        Ok(())
+        })
     }
 
     /// `disconnect()` of this endpoint on `id` (its own id, or `None` once
