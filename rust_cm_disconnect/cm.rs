@@ -433,7 +433,11 @@ pub(crate) struct Rep<'a> {
 #[vtable]
 pub(crate) trait Handler: Sized + Send + Sync + 'static {
     /// A REQ for a listening id: accept it with [`Request::accept`] (and send
-    /// a REP), or return an error (or drop the request) to reject it.
+    /// a REP), or return an error (or drop the request) to reject it. Work
+    /// that takes long (making the QP) belongs in a job
+    /// ([`ReaperRef::spawn`]) that sends the REP later, after
+    /// [`CmIdRef::send_mra`] here: the CM runs one callback at a time per
+    /// CPU for every id on the host.
     fn req_received(&self, _req: Request<'_, Self>) -> Result {
         Err(EINVAL)
     }
@@ -908,6 +912,19 @@ impl<'a, T: Handler> Request<'a, T> {
         // SAFETY: For a REQ the CM points `private_data` at the MAD's field of
         // `REQ_PRIVATE_DATA_SIZE` bytes, alive during the callback.
         unsafe { event_private_data(self.event, REQ_PRIVATE_DATA_SIZE) }
+    }
+
+    /// Whether the REQ asks for a reliable connection (the transport type
+    /// field says RC, not UC or XRC).
+    pub(crate) fn is_rc(&self) -> bool {
+        self.param().qp_type == bindings::ib_qp_type_IB_QPT_RC
+    }
+
+    /// The service id the REQ was sent to (host order).
+    pub(crate) fn service_id(&self) -> u64 {
+        // SAFETY: The new id is valid during its REQ callback; the CM set
+        // `service_id` from the REQ before it delivered the event.
+        u64::from_be(unsafe { (*self.id.as_raw()).service_id })
     }
 
     /// The initiator depth the peer asked for.

@@ -34,6 +34,12 @@ pub(crate) fn service_id(ps: PortSpace, port: u16) -> u64 {
     (u64::from(ps) << 16) + u64::from(port)
 }
 
+/// Whether `service_id` is in rdma_cm's UDP port space, where rdma_cm
+/// serves UD (SIDR) only and rejects a REQ for an RC connection.
+pub(crate) fn is_udp(service_id: u64) -> bool {
+    service_id >> 16 == u64::from(bindings::rdma_ucm_port_space_RDMA_PS_UDP)
+}
+
 /// A `cma_hdr` for an IPv4 connection from `src:port` to `dst`.
 pub(crate) fn hdr(src: [u8; 4], port: u16, dst: [u8; 4]) -> [u8; HDR_SIZE] {
     let mut h = [0u8; HDR_SIZE];
@@ -59,7 +65,11 @@ pub(crate) fn parse(pd: &[u8]) -> Result<([u8; 4], u16, [u8; 4])> {
     dst.copy_from_slice(&h[32..36]);
     // The IPv4 form leaves the first 12 bytes of each address zero.
     let padding_zero = h[4..16].iter().all(|&b| b == 0) && h[20..32].iter().all(|&b| b == 0);
-    if !padding_zero || src == [0; 4] || dst == [0; 4] {
+    // As rdma_cm's `validate_ipv4_net_dev`: no unspecified, loopback,
+    // multicast or broadcast address on either side (nor the reserved
+    // 240/4).
+    let unusable = |a: [u8; 4]| a[0] == 0 || a[0] == 127 || a[0] >= 224;
+    if !padding_zero || unusable(src) || unusable(dst) {
         return Err(bad);
     }
     Ok((src, u16::from_be_bytes([h[2], h[3]]), dst))

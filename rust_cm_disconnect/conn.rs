@@ -732,10 +732,20 @@ impl Endpoint {
             // listener until we return): the abstraction defers the destroy.
             drop(core.remove_own(self));
         }
+        // This module makes RC QPs only: a REQ for UC or XRC is rejected, as
+        // rdma_cm rejects a REQ whose QP type is not its listener's; so is
+        // one to rdma_cm's UDP port space, where rdma_cm serves UD only.
+        if !req.is_rc() || (self.cma && cma::is_udp(req.service_id())) {
+            return Err(EINVAL);
+        }
         let pd = req.private_data();
         let ours = if self.cma {
-            // Garbage is rejected: the CM sends the REJ.
-            cma::parse(pd)?;
+            // Garbage is rejected: the CM sends the REJ. So is a REQ for an
+            // address this device does not have, as rdma_cm's
+            // `validate_net_dev` rejects it: a peer that lies about where
+            // it connects to.
+            let (_, _, dst) = cma::parse(pd)?;
+            GidAttr::find_roce_v2(req.id().device(), &path::ipv4_gid(dst), None)?;
             &pd[cma::HDR_SIZE..]
         } else {
             pd

@@ -151,6 +151,7 @@ rxe_del() { rdma link del "$1" 2>/dev/null; }
 cleanup() {
 	local d
 	[ ! -d /sys/module/rcd_consumer ] || rmmod rcd_consumer >/dev/null 2>&1
+	[ ! -d /sys/module/rcd_peer ] || rmmod rcd_peer >/dev/null 2>&1
 	rcd_unload >/dev/null 2>&1
 	# One tc for both ends (and the hosts' NIC, tests/t_hosts.sh), whatever
 	# a test left there.

@@ -1,0 +1,240 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# A hostile peer on the wire (issue 11): CM messages nobody's CM would send,
+# from another device over the veth (rxe1 on v1 -> rxe0 on v0), made by
+# tests/modules/rcd_peer.ko with the MAD layer alone (no ib_cm_id of its
+# own: what a remote host's broken or malicious CM puts on the wire). The
+# module listens on rxe0 on each kind of service id: a raw one, rdma_cm's
+# TCP port space with cma=1, rdma_cm's UDP port space with cma=1.
+#
+# After each case: the IB CM answered as cm.c defines (counted in rxe0's
+# cm_tx_msgs; the answers arrive at rxe1's CM, which knows none of the ids
+# and drops them), the module holds no id or QP nobody owns (cm_ids_live,
+# `rdma res`), its listeners and connections work, and nothing warns
+# (dmesg_clean at the end of the guest).
+
+PEER_DBG=/sys/kernel/debug/rcd_peer
+
+# peer_setup: rxe0 (v0) and rxe1 (v1) with routes over the veth, the module,
+# the peer on rxe1 aimed at rxe0, and the three listeners on rxe0.
+peer_setup() {
+	local mac
+	rxe_add rxe0 v0 && rxe_add rxe1 v1 && veth_cross_routes && rcd_load || return 1
+	read -r mac < /sys/class/net/v0/address
+	insmod "$RCD_TOP/tests/modules/rcd_peer.ko" dev=rxe1 src=10.77.0.2 dst=10.77.0.1 dmac="$mac" ||
+		fail "insmod rcd_peer" || return 1
+	ctl listen 1 rxe0 0x1000 auto_drep=- &&
+		ctl listen 2 rxe0 tcp:7474 cma=1 auto_drep=- &&
+		ctl listen 3 rxe0 udp:7475 cma=1 || return 1
+}
+
+# peer CMD...: one crafted message (see tests/modules/rcd_peer.c).
+peer() { echo "$*" > $PEER_DBG/send || fail "peer '$*'"; }
+
+# cm_tx MSG / cm_rx MSG: rxe0's CM counters (first sends, retries included).
+cm_tx() { cm_counter rxe0 cm_tx_msgs "$1"; }
+cm_rx() { cm_counter rxe0 cm_rx_msgs "$1"; }
+
+# rx_reached MSG N: rxe0's CM has received N MSGs.
+rx_reached() { [ "$(cm_rx "$1")" -ge "$2" ]; }
+
+PEER_MSGS="req rep rtu rej mra dreq drep lap apr"
+
+# peer_counts DIR VAR: rxe0's CM counters of DIR (cm_tx_msgs, cm_rx_msgs)
+# for every message kind, into the array VAR (shell builtins only: this
+# runs twice a message).
+peer_counts() {
+	local -n out=$2
+	local m v
+	out=()
+	for m in $PEER_MSGS; do
+		read -r v < /sys/class/infiniband/rxe0/ports/1/$1/$m
+		out+=("$v")
+	done
+}
+
+# stray MSG...: sends one crafted message, waits until rxe0's CM has
+# received it and (0.5 s) for what it sends in answer, and sets ANSWER to
+# the kinds it sent meanwhile ("-": nothing). Sent is cm_tx_msgs minus
+# cm_tx_retries: cm.c counts an answer to a message for no id of its own
+# (cm_issue_drep's DREP) as sent once and retried once (cm_send_handler).
+stray() {
+	local -a rx0 rx tx0 tx r0 r
+	local i got end=$((SECONDS + 10)) m
+	peer_counts cm_rx_msgs rx0; peer_counts cm_tx_msgs tx0; peer_counts cm_tx_retries r0
+	peer "$@" || return 1
+	while :; do
+		peer_counts cm_rx_msgs rx; got=0
+		for i in "${!rx[@]}"; do got=$((got + rx[i] - rx0[i])); done
+		[ $got = 0 ] || break
+		[ $SECONDS -lt $end ] || { fail "'$*' never reached rxe0's CM"; return 1; }
+		nap 0.1
+	done
+	nap 0.5
+	peer_counts cm_tx_msgs tx; peer_counts cm_tx_retries r
+	ANSWER=; i=0
+	for m in $PEER_MSGS; do
+		got=$(( (tx[i] - r[i]) - (tx0[i] - r0[i]) ))
+		[ $got = 0 ] || ANSWER+="$m+$got"
+		i=$((i + 1))
+	done
+	: "${ANSWER:=-}"
+}
+
+# A valid cma_hdr (version 0, IPv4) from 10.77.0.2:PORT to DST, in hex.
+cma_hex() { # PORT(hex, 4 digits) SRC(hex, 8) DST(hex, 8)
+	printf '0040%s%024d%s%024d%s' "$1" 0 "$2" 0 "$3"
+}
+
+# Messages for communication ids nobody has, and the same kinds aimed at
+# each listener's own id (the listener's local id as the remote comm id, 0
+# as the sender's, which is what a listener's remote id is): DREQ, DREP,
+# RTU, MRA (for a REQ, a REP, other), REJ (of a REQ, a REP, timeout), REP,
+# LAP, APR. cm.c answers a DREQ for an unknown id with a DREP
+# (cm_issue_drep) and drops everything else; LAP is dropped on RoCE
+# altogether. The module sees none of it: no event, no id, no endpoint;
+# an established connection and every listener still work.
+test_peer_strays_for_unknown_ids() {
+	local before ids conns0 k lid l want got all=0 bad=0
+	peer_setup || return 1
+	ctl connect 10 rxe1 10.77.0.2 10.77.0.1 0x1000 || return 1
+	wait_event 30 10 ESTABLISHED && wait_event 30 $((10 + PASSIVE_BASE)) ESTABLISHED || return 1
+	ids=$(rcd_stat cm_ids_live); conns0=$(cat $RCD_DBG/conns); before=$(cat $RCD_DBG/events)
+	# MESSAGE|THE CM'S ANSWER. Unknown ids: only a DREQ is answered.
+	local -a cases=(
+		"dreq|drep+1" "drep|-" "rtu|-" "mra msg=0|-" "mra msg=1|-" "mra msg=2|-"
+		"rej msg=0|-" "rej msg=1|-" "rej msg=2|-" "rej msg=0 reason=4|-" "rep|-" "lap|-" "apr|-"
+	)
+	for k in "${cases[@]}"; do
+		stray ${k%|*} lcid=0x5eed0001 rcid=0x5eed0002 qpn=0x5eed || return 1
+		want=${k#*|}; all=$((all + 1))
+		[ "$ANSWER" = "$want" ] || bad=$((bad + 1))
+		log "unknown ids: ${k%|*}: answered $ANSWER (cm.c: $want)"
+	done
+	# Each listener's own id: found, but in LISTEN nothing applies (a
+	# DREQ's QPN is not the listener's 0): all dropped.
+	for l in 1 2 3; do
+		lid=$(conn_field $l local_id)
+		for k in "dreq" "drep" "rtu" "mra msg=0" "rej msg=0" "rej msg=1" "lap" "apr"; do
+			stray $k lcid=0 rcid=$lid || return 1
+			all=$((all + 1))
+			[ "$ANSWER" = - ] || bad=$((bad + 1))
+			log "listener $l (local id $lid): $k: answered $ANSWER (cm.c: -)"
+		done
+	done
+	log "peer: $(tr '\n' ' ' < $PEER_DBG/stats); module: ids $(rcd_stat cm_ids_live) (before $ids)"
+	check "the CM answered $((all - bad)) of $all messages as cm.c does" test $bad = 0 || return 1
+	check "no event reached the module" test "$before" = "$(cat $RCD_DBG/events)" || return 1
+	check "no id made or lost ($(rcd_stat cm_ids_live) vs $ids)" test "$(rcd_stat cm_ids_live)" = "$ids" || return 1
+	check "the connections and listeners unchanged" test "$conns0" = "$(cat $RCD_DBG/conns)" || return 1
+	# Everything still works: the connection disconnects, each RC
+	# listener takes a new connection.
+	ctl dreq 10 text:after-the-strays || return 1
+	wait_event 20 10 DREP_RECEIVED || return 1
+	ctl connect 11 rxe1 10.77.0.2 10.77.0.1 0x1000 || return 1
+	ctl connect 12 rxe1 10.77.0.2 10.77.0.1 tcp:7474 cma_port=5000 || return 1
+	wait_event 30 11 ESTABLISHED && wait_event 30 12 ESTABLISHED
+}
+timeout_test_peer_strays_for_unknown_ids=180
+
+# Duplicate REQs, and REQs the peer takes back (a REJ with reason timeout,
+# 4, and its CA GUID as the ARI, as a CM whose REQ timed out sends) at every stage of
+# the handshake: before the module's REQ callback has run, while the
+# passive end's job makes its QP (MRA_REQ_SENT), and after its REP. The
+# peer never sends an RTU, and its CM drops the REPs (it knows no such id),
+# so every passive end that got as far as a REP ends in a REP timeout.
+#  - one REQ sent 3 times (same local comm id and GUID, same TID) and once
+#    more with another TID: one passive end; the CM counts the others as
+#    duplicates (cm_rx_duplicates/req) and answers them (an MRA in
+#    MRA_REQ_SENT, nothing once the REP is out);
+#  - 20 REQs each followed at once by its REJ, 10 with the REJ after the
+#    passive end's REP;
+# Afterwards every passive end is freed (its record stays, state=FREED),
+# only the listeners' ids are left, no QP of ours.
+test_peer_duplicate_and_withdrawn_reqs() {
+	local qps ids dup0 i lcid p ends reps
+	peer_setup || return 1
+	qps=$(rdma_res qp); ids=$(rcd_stat cm_ids_live)
+	dup0=$(cm_counter rxe0 cm_rx_duplicates req)
+	local rq0
+	rq0=$(cm_rx req)
+	# REP timeout 1 s, 3 tries: the duplicates all come while it is alive.
+	peer req lcid=0xd0000001 sid=0x1000 qpn=0x300 tid=0x1234 resp=18 count=3 || return 1
+	peer req lcid=0xd0000001 sid=0x1000 qpn=0x300 tid=0x1235 resp=18 || return 1
+	check "4 REQs received" wait_for 20 rx_reached req $((rq0 + 4)) || return 1
+	check "3 counted as duplicates" wait_for 20 sh -c "[ \$(cat /sys/class/infiniband/rxe0/ports/1/cm_rx_duplicates/req) -ge $((dup0 + 3)) ]" || return 1
+	check "one passive end for the 4 REQs" test "$(grep -c ' listener=1 ' $RCD_DBG/conns)" = 1 || return 1
+	p=$(awk '/ listener=1 / { print $1 }' $RCD_DBG/conns)
+	check "its REP timed out and it was freed" wait_for 20 sh -c "grep -q '^$p .*state=FREED' $RCD_DBG/conns" || return 1
+	log "dup REQ: passive end $p: $(grep "^$p " $RCD_DBG/events | awk '{ print $2, $3 }' | tr '\n' ' '); MRAs sent $(cm_tx mra)"
+	# Withdrawn at once.
+	for ((i = 0; i < 20; i++)); do
+		lcid=$((0xe0000000 + i))
+		# Each its own QPN: the CM rejects a REQ from a GUID and QPN
+		# it already has a connection for as stale.
+		peer req lcid=$lcid qpn=$((0x1000 + i)) sid=0x1000 && peer rej lcid=$lcid msg=0 reason=4 || return 1
+	done
+	# Withdrawn after the REP (the peer's CM has counted it).
+	for ((i = 0; i < 10; i++)); do
+		lcid=$((0xe1000000 + i)); reps=$(cm_counter rxe1 cm_rx_msgs rep)
+		peer req lcid=$lcid qpn=$((0x2000 + i)) sid=0x1000 retries=15 resp=18 || return 1
+		wait_for 20 sh -c "[ \$(cat /sys/class/infiniband/rxe1/ports/1/cm_rx_msgs/rep) -gt $reps ]" ||
+			fail "no REP for REQ $i" || return 1
+		peer rej lcid=$lcid msg=1 reason=4 || return 1
+	done
+	check "34 REQs received" wait_for 30 rx_reached req $((rq0 + 34)) || return 1
+	check "every passive end freed" wait_for 30 sh -c "! grep ' listener=1 ' $RCD_DBG/conns | grep -vq 'state=FREED'" || return 1
+	ends=$(grep -c ' listener=1 ' $RCD_DBG/conns)
+	log "passive ends: $ends; events: REJ_RECEIVED $(count_events REJ_RECEIVED), CONNECT_ERROR $(count_events CONNECT_ERROR); REJs sent by rxe0 $(cm_tx rej), REPs $(cm_tx rep)"
+	check "REJs of REPs sent reached their passive ends (>= 10 REJ_RECEIVED)" test "$(count_events REJ_RECEIVED)" -ge 10 || return 1
+	check "only the listeners' ids left" wait_for 20 stat_is cm_ids_live "$ids" || return 1
+	check "no QP of ours left" test "$(rdma_res qp)" = "$qps" || return 1
+	# The listener still works.
+	ctl connect 20 rxe1 10.77.0.2 10.77.0.1 0x1000 || return 1
+	wait_event 30 20 ESTABLISHED
+}
+timeout_test_peer_duplicate_and_withdrawn_reqs=240
+
+# REQs whose cma_hdr lies, to the cma=1 listeners: wrong version, IPv6
+# claimed, no addresses, a destination address this device does not have,
+# a loopback source, a broadcast destination; an RC REQ to rdma_cm's UDP
+# port space; a UC REQ. rdma_cm rejects each (cma_ib_id_from_event,
+# validate_net_dev, cma_ib_check_req_qp_type): so must the module, with a
+# REJ and no passive end. A valid header from source port 0 is taken (the
+# source port is the peer's business, rdma_cm does not check it either):
+# one passive end, freed when its REP times out.
+test_peer_lying_cma_hdr() {
+	local ids rej0 p src=0a4d0002 dst=0a4d0001 tcp=$(( (0x106 << 16) + 7474 )) udp=$(( (0x111 << 16) + 7475 ))
+	peer_setup || return 1
+	ids=$(rcd_stat cm_ids_live); rej0=$(cm_tx rej)
+	local -a bad=(
+		"version-1 sid=$tcp pd=01$(cma_hex 1d22 $src $dst | cut -c3-)"
+		"ipv6 sid=$tcp pd=0060$(printf '%064d' 0)"
+		"no-addresses sid=$tcp pd=00401d22$(printf '%064d' 0)"
+		"dst-not-ours sid=$tcp pd=$(cma_hex 1d22 $src 0a630001)"
+		"loopback-src sid=$tcp pd=$(cma_hex 1d22 7f000001 $dst)"
+		"broadcast-dst sid=$tcp pd=$(cma_hex 1d22 $src ffffffff)"
+		"rc-to-udp-space sid=$udp pd=$(cma_hex 1d22 $src $dst)"
+		"uc sid=$tcp ts=1 pd=$(cma_hex 1d22 $src $dst)"
+	)
+	local i=0 b name
+	for b in "${bad[@]}"; do
+		name=${b%% *}
+		peer req lcid=$((0xc0000000 + i)) qpn=$((0x3000 + i)) ${b#* } || return 1
+		i=$((i + 1))
+		check "$name: rejected" wait_for 10 sh -c "[ \$(cat /sys/class/infiniband/rxe0/ports/1/cm_tx_msgs/rej) -ge $((rej0 + i)) ]" || return 1
+	done
+	check "no passive end for the $i lies" test "$(grep -c ' listener=' $RCD_DBG/conns)" = 0 || return 1
+	check "no id made ($(rcd_stat cm_ids_live) vs $ids)" test "$(rcd_stat cm_ids_live)" = "$ids" || return 1
+	# The truth, from port 0: taken.
+	peer req lcid=0xc1000000 qpn=0x3100 sid=$tcp pd=$(cma_hex 0000 $src $dst) || return 1
+	check "a valid cma_hdr from port 0 is taken" wait_for 10 sh -c "grep -q ' listener=2 ' $RCD_DBG/conns" || return 1
+	p=$(awk '/ listener=2 / { print $1 }' $RCD_DBG/conns)
+	check "and freed when its REP times out" wait_for 20 sh -c "grep -q '^$p .*state=FREED' $RCD_DBG/conns" || return 1
+	log "REJs sent: $(( $(cm_tx rej) - rej0 )) for $i lies; passive end $p: $(grep "^$p " $RCD_DBG/events | awk '{ print $2, $3 }' | tr '\n' ' ')"
+	check "only the listeners' ids left" wait_for 20 stat_is cm_ids_live "$ids" || return 1
+	# The listener still takes rdma_cm's REQs.
+	ctl connect 20 rxe1 10.77.0.2 10.77.0.1 tcp:7474 cma_port=5000 || return 1
+	wait_event 30 20 ESTABLISHED
+}
+timeout_test_peer_lying_cma_hdr=180
