@@ -189,8 +189,9 @@ timeout_test_listener_backlog_rejects_excess=120
 # (cmtime -b). Printed: cmtime's exit status, time and errors, the
 # connections each side established, DREQ retransmissions, REP
 # retransmissions and MRAs sent, and what is left afterwards (ids, QPs).
-# Checked: the module connects at least as many as cmtime -b does, and
-# holds no id or QP once cmtime is done (only the listener's id).
+# Checked: the module connects at least as many as cmtime -b does, its
+# REQ callbacks are short, and it holds no id or QP once cmtime is done
+# (only the listener's id).
 # storm_sample T0: one line of the storm's timeline, read with shell
 # builtins only (a process costs 0.25 s of the guest's vCPU): seconds since
 # T0, then the IB CM's counters on rxe0 (client and server share it) as
@@ -218,13 +219,6 @@ storm_sample() {
 	echo "#   timeline: $line"
 }
 
-# storm_established: passive ends the CM has seen established on rxe0 so
-# far, whoever the server is: RTUs received minus the duplicates (an RTU for
-# an id no longer waiting for one, after its REP timed out, counts as one).
-storm_established() {
-	echo $(( $(cm_counter rxe0 cm_rx_msgs rtu) - $(cm_counter rxe0 cm_rx_duplicates rtu) ))
-}
-
 # storm_timeline PID T0: a sample every 10 s while PID runs, printed as it
 # is taken (a test killed by its timeout still shows where it was).
 storm_timeline() {
@@ -239,7 +233,7 @@ storm_timeline() {
 # ends to go.
 timeout_test_storm_cmtime_vs_rdma_cm=1500
 test_storm_cmtime_vs_rdma_cm() {
-	local n=${RCD_STORM:-100} qps t0 rc pid cpid out=/tmp/storm b_ok m_ok e0 b_est m_est
+	local n=${RCD_STORM:-100} qps t0 rc pid cpid out=/tmp/storm b_ok m_ok b_rc
 	command -v cmtime >/dev/null || { echo "# SKIP cmtime (rdmacm-utils) not installed"; return $KSFT_SKIP; }
 	rxe_add rxe0 v0 && rcd_load || return 1
 	mkdir -p $out
@@ -252,7 +246,7 @@ test_storm_cmtime_vs_rdma_cm() {
 	timeout 600 cmtime -b 10.77.0.1 -p 7998 -c $n > $out/srv.out 2>&1 & pid=$!
 	wait_for 60 cma_listening 7998 || fail "cmtime -b not listening" || return 1
 	log "before cmtime -b: $(storm_counters)"
-	t0=$SECONDS; e0=$(storm_established)
+	t0=$SECONDS
 	timeout 600 cmtime -s 10.77.0.1 -p 7998 -c $n > $out/cli-b.out 2>&1 & cpid=$!
 	storm_timeline $cpid $t0
 	wait $cpid; rc=$?
@@ -263,23 +257,21 @@ test_storm_cmtime_vs_rdma_cm() {
 	kill $pid 2>/dev/null; wait $pid; log "server exit $? (143: stopped here)"; sed 's/^/#   server: /' $out/srv.out | head -12
 	log "after cmtime -b: $(storm_counters); QPs $(rdma_res qp) (kernel's $qps)"
 	# cmtime exits 0 whatever happened: count its failed connections.
+	# (A cmtime that ran out of time printed no error for what it still
+	# waited for: then this is an upper bound.)
 	b_ok=$((n - $(grep -cE 'RDMA_CM_EVENT_(UNREACHABLE|REJECTED|CONNECT_ERROR)' $out/cli-b.out)))
-	# A cmtime that ran out of time printed no error for what it still
-	# waited for: the server's CM counts what was established.
-	b_est=$(( $(storm_established) - e0 ))
-	[ $rc = 0 ] || b_ok=$b_est
+	b_rc=$rc
 	# 2. The module's listener.
 	ctl listen 1 rxe0 tcp:7999 cma=1 auto_drep=- || return 1
-	t0=$SECONDS; e0=$(storm_established)
+	t0=$SECONDS
 	timeout 600 cmtime -s 10.77.0.1 -p 7999 -c $n > $out/cli-m.out 2>&1 & cpid=$!
 	storm_timeline $cpid $t0
 	wait $cpid; rc=$?
 	log "cmtime -c $n against the module: exit $rc in $((SECONDS - t0)) s; $(grep -c 'RDMA_CM_EVENT' $out/cli-m.out) error events"
 	sed 's/^/#   client: /' $out/cli-m.out | head -12
-	m_ok=$((n - $(grep -cE 'RDMA_CM_EVENT_(UNREACHABLE|REJECTED|CONNECT_ERROR)' $out/cli-m.out)))
-	m_est=$(( $(storm_established) - e0 ))
-	[ $rc = 0 ] || m_ok=$m_est
-	log "connected (cmtime's count, or the CM's if cmtime ran out of time): $m_ok against the module, $b_ok against cmtime -b; established by the CM's count: $m_est and $b_est"
+	# The module counts its own: every passive end that got its RTU.
+	m_ok=$(rcd_stat established)
+	log "connected: $m_ok against the module (its count; cmtime's: $((n - $(grep -cE 'RDMA_CM_EVENT_(UNREACHABLE|REJECTED|CONNECT_ERROR)' $out/cli-m.out)))), $b_ok against cmtime -b (cmtime's count$([ $b_rc = 0 ] || echo ", an upper bound: it ran out of time"))"
 	sleep 5
 	local est ends conn_err idle
 	est=$(grep -c ' listener=1 ' $RCD_DBG/conns)
@@ -291,6 +283,11 @@ test_storm_cmtime_vs_rdma_cm() {
 	check "every passive end freed within 120 s" test $settled = 0 || return 1
 	check "cmtime against the module exits 0 (got $rc)" test $rc = 0 || return 1
 	check "at least as many connected as against cmtime -b ($m_ok vs $b_ok)" test $m_ok -ge $b_ok || return 1
+	# The REQ callback only accepts, sends the MRA and queues a job: it
+	# no longer holds up the CM's workqueue for a QP (measured on the debug
+	# kernel: 1.8 ms on average then, 17 ms with the QP and REP inside).
+	check "REQ callbacks short: $(rcd_stat req_callback_us_avg) us on average (< 8000)" \
+		test "$(rcd_stat req_callback_us_avg)" -lt 8000 || return 1
 	check "no QP left" test "$(rdma_res qp)" = "$qps"
 }
 
