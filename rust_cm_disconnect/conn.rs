@@ -153,6 +153,10 @@ pub(crate) struct Behaviour {
     /// id (`on_timewait=sleep:MS`): widens the window of a callback in
     /// flight, for the tests.
     pub(crate) timewait_sleep: u32,
+    /// The sleep comes after the id is freed (`on_timewait=after:MS`): the
+    /// callback is still in module code once nothing refers to the id, the
+    /// window an unload must wait for.
+    pub(crate) timewait_after: bool,
     pub(crate) on_rep: OnRep,
     /// A listener's bound on handshakes in flight (REQ accepted, REP sent,
     /// no RTU yet): the excess is rejected (`backlog=N`).
@@ -172,6 +176,7 @@ impl Default for Behaviour {
             on_dreq: OnDreq::Nothing,
             on_req: OnReq::Nothing,
             timewait_sleep: 0,
+            timewait_after: false,
             on_rep: OnRep::Accept,
             backlog: DEFAULT_BACKLOG,
             pre_recv: None,
@@ -190,6 +195,7 @@ impl Behaviour {
             on_dreq: self.on_dreq,
             on_req: self.on_req,
             timewait_sleep: self.timewait_sleep,
+            timewait_after: self.timewait_after,
             on_rep: self.on_rep,
             backlog: self.backlog,
             pre_recv: self.pre_recv,
@@ -1029,11 +1035,17 @@ impl Handler for Arc<Endpoint> {
 
     fn timewait_exit(&self, _id: &CmIdRef) {
         self.record(EventKind::TimewaitExit, 0, &[]);
-        let ms = self.st.lock().behaviour.timewait_sleep;
-        if ms > 0 {
+        let (ms, after) = {
+            let st = self.st.lock();
+            (st.behaviour.timewait_sleep, st.behaviour.timewait_after)
+        };
+        if ms > 0 && !after {
             delay::msleep(ms);
         }
         self.free_id();
+        if ms > 0 && after {
+            delay::msleep(ms);
+        }
     }
 }
 

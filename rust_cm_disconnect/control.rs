@@ -169,7 +169,9 @@ fn listen(core: &Arc<Core>, args: &[&str]) -> Result {
             Some(("auto_drep", d)) => behaviour.auto_drep = Some(parse_data(d)?),
             Some(("on_dreq", a)) => behaviour.on_dreq = parse_on_dreq(a)?,
             Some(("on_req", "close")) => behaviour.on_req = OnReq::Close,
-            Some(("on_timewait", a)) => behaviour.timewait_sleep = parse_sleep(a)?,
+            Some(("on_timewait", a)) => {
+                (behaviour.timewait_sleep, behaviour.timewait_after) = parse_timewait(a)?
+            }
             Some(("backlog", n)) => behaviour.backlog = parse_u32(n)?,
             Some(("recv", r)) => behaviour.pre_recv = Some(parse_recv(r)?),
             Some(("rping", "1")) => behaviour.rping = Some(rping::Role::Server),
@@ -211,7 +213,9 @@ fn connect(core: &Arc<Core>, args: &[&str]) -> Result {
             ("port", v) => a.port = parse_u32(v)?,
             ("auto_drep", d) => a.behaviour.auto_drep = Some(parse_data(d)?),
             ("on_dreq", v) => a.behaviour.on_dreq = parse_on_dreq(v)?,
-            ("on_timewait", v) => a.behaviour.timewait_sleep = parse_sleep(v)?,
+            ("on_timewait", v) => {
+                (a.behaviour.timewait_sleep, a.behaviour.timewait_after) = parse_timewait(v)?
+            }
             ("on_rep", "ignore") => a.behaviour.on_rep = OnRep::Ignore,
             ("on_rep", "reject") => a.behaviour.on_rep = OnRep::Reject,
             ("cma_port", v) => a.cma_port = Some(v.parse().map_err(|_| EINVAL)?),
@@ -361,6 +365,17 @@ fn parse_on_dreq(s: &str) -> Result<OnDreq> {
 }
 
 /// `sleep:MS`, up to 10 s.
+/// `sleep:MS` (before the id is freed) or `after:MS` (after it).
+fn parse_timewait(s: &str) -> Result<(u32, bool)> {
+    match s.split_once(':') {
+        Some(("after", ms)) => match parse_u32(ms)? {
+            ms @ 0..=10_000 => Ok((ms, true)),
+            _ => Err(EINVAL),
+        },
+        _ => Ok((parse_sleep(s)?, false)),
+    }
+}
+
 fn parse_sleep(s: &str) -> Result<u32> {
     match s.split_once(':') {
         Some(("sleep", ms)) => match parse_u32(ms)? {
