@@ -12,11 +12,12 @@
 //!
 //! ```text
 //! listen  NUM DEV SERVICE_ID [auto_drep=DATA] [on_dreq=ACTION] [cma=1]
-//!         [backlog=N] [on_req=close] [on_timewait=sleep:MS] [recv=COUNT[:SIZE]]
+//!         [backlog=N] [on_req=close] [on_timewait=sleep:MS|after:MS]
+//!         [recv=COUNT[:SIZE]]
 //! connect NUM DEV SRC_IP DST_IP SERVICE_ID [port=N] [auto_drep=DATA]
 //!         [on_dreq=ACTION] [lifetime=N] [resp=N] [retries=N] [cma_port=N]
-//!         [req_data=DATA] [on_timewait=sleep:MS] [on_rep=ignore|reject]
-//!         [recv=COUNT[:SIZE]] [resolve_ms=N]
+//!         [req_data=DATA] [on_timewait=sleep:MS|after:MS]
+//!         [on_rep=ignore|reject] [recv=COUNT[:SIZE]] [resolve_ms=N]
 //! dreq    NUM[,NUM...] [DATA]   (NUM may be a range, A-B)
 //! drep    NUM [DATA]
 //! disconnect NUM[,NUM...] [DATA]  QP to error, then DREQ or DREP (rdma_disconnect)
@@ -54,7 +55,8 @@
 //! posted).
 //! For the tests of the CM abstraction: `on_req=close` (listen: the REQ
 //! callback closes its own listener first), `on_timewait=sleep:MS` (the
-//! timewait-exit callback sleeps before freeing the id) and `on_rep=ignore`
+//! timewait-exit callback sleeps before freeing the id; `after:MS`: after
+//! it) and `on_rep=ignore`
 //! or `on_rep=reject` (connect: no RTU, or a REJ, after the REP).
 //!
 //! DATA is `-` (none), `hex:0a0b...`, `text:WORD`, `pat:N` (N bytes 1, 2,
