@@ -15,7 +15,7 @@ use crate::{
     disconnect::{self, Message},
     errno,
     ib_client::{Client, Device, DeviceHandle},
-    path::{self, Timing},
+    path::{self, GidAttr, Timing},
     rping::{self, Rping},
     verbs::{self, Completion, MrState, QpSize, RcQp, WrKind, WC_WR_FLUSH_ERR},
 };
@@ -751,7 +751,13 @@ impl Endpoint {
             // `validate_net_dev` rejects it: a peer that lies about where
             // it connects to.
             let (_, _, dst) = cma::parse(pd)?;
-            GidAttr::find_roce_v2(req.id().device(), &path::ipv4_gid(dst), None)?;
+            let (device, gid) = (req.id().device(), path::ipv4_gid(dst));
+            if !device
+                .ports()
+                .any(|port| GidAttr::find_roce_v2(device, &gid, port).is_ok())
+            {
+                return Err(errno::ehostunreach());
+            }
             &pd[cma::HDR_SIZE..]
         } else {
             pd
