@@ -54,7 +54,9 @@ test_sidr_req_answered_no_id_left() {
 	t0=$SECONDS
 	res=$($bin 10.77.0.1 7174 $n 60)
 	log "sidr_flood $n in $((SECONDS - t0)) s: $res"
-	sleep 2
+	# The tool has its n answers; the CM counts a SIDR REP when its send
+	# completes.
+	wait_for 10 sh -c "[ \$(( \$(cat /sys/class/infiniband/rxe0/ports/1/cm_tx_msgs/sidr_rep) - $tx0 )) -ge $n ]"
 	rx=$(( $(cm_counter rxe0 cm_rx_msgs sidr_req) - rx0 ))
 	tx=$(( $(cm_counter rxe0 cm_tx_msgs sidr_rep) - tx0 ))
 	log "CM counters: $rx SIDR REQs received, $tx SIDR REPs sent"
@@ -84,7 +86,10 @@ test_timewait_exit_frees_its_own_id_only() {
 	# that the new 2's passive end can take its number.
 	ctl close $p || return 1
 	( ctl close 2 ) & pid=$!
-	sleep 1
+	# close takes 2 out of the table first, then waits for the callback
+	# (asleep for 4 s): once 2 has left the table, close must still be
+	# waiting.
+	check "close 2 took 2 out of the table" wait_for 10 sh -c "! grep -q '^2 ' $RCD_DBG/conns" || return 1
 	check "close 2 waits for 2's timewait-exit callback" kill -0 $pid || return 1
 	ctl connect 2 rxe0 10.77.0.1 10.77.0.1 0x1000 || return 1
 	log "the new 2 sent its REQ"
@@ -93,9 +98,8 @@ test_timewait_exit_frees_its_own_id_only() {
 	log "close 2 returned; the new 2: state $(conn_state 2), events: $(grep '^2 ' $RCD_DBG/events | awk '{print $2}' | tr '\n' ' ')"
 	check "the new 2 established" wait_for 20 has_event 2 ESTABLISHED || return 1
 	wait_event 20 $p ESTABLISHED || return 1
-	# The old callback has returned (close waited for it): the new 2 must
-	# still have its id.
-	sleep 1
+	# The old callback has returned (close waited for it, and destroying
+	# an id waits for its callbacks): the new 2 must still have its id.
 	check "the new 2 keeps its id (state $(conn_state 2))" test "$(conn_state 2)" = ESTABLISHED || return 1
 	ctl dreq 2 text:still-here || return 1
 	wait_event 20 2 DREP_RECEIVED
@@ -322,7 +326,12 @@ test_listener_dropped_in_its_req_callback() {
 	check "its id was destroyed" wait_for 10 stat_is cm_ids_live 2 || return 1
 	# Nothing listens on 0x1000 any more: a new REQ is not answered by us.
 	ctl connect 3 rxe0 10.77.0.1 10.77.0.1 0x1000 retries=2 resp=14 || return 1
-	check "no passive end for the second REQ" sh -c "sleep 3; ! grep -q '^$((3 + PASSIVE_BASE)) ' $RCD_DBG/conns" || return 1
+	# With no listener, the CM itself answers the REQ with a REJ (reason 8,
+	# invalid service id: cm_req_handler), and makes no passive end.
+	wait_event 20 3 REJ_RECEIVED || return 1
+	check "the REQ rejected by the CM: reason $(event_field 3 REJ_RECEIVED status) (8, invalid service id)" \
+		test "$(event_field 3 REJ_RECEIVED status)" = 8 || return 1
+	check "no passive end for the second REQ" sh -c "! grep -q '^$((3 + PASSIVE_BASE)) ' $RCD_DBG/conns" || return 1
 	ctl close 2,3,$((2 + PASSIVE_BASE)) || return 1
 	check "every id freed" test "$(rcd_stat cm_ids_live)" = 0
 }
