@@ -16,3 +16,12 @@ KMAKE_VARS=(LLVM=-19 RUSTC="$RUSTC" RUST_LIB_SRC="$RUST_LIB_SRC" BINDGEN="$BINDG
 	CLIPPY_DRIVER=/usr/bin/clippy-driver RUSTFMT=/usr/bin/rustfmt
 	HOSTRUSTC="$RUSTC")
 mkdir -p "$RCD_CACHE"
+# scripts/kernel.sh runs one at a time per cache: two makes in one tree
+# corrupt it, and worktrees and parallel runs share the cache. A second
+# caller waits, then finds the tree up to date. The lock is taken here, as
+# kernel.sh sources this file, because kernel.sh's own text is part of its
+# trees' key.
+if [ "${BASH_SOURCE[1]##*/}" = kernel.sh ]; then
+	exec 9>"$RCD_CACHE/kernel.lock"
+	flock 9
+fi

@@ -45,13 +45,6 @@ log=$RCD_CACHE/kernel-build-$variant.log
 
 kmake() { make -C "$KDIR" -s "${KMAKE_VARS[@]}" "$@"; }
 
-# One kernel.sh per variant at a time: two makes in one tree corrupt it
-# (worktrees and parallel `make check`s share the cache). A second caller
-# waits, then finds the tree up to date.
-mkdir -p "$RCD_CACHE"
-exec 9>"$RCD_CACHE/kernel-$variant.lock"
-flock 9
-
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$base_key $patch_key" ] &&
 	[ -f "$KDIR/arch/x86/boot/bzImage" ]; then
 	echo "kernel: $variant up to date"
