@@ -33,8 +33,9 @@ mod ib_client;
 mod path;
 #[path = "rust_cm_disconnect/rping.rs"]
 mod rping;
-#[path = "rust_cm_disconnect/verbs.rs"]
-mod verbs;
+
+// The abstractions of the kernel crate, under the names the modules use.
+use kernel::rdma::verbs;
 
 module! {
     type: RustCmDisconnect,

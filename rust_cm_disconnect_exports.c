@@ -21,7 +21,6 @@
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 #include <linux/workqueue.h>
-#include <rdma/ib_verbs.h>
 
 #include <rust_cm_disconnect.h>
 
@@ -127,47 +126,6 @@ void rcd_might_sleep(void)
 struct workqueue_struct *rcd_reaper_alloc(void)
 {
 	return alloc_workqueue("rcd_reaper", WQ_UNBOUND, 0);
-}
-
-/*
- * DMA mapping of work-request buffers (verbs.rs): ib_dma_map_single() and
- * friends are static inlines.
- */
-int rcd_ib_dma_map_single(struct ib_device *dev, void *cpu_addr, size_t size,
-			  int dir, u64 *addr)
-{
-	u64 a = ib_dma_map_single(dev, cpu_addr, size, dir);
-
-	if (ib_dma_mapping_error(dev, a))
-		return -ENOMEM;
-	*addr = a;
-	return 0;
-}
-
-void rcd_ib_dma_unmap_single(struct ib_device *dev, u64 addr, size_t size,
-			     int dir)
-{
-	ib_dma_unmap_single(dev, addr, size, dir);
-}
-
-/*
- * Fast registration (verbs.rs): ib_map_mr_sg() takes a scatterlist, built
- * here for one range already mapped (a stack entry: the driver copies the
- * page addresses out of it); ib_update_fast_reg_key() is a static inline.
- */
-int rcd_ib_map_mr_one(struct ib_mr *mr, u64 addr, u32 len)
-{
-	struct scatterlist sg;
-
-	sg_init_table(&sg, 1);
-	sg_dma_address(&sg) = addr;
-	sg_dma_len(&sg) = len;
-	return ib_map_mr_sg(mr, &sg, 1, NULL, PAGE_SIZE);
-}
-
-void rcd_ib_update_fast_reg_key(struct ib_mr *mr, u8 key)
-{
-	ib_update_fast_reg_key(mr, key);
 }
 
 /*

@@ -51,23 +51,4 @@ int rcd_test_with_conn(u32 num,
 /* might_sleep(): the kernel's report for a caller in atomic context. */
 void rcd_might_sleep(void);
 
-struct ib_device;
-
-/*
- * Work-request buffers (verbs.rs): ib_dma_map_single() with its
- * ib_dma_mapping_error() check (0 and the address in *addr, or -ENOMEM),
- * and ib_dma_unmap_single(). @dir is an enum dma_data_direction.
- */
-int rcd_ib_dma_map_single(struct ib_device *dev, void *cpu_addr, size_t size,
-			  int dir, u64 *addr);
-void rcd_ib_dma_unmap_single(struct ib_device *dev, u64 addr, size_t size,
-			     int dir);
-
-struct ib_mr;
-
-/* Fast registration (verbs.rs): ib_map_mr_sg() of one mapped range (1 on
- * success), ib_update_fast_reg_key(). */
-int rcd_ib_map_mr_one(struct ib_mr *mr, u64 addr, u32 len);
-void rcd_ib_update_fast_reg_key(struct ib_mr *mr, u8 key);
-
 #endif

@@ -53,8 +53,19 @@ pub(crate) const DEFAULT_BACKLOG: u32 = 1024;
 /// retransmits its REQ.
 const MRA_SERVICE_TIMEOUT: u8 = 24;
 
-/// Queue sizes of every connection's QP.
-const QP_SIZE: QpSize = QpSize { send: 64, recv: 64 };
+/// The counts `stats` shows over every connection's QP.
+static VERBS_COUNTERS: verbs::Counters = verbs::Counters::new();
+
+/// Every connection's QP: its queue sizes, and the module's name and counts.
+fn qp_size() -> QpSize {
+    QpSize {
+        send: 64,
+        recv: 64,
+        caller: kernel::c_str!("rust_cm_disconnect"),
+        counters: Some(&VERBS_COUNTERS),
+        ..QpSize::default()
+    }
+}
 
 /// The largest buffer a work request of `post` carries: the largest IB MTU.
 pub(crate) const MAX_WR_BYTES: usize = 4096;
@@ -813,7 +824,7 @@ impl Endpoint {
     fn accept_later(self: &Arc<Self>, depth: u8, resources: u8) {
         let verbs = match DeviceHandle::get_by_name(&self.dev_name) {
             // The same device, not a new one of the same name.
-            Ok(dev) if dev.index() == self.dev_index => RcQp::new(&dev, QP_SIZE),
+            Ok(dev) if dev.index() == self.dev_index => RcQp::new(&dev, qp_size()),
             _ => Err(ENODEV),
         };
         let res = verbs.and_then(|verbs| {
@@ -1254,7 +1265,7 @@ impl Core {
         let route = path::resolve(&dev, a.port, a.src, a.dst, a.timing, a.resolve_ms)?;
         let ep = Endpoint::new(self, a.num, Role::Active, &dev, 0, false, a.behaviour)?;
         let cm = CmId::new(&dev, &self.reaper, ep.clone())?;
-        let verbs = RcQp::new(&dev, QP_SIZE)?;
+        let verbs = RcQp::new(&dev, qp_size())?;
         let qp_num = verbs.qp_num();
         let mut attr = bindings::ib_qp_attr {
             qp_state: bindings::ib_qp_state_IB_QPS_INIT,
@@ -1610,8 +1621,8 @@ impl Core {
         writeln!(out, "event_bytes {}", core::mem::size_of::<Event>())?;
         drop(inner);
         writeln!(out, "cm_ids_live {}", cm::live_ids())?;
-        writeln!(out, "wr_bufs_mapped {}", verbs::mapped_bufs())?;
-        writeln!(out, "mrs_live {}", verbs::live_mrs())?;
+        writeln!(out, "wr_bufs_mapped {}", VERBS_COUNTERS.mapped_bufs())?;
+        writeln!(out, "mrs_live {}", VERBS_COUNTERS.live_mrs())?;
         writeln!(
             out,
             "endpoints_live {}",

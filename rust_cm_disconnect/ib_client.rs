@@ -19,72 +19,8 @@ use kernel::{
     types::{ForeignOwnable, Opaque},
 };
 
-/// An RDMA device, borrowed for the duration of a call from the RDMA core.
-///
-/// # Invariants
-///
-/// The wrapped `struct ib_device` is valid and registered for the lifetime of
-/// every `&Device`.
-#[repr(transparent)]
-pub(crate) struct Device(Opaque<bindings::ib_device>);
-
-impl Device {
-    /// Creates a reference to a [`Device`] from a raw pointer.
-    ///
-    /// # Safety
-    ///
-    /// `ptr` must point to a valid, registered `struct ib_device` for the
-    /// whole lifetime `'a`.
-    pub(crate) unsafe fn from_raw<'a>(ptr: *mut bindings::ib_device) -> &'a Self {
-        // SAFETY: `Device` is a transparent wrapper of `struct ib_device`, and the
-        // caller guarantees that `ptr` is valid for `'a`.
-        unsafe { &*ptr.cast() }
-    }
-
-    /// Returns the raw `struct ib_device` pointer.
-    pub(crate) fn as_raw(&self) -> *mut bindings::ib_device {
-        self.0.get()
-    }
-
-    /// The device's name, as `rdma link` shows it (`rxe0`).
-    pub(crate) fn name(&self) -> &CStr {
-        // SAFETY: By the type invariant the device is valid. `name` is a
-        // NUL-terminated array that the core keeps terminated, also on rename.
-        unsafe { CStr::from_char_ptr((*self.as_raw()).name.as_ptr()) }
-    }
-
-    /// The device's index in the RDMA core: unique among registered devices.
-    pub(crate) fn index(&self) -> u32 {
-        // SAFETY: By the type invariant the device is valid; `index` is set
-        // before registration and never changes.
-        unsafe { (*self.as_raw()).index }
-    }
-
-    /// The device's port numbers, `rdma_start_port()..=rdma_end_port()`.
-    pub(crate) fn ports(&self) -> core::ops::RangeInclusive<u32> {
-        // SAFETY: By the type invariant the device is valid.
-        let (first, last) = unsafe {
-            (
-                bindings::rdma_start_port(self.as_raw()),
-                bindings::rdma_end_port(self.as_raw()),
-            )
-        };
-        first..=last
-    }
-
-    /// Whether port `port` supports the IB connection manager (IB and RoCE do).
-    pub(crate) fn has_ib_cm(&self, port: u32) -> bool {
-        // SAFETY: By the type invariant the device is valid; `rdma_cap_ib_cm`
-        // only reads its immutable port capabilities.
-        self.ports().contains(&port) && unsafe { bindings::rdma_cap_ib_cm(self.as_raw(), port) }
-    }
-
-    /// Whether port `port` runs RoCE (rxe does).
-    pub(crate) fn is_roce(&self, port: u32) -> bool {
-        // SAFETY: As in `has_ib_cm`.
-        self.ports().contains(&port) && unsafe { bindings::rdma_protocol_roce(self.as_raw(), port) }
-    }
-}
+/// The RDMA device, in the kernel crate.
+pub(crate) use kernel::rdma::device::Device;
 
 /// What the RDMA core tells a client.
 pub(crate) trait Client: Send + Sync + 'static {

@@ -24,4 +24,10 @@ mkdir -p "$RCD_CACHE"
 if [ "${BASH_SOURCE[1]##*/}" = kernel.sh ]; then
 	exec 9>"$RCD_CACHE/kernel.lock"
 	flock 9
+	# The new kernel files of kernel/tree/ as one more patch, which
+	# kernel.sh's kernel/*.patch takes in after the numbered ones (see
+	# scripts/kernel-patch.sh): made here for the same reason.
+	_rcd_kernel=$(cd "$(dirname "${BASH_SOURCE[0]}")/../kernel" && pwd)
+	bash "$_rcd_kernel/../scripts/kernel-patch.sh" > "$_rcd_kernel/.tree-files.tmp"
+	mv "$_rcd_kernel/.tree-files.tmp" "$_rcd_kernel/tree-files.generated.patch"
 fi

@@ -11,70 +11,93 @@
 //! whose completion never comes (the QP is destroyed first) are unmapped and
 //! freed after the QP is destroyed, when the device can no longer touch them.
 //!
+//! Policy is the user's: queue sizes, how many MRs, the name the RDMA core
+//! records and the counts kept are fields of [`QpSize`], which has a
+//! [`Default`].
+//!
 //! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
 
-use crate::{delay, ib_client::Device};
+use super::device::Device;
+use crate::{
+    bindings, c_str,
+    error::{from_err_ptr, to_result},
+    ffi::c_int,
+    prelude::*,
+    str::CStr,
+    time::{ktime_ms_delta, Ktime},
+    types::{ARef, Opaque, ScopeGuard},
+};
 use core::{
-    ffi::c_void,
     ptr::NonNull,
     sync::atomic::{AtomicUsize, Ordering},
 };
-use kernel::{
-    bindings, c_str,
-    error::{code::*, from_err_ptr, to_result},
-    ffi::c_int,
-    prelude::*,
-    time::{ktime_ms_delta, Ktime},
-    types::{Opaque, ScopeGuard},
-};
 
-/// The caller name the RDMA core records for our objects (restrack).
-const CALLER: &CStr = c_str!("rust_cm_disconnect");
-
-// `struct ib_device` holds members bindgen cannot express (as the kernel's
-// own bindings, which allow the same): only pointers to it cross here.
-#[allow(improper_ctypes)]
-extern "C" {
-    /// In `rust_cm_disconnect_exports.c`: `ib_dma_map_single()` and its
-    /// `ib_dma_mapping_error()` check (both static inlines); the address in
-    /// `*addr`, or `-ENOMEM`.
-    fn rcd_ib_dma_map_single(
-        dev: *mut bindings::ib_device,
-        cpu_addr: *mut c_void,
-        size: usize,
-        dir: c_int,
-        addr: *mut u64,
-    ) -> c_int;
-    /// In `rust_cm_disconnect_exports.c`: `ib_dma_unmap_single()`.
-    fn rcd_ib_dma_unmap_single(dev: *mut bindings::ib_device, addr: u64, size: usize, dir: c_int);
-    /// In `rust_cm_disconnect_exports.c`: `ib_map_mr_sg()` of one mapped
-    /// range (a scatterlist of one entry); 1 on success.
-    fn rcd_ib_map_mr_one(mr: *mut bindings::ib_mr, addr: u64, len: u32) -> c_int;
-    /// In `rust_cm_disconnect_exports.c`: `ib_update_fast_reg_key()`.
-    fn rcd_ib_update_fast_reg_key(mr: *mut bindings::ib_mr, key: u8);
+/// `-ENOTCONN`, which `kernel::error::code` has no constant for.
+fn enotconn() -> Error {
+    Error::from_errno(-(bindings::ENOTCONN as c_int))
 }
 
-/// Work-request buffers mapped for a device right now, over every QP: 0
-/// once every buffer came back or was freed.
-static MAPPED_BUFS: AtomicUsize = AtomicUsize::new(0);
-
-/// How many work-request buffers are mapped for a device right now.
-pub(crate) fn mapped_bufs() -> usize {
-    MAPPED_BUFS.load(Ordering::Relaxed)
+/// `-EMSGSIZE`, which `kernel::error::code` has no constant for.
+fn emsgsize() -> Error {
+    Error::from_errno(-(bindings::EMSGSIZE as c_int))
 }
 
-/// MRs allocated, over every QP: 0 once every QP is freed.
-static LIVE_MRS: AtomicUsize = AtomicUsize::new(0);
+/// Counts over every QP of one user: how many work-request buffers are
+/// mapped for a device and how many MRs are allocated right now.
+///
+/// A user that wants them (for its statistics, or to check that nothing is
+/// left at unload) keeps one in a `static` and names it in
+/// [`QpSize::counters`]; both are 0 once every buffer came back and every
+/// QP is freed.
+///
+/// # Examples
+///
+/// ```
+/// use kernel::rdma::verbs::{Counters, QpSize};
+///
+/// static COUNTERS: Counters = Counters::new();
+/// let size = QpSize { send: 64, recv: 64, counters: Some(&COUNTERS), ..Default::default() };
+/// assert_eq!(size.max_mrs, 8);
+/// assert_eq!(COUNTERS.mapped_bufs(), 0);
+/// assert_eq!(COUNTERS.live_mrs(), 0);
+/// ```
+pub struct Counters {
+    mapped_bufs: AtomicUsize,
+    live_mrs: AtomicUsize,
+}
 
-/// How many MRs are allocated right now.
-pub(crate) fn live_mrs() -> usize {
-    LIVE_MRS.load(Ordering::Relaxed)
+impl Counters {
+    /// Both counts at 0.
+    pub const fn new() -> Self {
+        Self {
+            mapped_bufs: AtomicUsize::new(0),
+            live_mrs: AtomicUsize::new(0),
+        }
+    }
+
+    /// How many work-request buffers are mapped for a device right now.
+    pub fn mapped_bufs(&self) -> usize {
+        self.mapped_bufs.load(Ordering::Relaxed)
+    }
+
+    /// How many MRs are allocated right now.
+    pub fn live_mrs(&self) -> usize {
+        self.live_mrs.load(Ordering::Relaxed)
+    }
+}
+
+impl Default for Counters {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 /// What a posted work request is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum WrKind {
+pub enum WrKind {
+    /// A receive, into the request's buffer.
     Recv,
+    /// A SEND of the request's buffer.
     Send,
     /// An RDMA READ into the request's buffer.
     RdmaRead,
@@ -94,16 +117,17 @@ impl WrKind {
     }
 }
 
-/// The most MRs one QP registers at once.
-pub(crate) const MAX_MRS: usize = 8;
+/// The most MRs one QP registers at once, unless [`QpSize::max_mrs`] says
+/// otherwise.
+pub const MAX_MRS: usize = 8;
 
 /// The largest buffer an MR registers: two pages of page list cover it
 /// wherever it starts.
-pub(crate) const MAX_REG_BYTES: usize = 4096;
+pub const MAX_REG_BYTES: usize = 4096;
 
 /// Where an MR of the QP is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum MrState {
+pub enum MrState {
     /// Its REG_MR is posted.
     Registering,
     /// Registered: the peer may read and write the buffer with its rkey.
@@ -117,12 +141,17 @@ pub(crate) enum MrState {
 
 /// What the peer needs to use an MR, and its state (for `conns`).
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct MrInfo {
-    pub(crate) index: usize,
-    pub(crate) addr: u64,
-    pub(crate) rkey: u32,
-    pub(crate) len: usize,
-    pub(crate) state: MrState,
+pub struct MrInfo {
+    /// Its index among the QP's MRs (what [`RcQp::invalidate_mr`] takes).
+    pub index: usize,
+    /// The address the peer's RDMA READ and WRITE use.
+    pub addr: u64,
+    /// The key the peer's RDMA READ and WRITE use.
+    pub rkey: u32,
+    /// The buffer's length in bytes.
+    pub len: usize,
+    /// Where it is in its life.
+    pub state: MrState,
 }
 
 /// A fast-registration MR of the QP's PD, with the buffer it exposes.
@@ -138,24 +167,24 @@ struct MrSlot {
 }
 
 /// A completion taken from a CQ, with the buffer of its work request back.
-pub(crate) struct Completion {
+pub struct Completion {
     /// `enum ib_wc_status`: 0 is success, `IB_WC_WR_FLUSH_ERR` a flush.
-    pub(crate) status: u32,
+    pub status: u32,
     /// What the work request was (`None`: not one of ours, never expected).
-    pub(crate) kind: Option<WrKind>,
+    pub kind: Option<WrKind>,
     /// Bytes received, for a successful receive.
-    pub(crate) byte_len: u32,
+    pub byte_len: u32,
     /// The buffer the work request was posted with, unmapped: the caller's
     /// again (empty for a zero-length request; for a successful LOCAL_INV,
     /// the MR's buffer).
-    pub(crate) buf: KVec<u8>,
+    pub buf: KVec<u8>,
     /// The MR a REG_MR or LOCAL_INV was about.
-    pub(crate) mr: Option<usize>,
+    pub mr: Option<usize>,
 }
 
 /// `IB_WC_WR_FLUSH_ERR`: the status of work requests flushed by a QP in the
 /// error state.
-pub(crate) const WC_WR_FLUSH_ERR: u32 = bindings::ib_wc_status_IB_WC_WR_FLUSH_ERR;
+pub const WC_WR_FLUSH_ERR: u32 = bindings::ib_wc_status_IB_WC_WR_FLUSH_ERR;
 
 /// A kernel buffer DMA-mapped for a device, for one work request.
 ///
@@ -167,16 +196,15 @@ pub(crate) const WC_WR_FLUSH_ERR: u32 = bindings::ib_wc_status_IB_WC_WR_FLUSH_ER
 /// or shrink meanwhile (only `into_buf` takes it, and the unmap follows at
 /// once). A `Mapping` with `len > 0` lives only in the tables of an
 /// [`RcQp`] of `dev` (or on the stack of its methods), so `dev` outlives it:
-/// a device's QPs are freed before it is unregistered (every owner of an
-/// [`RcQp`] either holds the device or is waited for by the module's
-/// `ib_client` remove: the table's entries, a `close` in progress, the
-/// reaper's and jobs' queues). With `len == 0`, `dev` is never used.
+/// the [`RcQp`] holds a reference on its device, put after it has freed its
+/// mappings. With `len == 0`, `dev` is never used.
 struct Mapping {
     buf: KVec<u8>,
     len: usize,
     addr: u64,
     dev: NonNull<bindings::ib_device>,
     dir: bindings::dma_data_direction,
+    counters: Option<&'static Counters>,
 }
 
 impl Mapping {
@@ -190,6 +218,7 @@ impl Mapping {
         dev: NonNull<bindings::ib_device>,
         mut buf: KVec<u8>,
         dir: bindings::dma_data_direction,
+        counters: Option<&'static Counters>,
     ) -> Result<Self> {
         let len = buf.len();
         let mut addr = 0;
@@ -197,16 +226,16 @@ impl Mapping {
             // SAFETY: `dev` is registered (the caller's contract); `buf`'s
             // first `len` bytes are one kmalloc allocation, which stays where
             // it is while `Self` owns it.
-            to_result(unsafe {
-                rcd_ib_dma_map_single(
-                    dev.as_ptr(),
-                    buf.as_mut_ptr().cast(),
-                    len,
-                    dir as c_int,
-                    &mut addr,
-                )
-            })?;
-            MAPPED_BUFS.fetch_add(1, Ordering::Relaxed);
+            addr = unsafe {
+                bindings::ib_dma_map_single(dev.as_ptr(), buf.as_mut_ptr().cast(), len, dir)
+            };
+            // SAFETY: `dev` is registered; `addr` is what it just returned.
+            if unsafe { bindings::ib_dma_mapping_error(dev.as_ptr(), addr) } != 0 {
+                return Err(ENOMEM);
+            }
+            if let Some(c) = counters {
+                c.mapped_bufs.fetch_add(1, Ordering::Relaxed);
+            }
         }
         // INVARIANT: mapped above if `len > 0`.
         Ok(Self {
@@ -215,6 +244,7 @@ impl Mapping {
             addr,
             dev,
             dir,
+            counters,
         })
     }
 
@@ -227,6 +257,7 @@ impl Mapping {
             addr: 0,
             dev: NonNull::dangling(),
             dir: bindings::dma_data_direction_DMA_NONE,
+            counters: None,
         }
     }
 
@@ -245,9 +276,11 @@ impl Drop for Mapping {
             // SAFETY: By the type invariant the mapping exists and `dev` is
             // alive; this is its one unmap.
             unsafe {
-                rcd_ib_dma_unmap_single(self.dev.as_ptr(), self.addr, self.len, self.dir as c_int)
+                bindings::ib_dma_unmap_single(self.dev.as_ptr(), self.addr, self.len, self.dir)
             };
-            MAPPED_BUFS.fetch_sub(1, Ordering::Relaxed);
+            if let Some(c) = self.counters {
+                c.mapped_bufs.fetch_sub(1, Ordering::Relaxed);
+            }
         }
     }
 }
@@ -267,31 +300,32 @@ struct Posted {
 /// The wrapped `struct ib_qp` is a live kernel QP for the lifetime of every
 /// `&QpRef`.
 #[repr(transparent)]
-pub(crate) struct QpRef(Opaque<bindings::ib_qp>);
+pub struct QpRef(Opaque<bindings::ib_qp>);
 
 impl QpRef {
     /// # Safety
     ///
     /// `ptr` must be a live kernel QP that is not destroyed during `'a`.
-    pub(crate) unsafe fn from_raw<'a>(ptr: *mut bindings::ib_qp) -> &'a Self {
+    pub unsafe fn from_raw<'a>(ptr: *mut bindings::ib_qp) -> &'a Self {
         // SAFETY: `QpRef` is a transparent wrapper; the caller guarantees
         // validity for `'a`.
         unsafe { &*ptr.cast() }
     }
 
-    pub(crate) fn as_raw(&self) -> *mut bindings::ib_qp {
+    /// Returns the raw `struct ib_qp` pointer.
+    pub fn as_raw(&self) -> *mut bindings::ib_qp {
         self.0.get()
     }
 
     /// Modifies the QP (`ib_modify_qp`) with `attr` for the fields in `mask`.
-    pub(crate) fn modify(&self, attr: &mut bindings::ib_qp_attr, mask: c_int) -> Result {
+    pub fn modify(&self, attr: &mut bindings::ib_qp_attr, mask: c_int) -> Result {
         // SAFETY: By the type invariant the QP is live; `attr` is valid.
         to_result(unsafe { bindings::ib_modify_qp(self.0.get(), attr, mask) })
     }
 
     /// Moves the QP to the error state: every posted work request completes
     /// on its CQ with `IB_WC_WR_FLUSH_ERR`.
-    pub(crate) fn to_error(&self) -> Result {
+    pub fn to_error(&self) -> Result {
         let mut attr = bindings::ib_qp_attr {
             qp_state: bindings::ib_qp_state_IB_QPS_ERR,
             ..Default::default()
@@ -300,11 +334,33 @@ impl QpRef {
     }
 }
 
-/// Queue sizes of an [`RcQp`].
+/// What an [`RcQp`] is made with: its queue sizes and the user's choices.
 #[derive(Clone, Copy)]
-pub(crate) struct QpSize {
-    pub(crate) send: u32,
-    pub(crate) recv: u32,
+pub struct QpSize {
+    /// Work requests the send queue holds (completions not yet polled
+    /// included).
+    pub send: u32,
+    /// Work requests the receive queue holds.
+    pub recv: u32,
+    /// The most MRs the QP registers at once (`ENOSPC` beyond).
+    pub max_mrs: usize,
+    /// The name the RDMA core records for the PD, CQ and QP (restrack, as
+    /// `rdma resource` shows it): usually the module's.
+    pub caller: &'static CStr,
+    /// The user's counts over all its QPs, if it keeps them.
+    pub counters: Option<&'static Counters>,
+}
+
+impl Default for QpSize {
+    fn default() -> Self {
+        Self {
+            send: 16,
+            recv: 16,
+            max_mrs: MAX_MRS,
+            caller: c_str!("rust"),
+            counters: None,
+        }
+    }
 }
 
 /// A protection domain, a CQ polled directly, an RC QP using both, and the
@@ -312,29 +368,32 @@ pub(crate) struct QpSize {
 ///
 /// # Invariants
 ///
-/// `pd`, `cq` and `qp` are live objects of one device; `qp` was created on
+/// `pd`, `cq` and `qp` are live objects of `device`; `qp` was created on
 /// `pd` with `cq` as its send and receive CQ. They are destroyed in the
 /// order QP, CQ, PD, each exactly once, in `drop`. Every work request posted
 /// on `qp` and not yet taken from `cq` is in `wrs`, at the index that is its
 /// `wr_id`, with the buffer it was posted with (mapped for the device):
 /// nothing else reaches those buffers until the request's completion is
-/// polled or the QP is destroyed.
-pub(crate) struct RcQp {
+/// polled or the QP is destroyed. `device` (a reference) is dropped after
+/// them.
+pub struct RcQp {
     pd: NonNull<bindings::ib_pd>,
     cq: NonNull<bindings::ib_cq>,
     qp: NonNull<bindings::ib_qp>,
     size: QpSize,
     wrs: KVec<Option<Posted>>,
     mrs: KVec<MrSlot>,
+    // Last: dropped after `drop` has freed the objects and mappings above.
+    device: ARef<Device>,
 }
 
 impl RcQp {
     /// Allocates a PD, a CQ and an RC QP on `device`. May sleep.
-    pub(crate) fn new(device: &Device, size: QpSize) -> Result<Self> {
-        // SAFETY: `device` is registered; `CALLER` is a static string. No
+    pub fn new(device: &Device, size: QpSize) -> Result<Self> {
+        // SAFETY: `device` is registered; `caller` is a static string. No
         // flags: no unsafe global rkey.
         let pd = from_err_ptr(unsafe {
-            bindings::__ib_alloc_pd(device.as_raw(), 0, CALLER.as_char_ptr())
+            bindings::__ib_alloc_pd(device.as_raw(), 0, size.caller.as_char_ptr())
         })?;
         // Released on the error paths below, until the QP exists.
         let pd = ScopeGuard::new_with_data(NonNull::new(pd).ok_or(ENOMEM)?, |pd| {
@@ -352,7 +411,7 @@ impl RcQp {
                 cqe,
                 0,
                 bindings::ib_poll_context_IB_POLL_DIRECT,
-                CALLER.as_char_ptr(),
+                size.caller.as_char_ptr(),
             )
         })?;
         let cq = ScopeGuard::new_with_data(NonNull::new(cq).ok_or(ENOMEM)?, |cq| {
@@ -376,12 +435,13 @@ impl RcQp {
         };
         // SAFETY: `pd` and `cq` are live objects of `device`; `attr` is valid.
         let qp = from_err_ptr(unsafe {
-            bindings::ib_create_qp_kernel(pd.as_ptr(), &mut attr, CALLER.as_char_ptr())
+            bindings::ib_create_qp_kernel(pd.as_ptr(), &mut attr, size.caller.as_char_ptr())
         })?;
         let qp = NonNull::new(qp).ok_or(ENOMEM)?;
         // INVARIANT: all three live, the QP on `pd` with `cq`, nothing posted;
         // ownership moves from the guards to `Self`.
         Ok(Self {
+            device: device.into(),
             pd: pd.dismiss(),
             cq: cq.dismiss(),
             qp,
@@ -391,26 +451,31 @@ impl RcQp {
         })
     }
 
+    /// The device the QP is on.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
     /// The QP number, for the REQ or REP.
-    pub(crate) fn qp_num(&self) -> u32 {
+    pub fn qp_num(&self) -> u32 {
         // SAFETY: By the type invariant the QP is live; `qp_num` is fixed.
         unsafe { (*self.qp.as_ptr()).qp_num }
     }
 
     /// The QP, for what does not depend on owning it.
-    pub(crate) fn qp(&self) -> &QpRef {
+    pub fn qp(&self) -> &QpRef {
         // SAFETY: By the type invariant the QP is live as long as `self`.
         unsafe { QpRef::from_raw(self.qp.as_ptr()) }
     }
 
     /// Modifies the QP (`ib_modify_qp`) with `attr` for the fields in `mask`.
-    pub(crate) fn modify(&self, attr: &mut bindings::ib_qp_attr, mask: c_int) -> Result {
+    pub fn modify(&self, attr: &mut bindings::ib_qp_attr, mask: c_int) -> Result {
         self.qp().modify(attr, mask)
     }
 
     /// The QP's path MTU in bytes, once it has one (RTR or later);
     /// `ENOTCONN` before.
-    pub(crate) fn path_mtu(&self) -> Result<u32> {
+    pub fn path_mtu(&self) -> Result<u32> {
         let mut attr = bindings::ib_qp_attr::default();
         let mut init = bindings::ib_qp_init_attr::default();
         let mask = bindings::ib_qp_attr_mask_IB_QP_STATE | bindings::ib_qp_attr_mask_IB_QP_PATH_MTU;
@@ -422,7 +487,7 @@ impl RcQp {
         if attr.qp_state == bindings::ib_qp_state_IB_QPS_RESET
             || attr.qp_state == bindings::ib_qp_state_IB_QPS_INIT
         {
-            return Err(crate::errno::enotconn());
+            return Err(enotconn());
         }
         // `ib_mtu_enum_to_int()`: IB_MTU_256 (1) .. IB_MTU_4096 (5).
         match attr.path_mtu {
@@ -432,17 +497,17 @@ impl RcQp {
     }
 
     /// Work requests of `kind` posted and not yet completed.
-    pub(crate) fn outstanding(&self, kind: WrKind) -> u32 {
+    pub fn outstanding(&self, kind: WrKind) -> u32 {
         self.wrs.iter().flatten().filter(|p| p.kind == kind).count() as u32
     }
 
     /// Requests posted and not yet completed, on both queues.
-    pub(crate) fn outstanding_all(&self) -> u32 {
+    pub fn outstanding_all(&self) -> u32 {
         self.wrs.iter().flatten().count() as u32
     }
 
     /// Room for `n` more work requests of `kind` (the QP's queue size).
-    pub(crate) fn has_room(&self, kind: WrKind, n: u32) -> bool {
+    pub fn has_room(&self, kind: WrKind, n: u32) -> bool {
         let (cap, used) = if kind.on_send_queue() {
             let used = self.wrs.iter().flatten().filter(|p| p.kind.on_send_queue());
             (self.size.send, used.count() as u32)
@@ -483,7 +548,14 @@ impl RcQp {
         };
         // SAFETY: The PD's device is registered; the mapping goes into our
         // table, freed before the device goes (see `Mapping`).
-        let map = unsafe { Mapping::new(NonNull::new(dev).ok_or(EINVAL)?, buf, dir)? };
+        let map = unsafe {
+            Mapping::new(
+                NonNull::new(dev).ok_or(EINVAL)?,
+                buf,
+                dir,
+                self.size.counters,
+            )?
+        };
         let sge = bindings::ib_sge {
             addr: map.addr,
             length,
@@ -496,7 +568,7 @@ impl RcQp {
     /// empty one: no scatter entry). The buffer comes back with the
     /// request's completion (see [`RcQp::poll_one`]); on an error it is
     /// freed. `ENOMEM` if the receive queue is full.
-    pub(crate) fn post_recv(&mut self, buf: KVec<u8>) -> Result {
+    pub fn post_recv(&mut self, buf: KVec<u8>) -> Result {
         let (slot, map, mut sge) = self.prepare(WrKind::Recv, buf)?;
         let mut wr = bindings::ib_recv_wr::default();
         wr.__bindgen_anon_1.wr_id = slot as u64;
@@ -521,7 +593,7 @@ impl RcQp {
     /// Posts a signaled SEND of `buf` (all of its `len()` bytes; empty: a
     /// zero-length SEND). The buffer comes back with the completion; on an
     /// error it is freed. `ENOMEM` if the send queue is full.
-    pub(crate) fn post_send(&mut self, buf: KVec<u8>) -> Result {
+    pub fn post_send(&mut self, buf: KVec<u8>) -> Result {
         let (slot, map, mut sge) = self.prepare(WrKind::Send, buf)?;
         let mut wr = bindings::ib_send_wr {
             opcode: bindings::ib_wr_opcode_IB_WR_SEND,
@@ -550,7 +622,7 @@ impl RcQp {
     /// ([`WrKind::RdmaWrite`]: `buf` to there), with the peer's `rkey`. The
     /// buffer comes back with the completion (a READ's with what was read);
     /// on an error it is freed. `ENOMEM` if the send queue is full.
-    pub(crate) fn post_rdma(
+    pub fn post_rdma(
         &mut self,
         kind: WrKind,
         buf: KVec<u8>,
@@ -599,16 +671,16 @@ impl RcQp {
     /// [`RcQp::invalidate_mr`]'s LOCAL_INV completes (the completion hands it
     /// back) or the QP is freed. At most [`MAX_MRS`] (`ENOSPC`) and
     /// [`MAX_REG_BYTES`] bytes (`EMSGSIZE`).
-    pub(crate) fn reg_mr(&mut self, buf: KVec<u8>) -> Result<usize> {
+    pub fn reg_mr(&mut self, buf: KVec<u8>) -> Result<usize> {
         if buf.is_empty() || buf.len() > MAX_REG_BYTES {
-            return Err(crate::errno::emsgsize());
+            return Err(emsgsize());
         }
         if !self.has_room(WrKind::RegMr, 1) {
             return Err(ENOMEM);
         }
         let idx = match self.mrs.iter().position(|m| m.buf.is_none()) {
             Some(i) => i,
-            None if self.mrs.len() < MAX_MRS => {
+            None if self.mrs.len() < self.size.max_mrs => {
                 // SAFETY: By the type invariant the PD is live. Two pages
                 // hold any buffer of up to a page, wherever it starts.
                 let mr = from_err_ptr(unsafe {
@@ -619,7 +691,9 @@ impl RcQp {
                     )
                 })?;
                 let mr = NonNull::new(mr).ok_or(ENOMEM)?;
-                LIVE_MRS.fetch_add(1, Ordering::Relaxed);
+                if let Some(c) = self.size.counters {
+                    c.live_mrs.fetch_add(1, Ordering::Relaxed);
+                }
                 let slot = MrSlot {
                     mr,
                     buf: None,
@@ -629,12 +703,14 @@ impl RcQp {
                 if let Err(e) = self.mrs.push(slot, GFP_KERNEL) {
                     // SAFETY: Just allocated, never used.
                     unsafe { bindings::ib_dereg_mr_user(mr.as_ptr(), core::ptr::null_mut()) };
-                    LIVE_MRS.fetch_sub(1, Ordering::Relaxed);
+                    if let Some(c) = self.size.counters {
+                        c.live_mrs.fetch_sub(1, Ordering::Relaxed);
+                    }
                     return Err(e.into());
                 }
                 self.mrs.len() - 1
             }
-            None => return Err(crate::errno::enospc()),
+            None => return Err(ENOSPC),
         };
         let slot = self.free_slot()?;
         let len = u32::try_from(buf.len()).map_err(|_| EINVAL)?;
@@ -647,15 +723,36 @@ impl RcQp {
                 NonNull::new(dev).ok_or(EINVAL)?,
                 buf,
                 bindings::dma_data_direction_DMA_BIDIRECTIONAL,
+                self.size.counters,
             )?
         };
         let m = &mut self.mrs[idx];
         let key = m.key.wrapping_add(1);
+        // The one range already mapped, as a scatterlist of one entry (on
+        // the stack: the driver copies the page addresses out of it).
+        let mut sg = bindings::scatterlist::default();
+        // SAFETY: `sg` is one entry, valid for writes.
+        unsafe { bindings::sg_init_table(&mut sg, 1) };
+        sg.dma_address = map.addr;
+        #[cfg(CONFIG_NEED_SG_DMA_LENGTH)]
+        {
+            sg.dma_length = len;
+        }
+        #[cfg(not(CONFIG_NEED_SG_DMA_LENGTH))]
+        {
+            sg.length = len;
+        }
         // SAFETY: The MR is ours and not registered (free slot): its key and
-        // page list may change. `map` is a mapping of `len` bytes.
+        // page list may change. `sg` names a mapping of `len` bytes.
         let n = unsafe {
-            rcd_ib_update_fast_reg_key(m.mr.as_ptr(), key);
-            rcd_ib_map_mr_one(m.mr.as_ptr(), map.addr, len)
+            bindings::ib_update_fast_reg_key(m.mr.as_ptr(), key);
+            bindings::ib_map_mr_sg(
+                m.mr.as_ptr(),
+                &mut sg,
+                1,
+                core::ptr::null_mut(),
+                crate::page::PAGE_SIZE as u32,
+            )
         };
         if n != 1 {
             return Err(if n < 0 { Error::from_errno(n) } else { EINVAL });
@@ -696,7 +793,7 @@ impl RcQp {
     /// Posts the LOCAL_INV of MR `idx` (`EINVAL` unless it is valid): the
     /// peer's rkey stops working, and the completion hands the MR's buffer
     /// back (with what the peer wrote into it) and frees the MR for reuse.
-    pub(crate) fn invalidate_mr(&mut self, idx: usize) -> Result {
+    pub fn invalidate_mr(&mut self, idx: usize) -> Result {
         let m = self.mrs.get(idx).ok_or(ENOENT)?;
         if m.state != MrState::Valid {
             return Err(EINVAL);
@@ -728,7 +825,7 @@ impl RcQp {
     }
 
     /// The MRs holding a buffer, for the peer and for `conns`.
-    pub(crate) fn mrs(&self) -> impl Iterator<Item = MrInfo> + '_ {
+    pub fn mrs(&self) -> impl Iterator<Item = MrInfo> + '_ {
         self.mrs.iter().enumerate().filter_map(|(index, m)| {
             let b = m.buf.as_ref()?;
             // SAFETY: By the type invariant the MR is live; `rkey` is a plain
@@ -746,7 +843,7 @@ impl RcQp {
 
     /// Takes one completion from the CQ, if there is one, with its work
     /// request's buffer back.
-    pub(crate) fn poll_one(&mut self) -> Result<Option<Completion>> {
+    pub fn poll_one(&mut self) -> Result<Option<Completion>> {
         let mut wc = bindings::ib_wc::default();
         // SAFETY: By the type invariant the CQ is live and polled only here
         // (IB_POLL_DIRECT, under `&mut self`); `wc` is valid for one entry.
@@ -804,7 +901,7 @@ impl RcQp {
     /// `wait_ms` for the last. Returns how many requests did not come back
     /// (their buffers are freed with the QP, after it is destroyed). May
     /// sleep.
-    pub(crate) fn drain(&mut self, wait_ms: u32, mut f: impl FnMut(Completion)) -> u32 {
+    pub fn drain(&mut self, wait_ms: u32, mut f: impl FnMut(Completion)) -> u32 {
         let left = |qp: &Self| qp.outstanding_all();
         if left(self) > 0 {
             // Failing, the QP is already in error or gone with the device:
@@ -821,7 +918,9 @@ impl RcQp {
             if left(self) == 0 || ktime_ms_delta(Ktime::ktime_get(), start) >= i64::from(wait_ms) {
                 return left(self);
             }
-            delay::msleep(1);
+            // SAFETY: `msleep` takes any value; `drain` runs in process
+            // context (its documentation says it may sleep).
+            unsafe { bindings::msleep(1) };
         }
     }
 }
@@ -853,7 +952,9 @@ impl Drop for RcQp {
         for m in core::mem::take(&mut self.mrs).into_iter() {
             // SAFETY: The MR is live and ours; nothing uses it any more.
             unsafe { bindings::ib_dereg_mr_user(m.mr.as_ptr(), core::ptr::null_mut()) };
-            LIVE_MRS.fetch_sub(1, Ordering::Relaxed);
+            if let Some(c) = self.size.counters {
+                c.live_mrs.fetch_sub(1, Ordering::Relaxed);
+            }
             drop(m.buf);
         }
         drop(core::mem::take(&mut self.wrs));
