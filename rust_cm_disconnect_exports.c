@@ -21,6 +21,7 @@
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 #include <linux/workqueue.h>
+#include <rdma/ib_cache.h>
 
 #include <rust_cm_disconnect.h>
 
@@ -126,6 +127,24 @@ void rcd_might_sleep(void)
 struct workqueue_struct *rcd_reaper_alloc(void)
 {
 	return alloc_workqueue("rcd_reaper", WQ_UNBOUND, 0);
+}
+
+/*
+ * The ifindex of a held GID entry's netdev (path.rs), or -ENODEV (none, or
+ * the entry no longer valid); the device must be held. The netdev
+ * is read under RCU, which rdma_read_gid_attr_ndev_rcu() wants and Rust has
+ * no binding for in 6.12.
+ */
+int rcd_gid_attr_ifindex(const struct ib_gid_attr *attr)
+{
+	struct net_device *ndev;
+	int ret;
+
+	rcu_read_lock();
+	ndev = rdma_read_gid_attr_ndev_rcu(attr);
+	ret = IS_ERR(ndev) ? -ENODEV : ndev->ifindex;
+	rcu_read_unlock();
+	return ret;
 }
 
 /*

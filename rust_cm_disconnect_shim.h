@@ -51,4 +51,9 @@ int rcd_test_with_conn(u32 num,
 /* might_sleep(): the kernel's report for a caller in atomic context. */
 void rcd_might_sleep(void);
 
+struct ib_gid_attr;
+
+/* The ifindex of a held GID entry's netdev (path.rs), or -ENODEV. */
+int rcd_gid_attr_ifindex(const struct ib_gid_attr *attr);
+
 #endif

@@ -1254,15 +1254,39 @@ impl Core {
 
     /// `connect NUM DEV SRC DST SERVICE_ID`: an active connection.
     pub(crate) fn connect(self: &Arc<Self>, a: ConnectArgs<'_>) -> Result {
-        if a.num >= PASSIVE_BASE {
+        // A peer is one host: not 0.0.0.0, multicast (224/4) nor the
+        // reserved 240/4 with the broadcast address.
+        if a.num >= PASSIVE_BASE || a.dst == [0; 4] || a.dst[0] >= 224 {
             return Err(EINVAL);
         }
+        // A number taken is refused before the resolution, which may wait
+        // for ARP (`insert` checks again).
+        if self.inner.lock().conns.get(&a.num).is_some() {
+            return Err(EEXIST);
+        }
+        // The netdev the source address leaves from, with the device held
+        // only for that: the resolution may wait for ARP (bounded), and a
+        // device held meanwhile would hold up its unregistration as long.
+        let (dev_index, ifindex) = {
+            let dev = DeviceHandle::get_by_name(a.device)?;
+            (dev.index(), path::source_netdev(&dev, a.port, a.src)?)
+        };
+        // The next hop's MAC from the kernel's neighbour resolution.
+        let hop = path::next_hop(ifindex, a.src, a.dst, a.resolve_ms)?;
+        // A group MAC: the destination was a broadcast address after all
+        // (a subnet's, which only the route knows).
+        if hop.dmac[0] & 1 != 0 {
+            return Err(EINVAL);
+        }
+        // The same device again: `ENODEV` if it went away meanwhile (or its
+        // name is another device's now).
         let dev = DeviceHandle::get_by_name(a.device)?;
+        if dev.index() != dev_index {
+            return Err(ENODEV);
+        }
+        let route = path::route(&dev, a.port, a.src, a.dst, &hop, a.timing)?;
         let pre_recv = a.behaviour.pre_recv;
         let rping_role = a.behaviour.rping;
-        // The next hop's MAC from the kernel's neighbour resolution: may
-        // wait (bounded) for an ARP answer.
-        let route = path::resolve(&dev, a.port, a.src, a.dst, a.timing, a.resolve_ms)?;
         let ep = Endpoint::new(self, a.num, Role::Active, &dev, 0, false, a.behaviour)?;
         let cm = CmId::new(&dev, &self.reaper, ep.clone())?;
         let verbs = RcQp::new(&dev, qp_size())?;
@@ -1622,6 +1646,7 @@ impl Core {
         drop(inner);
         writeln!(out, "cm_ids_live {}", cm::live_ids())?;
         writeln!(out, "wr_bufs_mapped {}", VERBS_COUNTERS.mapped_bufs())?;
+        writeln!(out, "resolutions_live {}", path::live_resolutions())?;
         writeln!(out, "mrs_live {}", VERBS_COUNTERS.live_mrs())?;
         writeln!(
             out,

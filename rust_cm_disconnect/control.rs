@@ -42,7 +42,9 @@
 //! exactly DATA as the REQ's private data. `connect` resolves DST_IP's
 //! next hop as rdma_cm does (`path.rs`: ARP when the neighbour is not known
 //! yet) and waits for it at most `resolve_ms` (1..60000, default 2000):
-//! `EHOSTUNREACH` when no neighbour answered. `on_dreq`: what the DREQ
+//! `EHOSTUNREACH` when no neighbour answered; a number taken is `EEXIST`
+//! before any resolution; a DST_IP that is not one host (0.0.0.0,
+//! multicast, a broadcast address) is `EINVAL`. `on_dreq`: what the DREQ
 //! callback does besides recording it, `sleep:MS`, `dreq` (a DREQ on its own
 //! connection), `disconnect` (its own) or `disconnect:NUM` (another one).
 //! `backlog=N`: a listener takes at most N handshakes in flight (REP sent,

@@ -13,15 +13,23 @@
 //! a peer on another host, or another device of this host reached over a
 //! wire, through ARP.
 //!
+//! Three steps: [`source_netdev`] (the source GID entry's netdev, with the
+//! device held), [`next_hop`] (the neighbour resolution, bound to that
+//! netdev's ifindex as `rdma_resolve_addr()` binds a request, holding
+//! neither the GID entry nor the device: a device being unregistered is not
+//! held up by a connect waiting for ARP), then [`route`] (the GID entry
+//! looked up again, from a device the caller holds again, and the port's
+//! MTU).
+//!
 //! # The resolution's callback
 //!
 //! `rdma_resolve_ip()` is asynchronous: it calls back from ib_core's
 //! `ib_addr` workqueue once the neighbour is known, or with an error (no
-//! route, `-ETIMEDOUT` when no neighbour answered in time). [`resolve`]
+//! route, `-ETIMEDOUT` when no neighbour answered in time). [`next_hop`]
 //! waits for that callback, bounded, and then always calls
 //! `rdma_addr_cancel()`, which returns only when no callback for the request
 //! runs and none will: so no callback of ours outlives the call (the module
-//! cannot unload under one: `resolve` runs in a control write, which unload
+//! cannot unload under one: `next_hop` runs in a control write, which unload
 //! waits for), and a waiter that gives up (its bound, a signal) takes the
 //! request back before it frees anything. The callback owns a reference on
 //! the [`Resolution`] it completes (the `context` ib_core hands back), so its
@@ -32,7 +40,10 @@
 //! [`include/rdma/ib_cache.h`](srctree/include/rdma/ib_cache.h)
 
 use crate::{errno, ib_client::Device};
-use core::ptr::NonNull;
+use core::{
+    ptr::NonNull,
+    sync::atomic::{AtomicUsize, Ordering},
+};
 use kernel::{
     bindings,
     error::{code::*, from_err_ptr, to_result},
@@ -52,6 +63,23 @@ pub(crate) const RESOLVE_MS_MAX: u32 = 60_000;
 /// How much longer than the resolution's own bound its waiter waits for the
 /// callback (ib_core's workqueue may run late on a busy machine).
 const WAIT_SLACK_MS: u32 = 1000;
+
+extern "C" {
+    /// In `rust_cm_disconnect_exports.c`: the ifindex of the netdev of a GID
+    /// entry, read under RCU (`rdma_read_gid_attr_ndev_rcu()`), or a negative
+    /// errno if the entry has none any more. (`attr` is a `struct
+    /// ib_gid_attr`, passed untyped: its binding is not FFI-safe.)
+    fn rcd_gid_attr_ifindex(attr: *const c_void) -> c_int;
+}
+
+/// Resolutions alive ([`Resolution`]s not yet freed): 0 whenever no connect
+/// is resolving, unless a request outlived its waiter.
+static LIVE_RESOLUTIONS: AtomicUsize = AtomicUsize::new(0);
+
+/// How many resolutions are alive right now (`stats`: `resolutions_live`).
+pub(crate) fn live_resolutions() -> usize {
+    LIVE_RESOLUTIONS.load(Ordering::Relaxed)
+}
 
 /// The IPv4-mapped GID `::ffff:a.b.c.d`, as RoCE v2 uses for IPv4.
 pub(crate) fn ipv4_gid(ip: [u8; 4]) -> bindings::ib_gid {
@@ -104,6 +132,21 @@ impl GidAttr {
     pub(crate) fn as_raw(&self) -> *const bindings::ib_gid_attr {
         self.0.as_ptr()
     }
+
+    /// The ifindex of the netdev this entry's traffic leaves from; `ENODEV`
+    /// if the entry has lost its netdev (being deleted). `device` is the
+    /// device the entry was found on.
+    fn ifindex(&self, device: &Device) -> Result<c_int> {
+        // SAFETY: The entry is held (type invariant); the C side reads its
+        // device's GID table, and that device is `device` (both callers in
+        // this file found the entry on it), registered while `&Device` lives.
+        let ret = unsafe { rcd_gid_attr_ifindex(self.as_raw().cast()) };
+        let _ = device;
+        if ret < 0 {
+            return Err(Error::from_errno(ret));
+        }
+        Ok(ret)
+    }
 }
 
 impl Drop for GidAttr {
@@ -140,25 +183,46 @@ pub(crate) struct Route {
     pub(crate) sgid_attr: GidAttr,
 }
 
-/// The path from `src` on `device` port `port` to `dst`, resolved as
-/// rdma_cm does: the source GID entry, then the next hop's MAC (waiting at
-/// most about `resolve_ms` for the neighbour), then the port's MTU.
+/// The ifindex of the netdev that `src`, a RoCE v2 address of `device` port
+/// `port`, leaves from: what [`next_hop`] is bound to. `ENOENT` if `src` is
+/// not such an address.
+pub(crate) fn source_netdev(device: &Device, port: u32, src: [u8; 4]) -> Result<c_int> {
+    GidAttr::find_roce_v2(device, &ipv4_gid(src), port)?.ifindex(device)
+}
+
+/// The next hop from `src` to `dst` out of netdev `ifindex`, by the kernel's
+/// neighbour resolution (ARP when the neighbour is not known), waiting at
+/// most about `resolve_ms`. Holds no device meanwhile.
 ///
-/// Errors: `ENOENT` if `src` is not a RoCE v2 address of the port; the
-/// route's (`ENETUNREACH`, `EHOSTUNREACH`, ...); `EHOSTUNREACH` if no
-/// neighbour answered within `resolve_ms`; `ETIMEDOUT` if the resolution did
-/// not report within a second more; `EINTR` on a signal.
-pub(crate) fn resolve(
+/// Errors: the route's (`ENETUNREACH`, `EHOSTUNREACH`, ...); `EHOSTUNREACH`
+/// if no neighbour answered within `resolve_ms`; `ETIMEDOUT` if the
+/// resolution did not report within a second more; `EINTR` on a signal.
+pub(crate) fn next_hop(
+    ifindex: c_int,
+    src: [u8; 4],
+    dst: [u8; 4],
+    resolve_ms: u32,
+) -> Result<NextHop> {
+    Resolution::run(ifindex, src, dst, resolve_ms)
+}
+
+/// The path record from `src` on `device` port `port` to `dst` through
+/// `hop` (from [`next_hop`]), as rdma_cm fills it in: the source GID entry
+/// (looked up again: `ENOENT` if `src` is gone from the port, `ENODEV` if
+/// it now leaves from another netdev than the one resolved), the port's MTU.
+pub(crate) fn route(
     device: &Device,
     port: u32,
     src: [u8; 4],
     dst: [u8; 4],
+    hop: &NextHop,
     timing: Timing,
-    resolve_ms: u32,
 ) -> Result<Route> {
     let sgid = ipv4_gid(src);
     let sgid_attr = GidAttr::find_roce_v2(device, &sgid, port)?;
-    let hop = Resolution::run(&sgid_attr, src, dst, resolve_ms)?;
+    if sgid_attr.ifindex(device)? != hop.ifindex {
+        return Err(ENODEV);
+    }
     let mut port_attr = bindings::ib_port_attr::default();
     // SAFETY: `device` is registered, `port` one of its ports (the GID was
     // found there), `port_attr` valid for writes.
@@ -187,9 +251,28 @@ pub(crate) fn resolve(
 }
 
 /// What the neighbour resolution found.
-struct NextHop {
-    dmac: [u8; 6],
+pub(crate) struct NextHop {
+    /// The next hop's MAC.
+    pub(crate) dmac: [u8; 6],
     hop_limit: u8,
+    /// The netdev the resolution was bound to.
+    ifindex: c_int,
+}
+
+/// Counts itself in [`LIVE_RESOLUTIONS`] while it exists.
+struct Live;
+
+impl Live {
+    fn new() -> Self {
+        LIVE_RESOLUTIONS.fetch_add(1, Ordering::Relaxed);
+        Live
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        LIVE_RESOLUTIONS.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// One `rdma_resolve_ip()` request and its completion.
@@ -209,18 +292,20 @@ struct Resolution {
     status: Mutex<Option<c_int>>,
     #[pin]
     done: CondVar,
+    _live: Live,
 }
 
 impl Resolution {
-    /// Resolves `dst`'s next hop from `src`, through the netdev of
-    /// `sgid_attr`, waiting for the callback at most `resolve_ms` and a
-    /// second.
-    fn run(sgid_attr: &GidAttr, src: [u8; 4], dst: [u8; 4], resolve_ms: u32) -> Result<NextHop> {
+    /// Resolves `dst`'s next hop from `src`, through netdev `ifindex`,
+    /// waiting for the callback at most `resolve_ms` and a second.
+    fn run(ifindex: c_int, src: [u8; 4], dst: [u8; 4], resolve_ms: u32) -> Result<NextHop> {
         let init = bindings::rdma_dev_addr {
-            // The namespace is taken from the GID entry's netdev
-            // (`resolve_by_gid_attr` below); ib_core only wants it set.
+            // Bound to the source's netdev, as `rdma_resolve_addr()` binds a
+            // request (`resolve_by_gid_attr` false below): no GID entry is
+            // held while the request waits. The test bed's addresses are in
+            // the initial namespace.
             net: core::ptr::addr_of_mut!(bindings::init_net),
-            sgid_attr: sgid_attr.as_raw(),
+            bound_dev_if: ifindex,
             ..Default::default()
         };
         let this = Arc::pin_init(
@@ -228,6 +313,7 @@ impl Resolution {
                 addr: Opaque::new(init),
                 status <- new_mutex!(None),
                 done <- new_condvar!("path::Resolution::done"),
+                _live: Live::new(),
             }),
             GFP_KERNEL,
         )?;
@@ -236,9 +322,9 @@ impl Resolution {
         let ctx = Arc::into_raw(this.clone());
         // SAFETY: Both addresses are valid `sockaddr_in`s (copied before the
         // call returns); `addr` is valid and stays so while the request is
-        // queued (the request's reference `ctx`, type invariant); its
-        // `sgid_attr` is held by the caller until after the cancel below;
-        // `resolved` matches the callback's type and takes `ctx`.
+        // queued (the request's reference `ctx`, type invariant), and has no
+        // `sgid_attr` (not resolved by one); `resolved` matches the
+        // callback's type and takes `ctx`.
         let ret = unsafe {
             bindings::rdma_resolve_ip(
                 (&mut src_in as *mut bindings::sockaddr_in).cast(),
@@ -246,7 +332,7 @@ impl Resolution {
                 this.addr.get(),
                 resolve_ms as usize,
                 Some(Self::resolved),
-                true,
+                false,
                 ctx.cast_mut().cast(),
             )
         };
@@ -291,6 +377,7 @@ impl Resolution {
         Ok(NextHop {
             dmac,
             hop_limit: addr.hoplimit.clamp(1, 255) as u8,
+            ifindex,
         })
     }
 

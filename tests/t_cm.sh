@@ -231,12 +231,15 @@ ctl_errno_alarm() {
 		print 0 + $e, " $ms\n"' "$RCD_DBG/ctl" "$2" "$1"
 }
 
-# perl_in_write: a perl process is inside write(2) (syscall 1 on x86_64).
+# perl_in_write: a perl process is inside write(2) (syscall 1 on x86_64);
+# its pid in PERL_WRITER.
 perl_in_write() {
 	local f nr c
 	for f in /proc/[0-9]*/syscall; do
 		read -r nr _ < "$f" 2>/dev/null && [ "$nr" = 1 ] || continue
-		read -r c < "${f%syscall}comm" && [ "$c" = perl ] && return 0
+		read -r c < "${f%syscall}comm" && [ "$c" = perl ] || continue
+		f=${f%/syscall}; PERL_WRITER=${f#/proc/}
+		return 0
 	done
 	return 1
 }
@@ -244,11 +247,17 @@ perl_in_write() {
 # Address resolution (path.rs, rdma_resolve_ip): a connect to an address
 # whose neighbour never answers its ARP fails with EHOSTUNREACH after its
 # resolve_ms (not before); a writer interrupted by a signal while it waits
-# gets EINTR at once and its request is cancelled; an unload while a
-# writer waits is refused (the module is in use) until that writer is done. Nothing is left behind
-# (no endpoint, no id; kmemleak_clean checks the resolution's memory).
+# gets EINTR at once and its request is cancelled (stats: resolutions_live
+# is 0 right after: an uncancelled request would hold its resolution until
+# ib_core's own timeout); a number already taken is EEXIST at once, before
+# any resolution; no peer that is not one host (0.0.0.0, multicast,
+# 255.255.255.255, the subnet's broadcast) is EINVAL; a device deleted
+# while a writer waits for ARP is not held up by it (the wait holds no
+# device reference); an unload while a writer waits is refused (the module
+# is in use) until that writer is done. Nothing is left behind (no
+# endpoint, no id; kmemleak_clean checks the resolution's memory).
 test_connect_resolution() {
-	local got ms
+	local got ms a k pid t0
 	cm_pair 2 || return 1
 	read -r got ms < <(ctl_errno_alarm 60 "connect 3 rxe0 10.77.0.1 10.77.0.9 0x1000 resolve_ms=1500")
 	log "no ARP answer, resolve_ms=1500: $got after $ms ms"
@@ -256,13 +265,48 @@ test_connect_resolution() {
 	check "not before resolve_ms ($ms ms)" test "$ms" -ge 1500 || return 1
 	check "bounded ($ms ms)" test "$ms" -lt 4000 || return 1
 	read -r got ms < <(ctl_errno_alarm 1 "connect 3 rxe0 10.77.0.1 10.77.0.9 0x1000 resolve_ms=30000")
-	log "interrupted after 1 s while resolving (resolve_ms=30000): $got after $ms ms"
+	log "interrupted after 1 s while resolving (resolve_ms=30000): $got after $ms ms; resolutions_live $(rcd_stat resolutions_live) right after"
 	check "EINTR (got $got)" test "$got" = EINTR || return 1
 	check "at once ($ms ms)" test "$ms" -lt 5000 || return 1
+	check "the request cancelled, not left to run out" stat_is resolutions_live 0 || return 1
 	check "no connection 3" test -z "$(conn_state 3)" || return 1
+	# A number taken: EEXIST before resolving (on 7f1ed17 this was
+	# EHOSTUNREACH after the 3 s resolve_ms).
+	read -r got ms < <(ctl_errno_alarm 60 "connect 2 rxe0 10.77.0.1 10.77.0.9 0x1000 resolve_ms=3000")
+	log "connect on a number taken, neighbour unknown: $got after $ms ms"
+	check "EEXIST (got $got)" test "$got" = EEXIST || return 1
+	check "at once ($ms ms)" test "$ms" -lt 1000 || return 1
+	# Not one host: refused (on 7f1ed17 all four were accepted and a REQ
+	# went to the broadcast MAC).
+	k=10
+	for a in 0.0.0.0 224.0.0.1 255.255.255.255 10.77.0.255; do
+		expect_errno EINVAL "connect $((k++)) rxe0 10.77.0.1 $a 0x1000" || return 1
+	done
+	check "no connection 10-13" test "$(grep -cE '^1[0-3] ' "$RCD_DBG/conns")" = 0 || return 1
+	check "2 still established" test "$(conn_state 2)" = ESTABLISHED || return 1
 	# A resolution that does succeed still works after those.
 	ctl connect 4 rxe0 10.77.0.1 10.77.0.1 0x1000 || return 1
 	wait_event 20 4 ESTABLISHED || return 1
+	# The device deleted while a writer waits for ARP: the deletion does
+	# not wait for the writer (on 7f1ed17 the writer held the device, and
+	# the deletion took until its 20 s alarm), the writer is then stopped
+	# by a signal (EINTR).
+	ctl_errno_alarm 20 "connect 5 rxe0 10.77.0.1 10.77.0.9 0x1000 resolve_ms=30000" > /run/rcd-resolve.out &
+	pid=$!
+	wait_for 20 perl_in_write || fail "the writer never got into its write" || return 1
+	check "one resolution in flight" stat_is resolutions_live 1 || return 1
+	t0=$SECONDS
+	check "rdma link del rxe0 returns" timeout 60 rdma link del rxe0 || return 1
+	ms=$((SECONDS - t0))
+	kill -ALRM "$PERL_WRITER" 2>/dev/null
+	wait $pid
+	read -r got _ < /run/rcd-resolve.out
+	log "rxe0 deleted in $ms s while a writer resolved; the writer, signalled after: $got"
+	check "the deletion did not wait for the writer ($ms s)" test $ms -lt 10 || return 1
+	check "the writer: EINTR or ENODEV (got $got)" test "$got" = EINTR -o "$got" = ENODEV || return 1
+	check "nothing resolving" stat_is resolutions_live 0 || return 1
+	check "no connection 5" test -z "$(conn_state 5)" || return 1
+	rxe_add rxe0 v0 || return 1
 	# Unload while a writer waits for its neighbour: refused (the open
 	# control file holds the module), so no resolution can outlive it;
 	# once the write has returned, the module unloads.
