@@ -105,6 +105,9 @@ for ((g = 1; g <= jobs; g++)); do
 			"$knobs RCD_KO=${RCD_KO:-$here/rust_cm_disconnect.ko} bash $here/tests/guest.sh --queue $q $g" \
 			2>&1 | sed -u "s/\r//g" > "$q/g$g.log"
 		echo "${PIPESTATUS[0]}" > "$q/g$g.rc"
+		# The other host's barriers fail at once from now on
+		# (tests/t_hosts.sh: peer_wait).
+		: > "$q/dead.$g"
 	) &
 	# Progress as it happens; the report is printed whole at the end.
 	tail -s 2 --pid=$! -F "$q/g$g.log" 2>/dev/null | while read -r l; do

@@ -22,16 +22,22 @@ peer_put() {
 
 # peer_wait KEY [SECONDS] [quiet]: wait until the other host has put KEY;
 # prints its VALUE. Fails at once if the other host's half has ended
-# without putting it (a failure there), or after SECONDS (default 120).
+# without putting it (a failure there) or its guest has stopped (tests/run.sh
+# marks it: RCD_PEER_DEAD), or after SECONDS (default 120). Why it failed
+# goes to stderr, which the callers' redirects of the VALUE leave alone.
 peer_wait() {
 	local f=$RCD_HOSTS_DIR/$RCD_PEER.$1 end=$((SECONDS + ${2:-120})) v
 	until [ -e "$f" ]; do
 		if [ "$1" != end ] && [ -e "$RCD_HOSTS_DIR/$RCD_PEER.end" ]; then
-			fail "host $RCD_PEER ended its half before '$1'"
+			fail "host $RCD_PEER ended its half before '$1'" >&2
+			return 1
+		fi
+		if [ -n "${RCD_PEER_DEAD:-}" ] && [ -e "$RCD_PEER_DEAD" ]; then
+			fail "host $RCD_PEER's guest has stopped (waiting for '$1')" >&2
 			return 1
 		fi
 		if [ $SECONDS -ge $end ]; then
-			[ -n "${3:-}" ] || fail "host $RCD_PEER: no '$1' within ${2:-120} s"
+			[ -n "${3:-}" ] || fail "host $RCD_PEER: no '$1' within ${2:-120} s" >&2
 			return 1
 		fi
 		nap 0.2
