@@ -78,22 +78,34 @@ neigh_of() { ip neigh show "$1" dev "$RCD_NIC" | tr -s ' ' | tr '\n' ' '; }
 
 # --- tests -------------------------------------------------------------------
 
-# Module to module across the hosts, both directions at once: each host's
-# connection 2 goes to the other's listener (the peer's MAC forgotten first,
-# so that the connect resolves it by ARP); each sends a DREQ of 220 bytes,
-# the other's listener answers with a DREP of 224; both arrive byte for
-# byte; each end sees one DISCONNECTED, reaches timewait exit and is freed,
-# on both hosts.
+# Module to module across the hosts, both directions: each host's
+# connection 2 goes to the other's listener, the peer's MAC resolved by ARP
+# on each side in turn (host a first; then host b, once its end of a's
+# connection is established, forgets the entry a's ARP request left in its
+# table): before each connect the neighbour table has no MAC for the peer,
+# after it the peer's MAC; each sends a DREQ of 220 bytes, the other's
+# listener answers with a DREP of 224; both arrive byte for byte; each end
+# sees one DISCONNECTED, reaches timewait exit and is freed, on both hosts.
 hosts_module_to_module() {
-	local p=$((2 + PASSIVE_BASE)) got ms
+	local p=$((2 + PASSIVE_BASE)) got ms before after mac
 	host_setup || return 1
 	ctl listen 1 rxe0 0x1000 auto_drep=pat:224 || return 1
-	ip neigh flush dev "$RCD_NIC"
 	peer_sync listening || return 1
+	if [ "$RCD_HOST" = b ]; then
+		peer_wait resolved 60 >/dev/null || return 1
+		wait_event 30 $p ESTABLISHED || return 1
+	fi
+	ip neigh flush dev "$RCD_NIC"
+	before=$(neigh_of "$RCD_PEER_IP")
 	read -r got ms < <(ctl_errno_alarm 60 "connect 2 rxe0 $RCD_MY_IP $RCD_PEER_IP 0x1000")
-	log "connect $RCD_MY_IP -> $RCD_PEER_IP, neighbour unknown: $got in $ms ms; then: $(neigh_of "$RCD_PEER_IP")"
+	after=$(neigh_of "$RCD_PEER_IP")
+	log "connect $RCD_MY_IP -> $RCD_PEER_IP, neighbour before: '${before:-none}': $got in $ms ms; after: $after"
 	check "connect accepted (got $got)" test "$got" = OK || return 1
+	check "no MAC for the peer before the connect" test "${before/lladdr/}" = "$before" || return 1
+	mac=52:54:00:12:78:0$([ "$RCD_PEER" = a ] && echo 1 || echo 2)
+	check "the peer's MAC ($mac) learned by the connect's ARP" test "${after/lladdr $mac/}" != "$after" || return 1
 	wait_event 30 2 ESTABLISHED || return 1
+	[ "$RCD_HOST" = b ] || peer_put resolved
 	wait_event 30 $p ESTABLISHED || return 1
 	peer_sync established || return 1
 	ctl dreq 2 pat:220 || return 1
