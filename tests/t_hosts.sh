@@ -302,51 +302,64 @@ hosts_loss_before_handshake() {
 # unloads; host b's DREQs then go unanswered: each of its 50 ends gets
 # DREQ_ERROR, DISCONNECTED -ETIMEDOUT, timewait exit, and everything is
 # freed (ids, QPs).
+#
+# Host b's connections use a short CM timing (HOSTS_LINK_DEL below), so
+# that an unanswered DREQ is given up after seconds instead of rdma_cm's
+# minutes (15 retries of 2 x 268 ms + 4.3 s, about 78 s). The timing only
+# sets how long the CM waits for each try and how often it tries; the path
+# is the same whatever the values: each DREQ is sent retries + 1 times (the
+# test checks the count of retries), the MAD layer reports the last one
+# timed out, the CM gives DREQ_ERROR and the end is freed at timewait exit.
+# And no DREP can come late: host a's device, and its ids, are gone.
+HOSTS_LINK_DEL="lifetime=14 resp=16 retries=15"
 hosts_link_del_50() {
-	local p1=$((2 + PASSIVE_BASE)) p2=$((51 + PASSIVE_BASE)) t0 qps k
+	local p1=$((2 + PASSIVE_BASE)) p2=$((51 + PASSIVE_BASE)) t0=$SECONDS t qps v
 	host_setup || return 1
 	if [ "$RCD_HOST" = a ]; then
 		ctl listen 1 rxe0 0x1000 auto_drep=- || return 1
 		peer_sync listening || return 1
 		wait_events 120 ESTABLISHED $p1 $p2 50 || return 1
 		peer_wait established 120 >/dev/null || return 1
+		log "host a: 50 passive ends established at $((SECONDS - t0)) s"
 		netem_loss 100 || return 1
-		t0=$SECONDS
+		t=$SECONDS
 		check "rdma link del rxe0 returns" timeout 120 rdma link del rxe0 || return 1
-		log "host a: rxe0 deleted under 50 connections in $((SECONDS - t0)) s; its ends: $(awk -v a=$p1 -v b=$p2 '$2 == "DISCONNECTED" && $1 >= a && $1 <= b { print $3 }' "$RCD_DBG/events" | sort | uniq -c | tr -s ' ' | tr '\n' ';')"
+		log "host a: rxe0 deleted under 50 connections in $((SECONDS - t)) s; its ends: $(awk -v a=$p1 -v b=$p2 '$2 == "DISCONNECTED" && $1 >= a && $1 <= b { print $3 }' "$RCD_DBG/events" | sort | uniq -c | tr -s ' ' | tr '\n' ';')"
 		check "all 50 freed" test "$(state_count FREED $p1 $p2)" = 50 || return 1
 		exactly_once DISCONNECTED $p1 $p2 || return 1
 		check "every one -ENODEV" test "$(status_count DISCONNECTED -19 $p1 $p2)" = 50 || return 1
 		check "no id left" test "$(rcd_stat cm_ids_live)" = 0 || return 1
 		peer_put deleted
-		peer_wait freed 300 >/dev/null || return 1
+		peer_wait freed 120 >/dev/null || return 1
 		tc qdisc del dev "$RCD_NIC" root
 		log "$(stats_line)"
+		t=$SECONDS
 		check "the module unloads" timeout 120 rmmod rust_cm_disconnect || return 1
+		log "host a: unloaded in $((SECONDS - t)) s; all done at $((SECONDS - t0)) s"
 	else
 		qps=$(rdma_res qp)
 		peer_sync listening || return 1
-		# Ten at a time: host a's CM takes the REQs one callback after
-		# another, and fifty at once outlast the fast timing's retries on a
-		# busy machine (measured: 28 of 50 within 120 s, retries=3).
-		for ((k = 2; k <= 51; k += 10)); do
-			connect_to_peer $k $((k + 9)) $HOSTS_FAST retries=15 || return 1
-			wait_events 60 ESTABLISHED $k $((k + 9)) 10 || return 1
-		done
+		connect_to_peer 2 51 $HOSTS_LINK_DEL || return 1
+		wait_events 120 ESTABLISHED 2 51 50 || return 1
+		log "host b: 50 connections established at $((SECONDS - t0)) s (REQ retries $(cm_counter rxe0 cm_tx_retries req), REP duplicates $(cm_counter rxe0 cm_rx_duplicates rep))"
 		peer_put established
-		peer_wait deleted 300 >/dev/null || return 1
-		t0=$SECONDS
+		peer_wait deleted 120 >/dev/null || return 1
+		log "host b: host a's device deleted at $((SECONDS - t0)) s"
+		t=$SECONDS
 		ctl disconnect 2-51 text:anyone || return 1
 		wait_events 120 DISCONNECTED 2 51 50 || return 1
-		log "host b: 50 DREQs (16 tries each) to the deleted device; DISCONNECTED after $((SECONDS - t0)) s: $(awk '$2 == "DISCONNECTED" && $1 >= 2 && $1 <= 51 { print $3 }' "$RCD_DBG/events" | sort | uniq -c | tr -s ' ' | tr '\n' ';') DREQ retries $(cm_counter rxe0 cm_tx_retries dreq)"
+		v=$(cm_counter rxe0 cm_tx_retries dreq)
+		log "host b: 50 DREQs to the deleted device; DISCONNECTED after $((SECONDS - t)) s: $(awk '$2 == "DISCONNECTED" && $1 >= 2 && $1 <= 51 { print $3 }' "$RCD_DBG/events" | sort | uniq -c | tr -s ' ' | tr '\n' ';') DREQ retries $v"
 		check "50 DREQ_ERROR" test "$(events_in DREQ_ERROR 2 51)" = 50 || return 1
 		check "every one -ETIMEDOUT" test "$(status_count DISCONNECTED -110 2 51)" = 50 || return 1
+		check "each DREQ tried 16 times (retries $v)" test "$v" = $((50 * 15)) || return 1
 		exactly_once DISCONNECTED 2 51 || return 1
-		wait_events 120 TIMEWAIT_EXIT 2 51 50 || return 1
+		wait_events 60 TIMEWAIT_EXIT 2 51 50 || return 1
+		log "host b: 50 timewait exits at $((SECONDS - t0)) s"
 		check "all freed" test "$(state_count FREED 2 51)" = 50 || return 1
 		check "ids freed" wait_for 30 stat_is cm_ids_live 0 || return 1
 		check "QPs freed ($(rdma_res qp), $qps before)" test "$(rdma_res qp)" = "$qps" || return 1
 		peer_put freed
-		log "$(stats_line)"
+		log "$(stats_line); all done at $((SECONDS - t0)) s"
 	fi
 }
