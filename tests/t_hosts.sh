@@ -363,3 +363,62 @@ hosts_link_del_50() {
 		log "$(stats_line); all done at $((SECONDS - t0)) s"
 	fi
 }
+
+# wr_counts NUM: NUM's posted/completed/flushed/failed/dropped, one line.
+wr_counts() { grep "^$1 " "$RCD_DBG/conns" | grep -oE '(posted|completed|flushed|failed|dropped|rx_msgs|rx_bytes|tx_msgs)=[^ ]*' | tr '\n' ' '; }
+
+# Payloads across the hosts, then a disconnect with receives still posted:
+# host b's connection 2 to host a's listener, 8 receives of 1024 bytes
+# posted on each end before the handshake (recv=), 4 SENDs of 1024 bytes
+# (the path MTU of rxe on the 1500-byte NIC) each way: what one host sent
+# arrived on the other (bytes, messages, FNV-1a checksums compared across
+# the hosts). Then 16 more receives on each end, and host b disconnects:
+# its 20 receives still posted come back flushed; host a's end, told by the
+# DREQ, disconnects too: its 20 flushed. On both hosts posted = completed +
+# flushed, nothing failed or dropped, no buffer mapped (wr_bufs_mapped 0),
+# one DISCONNECTED, ids freed at timewait exit; kmemleak_clean on both.
+hosts_data_flush() {
+	local n=2 p=$((2 + PASSIVE_BASE)) e sums
+	host_setup || return 1
+	if [ "$RCD_HOST" = a ]; then
+		e=$p
+		ctl listen 1 rxe0 0x1000 recv=8:1024 || return 1
+		peer_sync listening || return 1
+		wait_event 60 $e ESTABLISHED || return 1
+	else
+		e=$n
+		peer_sync listening || return 1
+		ctl connect $n rxe0 "$RCD_MY_IP" "$RCD_PEER_IP" 0x1000 recv=8:1024 || return 1
+		wait_event 60 $e ESTABLISHED || return 1
+	fi
+	peer_sync established || return 1
+	ctl post $e 0 4 size=1024 || return 1
+	check "4 SENDs completed, 4 received" wait_for 30 polled_is $e completed 8 || return 1
+	peer_sync exchanged || return 1
+	check "4 x 1024 bytes from host $RCD_PEER" \
+		test "$(conn_field $e rx_msgs)/$(conn_field $e rx_bytes)" = 4/4096 || return 1
+	RCD_SYNC_VALUE="$(conn_field $e tx_sum) $(conn_field $e rx_sum)" peer_sync sums || return 1
+	read -r -a sums < "$RCD_HOSTS_DIR/$RCD_PEER.sums"
+	check "what host $RCD_PEER sent arrived here (FNV-1a ${sums[0]})" \
+		test "${sums[0]}" = "$(conn_field $e rx_sum)" || return 1
+	check "what this host sent arrived there (FNV-1a ${sums[1]})" \
+		test "${sums[1]}" = "$(conn_field $e tx_sum)" || return 1
+	ctl post $e 16 0 size=1024 || return 1
+	check "20 receives mapped" stat_is wr_bufs_mapped 20 || return 1
+	peer_sync posted || return 1
+	if [ "$RCD_HOST" = b ]; then
+		ctl disconnect $e text:flush || return 1
+	else
+		wait_event 60 $e DISCONNECTED || return 1
+		ctl disconnect $e || return 1
+	fi
+	check "20 receives flushed" wait_for 30 polled_is $e flushed 20 || return 1
+	wait_event 60 $e TIMEWAIT_EXIT || return 1
+	log "host $RCD_HOST's end $e: $(wr_counts $e)"
+	balanced $e || return 1
+	check "nothing mapped" stat_is wr_bufs_mapped 0 || return 1
+	exactly_once DISCONNECTED $e $e || return 1
+	check "ids freed" wait_for 30 stat_is cm_ids_live $([ "$RCD_HOST" = a ] && echo 1 || echo 0) || return 1
+	peer_sync done || return 1
+	log "$(stats_line)"
+}
