@@ -304,8 +304,9 @@ hosts_loss_before_handshake() {
 # freed (ids, QPs).
 #
 # Host b's connections use a short CM timing (HOSTS_LINK_DEL below), so
-# that an unanswered DREQ is given up after seconds instead of rdma_cm's
-# minutes (15 retries of 2 x 268 ms + 4.3 s, about 78 s). The timing only
+# that an unanswered DREQ is given up after seconds (16 tries of 2 x 64 +
+# 256 ms, as the CM rounds them: cm_convert_to_ms) instead of the minute
+# and more of rdma_cm's timing (16 tries of 2 x 256 + 4,096 ms, 74 s). The timing only
 # sets how long the CM waits for each try and how often it tries; the path
 # is the same whatever the values: each DREQ is sent retries + 1 times (the
 # test checks the count of retries), the MAD layer reports the last one
