@@ -325,18 +325,20 @@ hosts_link_del_50() {
 		netem_loss 100 || return 1
 		t=$SECONDS
 		check "rdma link del rxe0 returns" timeout 120 rdma link del rxe0 || return 1
-		log "host a: rxe0 deleted under 50 connections in $((SECONDS - t)) s; its ends: $(awk -v a=$p1 -v b=$p2 '$2 == "DISCONNECTED" && $1 >= a && $1 <= b { print $3 }' "$RCD_DBG/events" | sort | uniq -c | tr -s ' ' | tr '\n' ';')"
+		t=$((SECONDS - t))
+		# Host b may start now; this host's checks run meanwhile.
+		peer_put deleted
+		log "host a: rxe0 deleted under 50 connections in $t s; its ends: $(awk -v a=$p1 -v b=$p2 '$2 == "DISCONNECTED" && $1 >= a && $1 <= b { print $3 }' "$RCD_DBG/events" | sort | uniq -c | tr -s ' ' | tr '\n' ';')"
 		check "all 50 freed" test "$(state_count FREED $p1 $p2)" = 50 || return 1
 		exactly_once DISCONNECTED $p1 $p2 || return 1
 		check "every one -ENODEV" test "$(status_count DISCONNECTED -19 $p1 $p2)" = 50 || return 1
 		check "no id left" test "$(rcd_stat cm_ids_live)" = 0 || return 1
-		peer_put deleted
-		peer_wait freed 120 >/dev/null || return 1
-		tc qdisc del dev "$RCD_NIC" root
 		log "$(stats_line)"
 		t=$SECONDS
 		check "the module unloads" timeout 120 rmmod rust_cm_disconnect || return 1
-		log "host a: unloaded in $((SECONDS - t)) s; all done at $((SECONDS - t0)) s"
+		log "host a: unloaded in $((SECONDS - t)) s; done at $((SECONDS - t0)) s"
+		peer_wait freed 120 >/dev/null || return 1
+		tc qdisc del dev "$RCD_NIC" root
 	else
 		qps=$(rdma_res qp)
 		peer_sync listening || return 1
