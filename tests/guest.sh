@@ -151,7 +151,7 @@ run_host_test() {
 	# Done here: the other host may clean up once it is done too.
 	peer_put end "$rc"
 	[ -n "${RCD_HOSTS_MISSED:-}" ] ||
-		peer_wait end 120 quiet 2>&1 >/dev/null || echo "# host $RCD_PEER did not end its half within 120 s"
+		peer_wait end 120 quiet 2>&1 >/dev/null || echo "# host $RCD_PEER did not end its half (in 120 s, or its guest stopped)"
 	echo "# time: cleanup $((t1 - t0)) s, test $((SECONDS - t1)) s"
 	if [ $rc -eq 0 ]; then
 		echo "RESULT ok $t"
