@@ -27,15 +27,23 @@ mod devices;
 mod disconnect;
 #[path = "rust_cm_disconnect/errno.rs"]
 mod errno;
-#[path = "rust_cm_disconnect/ib_client.rs"]
-mod ib_client;
 #[path = "rust_cm_disconnect/path.rs"]
 mod path;
 #[path = "rust_cm_disconnect/rping.rs"]
 mod rping;
 
-// The abstractions of the kernel crate, under the names the modules use.
+// The abstractions of the kernel crate (`kernel::rdma`), under the paths the
+// modules have always used.
 use kernel::rdma::verbs;
+mod ib_client {
+    pub(crate) use kernel::rdma::{
+        client::{Client, Registration},
+        device::Device,
+    };
+}
+
+// The RDMA client's context: a slot of the module's own.
+kernel::rdma_client_slot!(conn::Core);
 
 module! {
     type: RustCmDisconnect,

@@ -14,7 +14,7 @@ use crate::{
     devices::{DeviceEntry, Devices},
     disconnect::{self, Message},
     errno,
-    ib_client::{Client, Device, DeviceHandle},
+    ib_client::{Client, Device},
     path::{self, GidAttr, Timing},
     rping::{self, Rping},
     verbs::{self, Completion, MrState, QpSize, RcQp, WrKind, WC_WR_FLUSH_ERR},
@@ -822,7 +822,7 @@ impl Endpoint {
     /// rejects the REQ); an endpoint closed or freed meanwhile (`close`, the
     /// peer's REJ, device removal, unload) is left as it is.
     fn accept_later(self: &Arc<Self>, depth: u8, resources: u8) {
-        let verbs = match DeviceHandle::get_by_name(&self.dev_name) {
+        let verbs = match Device::get_by_name(&self.dev_name) {
             // The same device, not a new one of the same name.
             Ok(dev) if dev.index() == self.dev_index => RcQp::new(&dev, qp_size()),
             _ => Err(ENODEV),
@@ -1245,7 +1245,7 @@ impl Core {
         cma: bool,
         behaviour: Behaviour,
     ) -> Result {
-        let dev = DeviceHandle::get_by_name(device)?;
+        let dev = Device::get_by_name(device)?;
         let ep = Endpoint::new(self, num, Role::Listener, &dev, 0, cma, behaviour)?;
         let cm = CmId::new(&dev, &self.reaper, ep.clone())?;
         cm.listen(service_id)?;
@@ -1268,7 +1268,7 @@ impl Core {
         // only for that: the resolution may wait for ARP (bounded), and a
         // device held meanwhile would hold up its unregistration as long.
         let (dev_index, ifindex) = {
-            let dev = DeviceHandle::get_by_name(a.device)?;
+            let dev = Device::get_by_name(a.device)?;
             (dev.index(), path::source_netdev(&dev, a.port, a.src)?)
         };
         // The next hop's MAC from the kernel's neighbour resolution.
@@ -1280,7 +1280,7 @@ impl Core {
         }
         // The same device again: `ENODEV` if it went away meanwhile (or its
         // name is another device's now).
-        let dev = DeviceHandle::get_by_name(a.device)?;
+        let dev = Device::get_by_name(a.device)?;
         if dev.index() != dev_index {
             return Err(ENODEV);
         }

@@ -2,11 +2,11 @@
 
 //! RDMA: InfiniBand, RoCE and iWARP, for kernel consumers of the RDMA core.
 //!
-//! [`device`]: the devices the core registers. [`verbs`]: a protection
-//! domain, a completion queue and an RC queue pair owned together, with the
-//! buffers of the work requests posted on it.
+//! The devices the core registers and the clients it tells about them, the
+//! verbs objects a connection needs: one module each.
 //!
 //! C headers: [`include/rdma/`](srctree/include/rdma/)
 
+pub mod client;
 pub mod device;
 pub mod verbs;

@@ -6,8 +6,9 @@
 
 use crate::{
     bindings,
+    error::{code::ENODEV, Result},
     str::CStr,
-    types::{AlwaysRefCounted, Opaque},
+    types::{ARef, AlwaysRefCounted, Opaque},
 };
 use core::ptr::NonNull;
 
@@ -33,6 +34,25 @@ impl Device {
         // SAFETY: `Device` is a transparent wrapper of `struct ib_device`, and the
         // caller guarantees that `ptr` is valid for `'a`.
         unsafe { &*ptr.cast() }
+    }
+
+    /// The registered device called `name`, with a reference on it, or
+    /// `ENODEV`.
+    ///
+    /// Hold it briefly: the device's unregistration waits for every
+    /// reference.
+    pub fn get_by_name(name: &CStr) -> Result<ARef<Self>> {
+        // SAFETY: `name` is NUL-terminated; any driver matches.
+        let ptr = unsafe {
+            bindings::ib_device_get_by_name(
+                name.as_char_ptr(),
+                bindings::rdma_driver_id_RDMA_DRIVER_UNKNOWN,
+            )
+        };
+        let ptr = NonNull::new(ptr).ok_or(ENODEV)?;
+        // SAFETY: `ib_device_get_by_name` took a reference, which the `ARef`
+        // owns from here; `Device` is a transparent wrapper.
+        Ok(unsafe { ARef::from_raw(ptr.cast()) })
     }
 
     /// Returns the raw `struct ib_device` pointer.

@@ -6,24 +6,31 @@
 //! RDMA core and as it goes away. Whatever [`Client::add`] returns is kept as
 //! the device's client data and handed back to [`Client::remove`].
 //!
+//! `struct ib_client`'s callbacks carry no context pointer, so each client
+//! type has a [`Slot`] of its own (declared with [`crate::rdma_client_slot`])
+//! where its [`Registration`] keeps the context: one registration per type
+//! at a time, any number of client types.
+//!
 //! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
 
-use core::sync::atomic::{AtomicPtr, Ordering};
-use kernel::{
+use super::device::Device;
+use crate::{
     bindings,
-    error::{code::*, from_result},
-    ffi::c_void,
+    error::from_result,
+    ffi::{c_int, c_void},
     prelude::*,
     str::CStr,
     sync::Arc,
     types::{ForeignOwnable, Opaque},
 };
-
-/// The RDMA device, in the kernel crate.
-pub(crate) use kernel::rdma::device::Device;
+use core::{
+    marker::PhantomData,
+    ptr::null_mut,
+    sync::atomic::{AtomicPtr, Ordering},
+};
 
 /// What the RDMA core tells a client.
-pub(crate) trait Client: Send + Sync + 'static {
+pub trait Client: HasSlot + Send + Sync + 'static {
     /// The per-device state kept between `add` and `remove`.
     type DeviceData: ForeignOwnable + Send + Sync;
 
@@ -38,56 +45,114 @@ pub(crate) trait Client: Send + Sync + 'static {
     fn remove(&self, device: &Device, data: Self::DeviceData);
 }
 
-/// The one registered client of this module and its context.
+/// Where the [`Registration`] of one client type keeps its context and its
+/// `struct ib_client`, for the callbacks.
+pub struct Slot {
+    ctx: AtomicPtr<c_void>,
+    client: AtomicPtr<bindings::ib_client>,
+}
+
+impl Slot {
+    /// An empty slot.
+    pub const fn new() -> Self {
+        Self {
+            ctx: AtomicPtr::new(null_mut()),
+            client: AtomicPtr::new(null_mut()),
+        }
+    }
+}
+
+impl Default for Slot {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A client type's own [`Slot`]; implement it with
+/// [`crate::rdma_client_slot`].
 ///
-/// `struct ib_client`'s callbacks carry no context pointer, so the context of
-/// the registered client lives here. Only one [`Registration`] can exist at a
-/// time, which keeps the untyped pointer sound: the callbacks installed are
-/// those of the type that stored it.
-static CURRENT: AtomicPtr<c_void> = AtomicPtr::new(core::ptr::null_mut());
-static CURRENT_CLIENT: AtomicPtr<bindings::ib_client> = AtomicPtr::new(core::ptr::null_mut());
+/// # Safety
+///
+/// `slot` returns the same `&'static Slot` on every call, and no other type's
+/// `slot` returns it.
+pub unsafe trait HasSlot {
+    /// The type's slot.
+    fn slot() -> &'static Slot;
+}
+
+/// Gives a client type its own [`Slot`] (a `static` in the caller's crate).
+///
+/// # Examples
+///
+/// ```
+/// use kernel::rdma::{client::Client, device::Device};
+/// use kernel::prelude::*;
+///
+/// struct MyClient;
+/// kernel::rdma_client_slot!(MyClient);
+///
+/// impl Client for MyClient {
+///     type DeviceData = KBox<u32>;
+///     fn add(&self, device: &Device) -> Result<KBox<u32>> {
+///         Ok(KBox::new(device.index(), GFP_KERNEL)?)
+///     }
+///     fn remove(&self, _device: &Device, _data: KBox<u32>) {}
+/// }
+/// ```
+#[macro_export]
+macro_rules! rdma_client_slot {
+    ($t:ty) => {
+        // SAFETY: One `static`, returned by this `slot` alone.
+        unsafe impl $crate::rdma::client::HasSlot for $t {
+            fn slot() -> &'static $crate::rdma::client::Slot {
+                static SLOT: $crate::rdma::client::Slot = $crate::rdma::client::Slot::new();
+                &SLOT
+            }
+        }
+    };
+}
 
 /// A registered RDMA client; unregistered on drop.
 ///
 /// # Invariants
 ///
-/// `client` is registered with the RDMA core, `CURRENT` holds a reference of
-/// the context `Arc<T>` taken with [`Arc::into_raw`] and `CURRENT_CLIENT`
-/// points to `client`.
-pub(crate) struct Registration<T: Client> {
+/// `client` is registered with the RDMA core, `T::slot()`'s `ctx` holds a
+/// reference of the context `Arc<T>` taken with [`Arc::into_raw`] and its
+/// `client` points to `client`.
+pub struct Registration<T: Client> {
     client: Pin<KBox<Opaque<bindings::ib_client>>>,
     _ctx: PhantomData<Arc<T>>,
 }
 
 struct Adapter<T: Client>(PhantomData<T>);
 
-use core::marker::PhantomData;
-
 impl<T: Client> Adapter<T> {
     /// # Safety
     ///
     /// Only called by the RDMA core while a `Registration<T>` exists.
     unsafe fn ctx<'a>() -> &'a T {
-        // SAFETY: `CURRENT` holds an `Arc<T>` reference (`Registration<T>` invariant), released
-        // only after unregistering the client, which waits for every callback to return.
-        unsafe { &*CURRENT.load(Ordering::Acquire).cast::<T>() }
+        // SAFETY: The slot holds an `Arc<T>` reference (`Registration<T>`
+        // invariant; `HasSlot`: no other type uses it), released only after
+        // unregistering the client, which waits for every callback to return.
+        unsafe { &*T::slot().ctx.load(Ordering::Acquire).cast::<T>() }
     }
 
     /// # Safety
     ///
     /// Called by the RDMA core with a registered device.
-    unsafe extern "C" fn add_callback(device: *mut bindings::ib_device) -> kernel::ffi::c_int {
+    unsafe extern "C" fn add_callback(device: *mut bindings::ib_device) -> c_int {
         from_result(|| {
             // SAFETY: The core passes a registered device, valid during the call.
             let dev = unsafe { Device::from_raw(device) };
             // SAFETY: We are called by the RDMA core for the registered client.
             let data = unsafe { Self::ctx() }.add(dev)?;
-            // SAFETY: `device` is valid, `CURRENT_CLIENT` the client being added to it. `data` is
-            // owned by the client data until `remove_callback` takes it back.
+            // SAFETY: `device` is valid, the slot's client the one being added
+            // to it. `data` is owned by the client data until
+            // `remove_callback` takes it back.
             unsafe {
                 bindings::ib_set_client_data(
                     device,
-                    CURRENT_CLIENT.load(Ordering::Acquire),
+                    T::slot().client.load(Ordering::Acquire),
                     data.into_foreign() as *mut c_void,
                 )
             };
@@ -113,8 +178,8 @@ impl<T: Client> Registration<T> {
     /// Registers `ctx` as an RDMA client called `name`.
     ///
     /// `add` runs for every device already present before this returns.
-    /// Fails with `EBUSY` if another registration exists.
-    pub(crate) fn new(name: &'static CStr, ctx: Arc<T>) -> Result<Self> {
+    /// Fails with `EBUSY` if a registration of `T` exists.
+    pub fn new(name: &'static CStr, ctx: Arc<T>) -> Result<Self> {
         let client = KBox::pin(
             Opaque::new(bindings::ib_client {
                 name: name.as_char_ptr(),
@@ -124,14 +189,11 @@ impl<T: Client> Registration<T> {
             }),
             GFP_KERNEL,
         )?;
+        let slot = T::slot();
         let raw = Arc::into_raw(ctx) as *mut c_void;
-        if CURRENT
-            .compare_exchange(
-                core::ptr::null_mut(),
-                raw,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            )
+        if slot
+            .ctx
+            .compare_exchange(null_mut(), raw, Ordering::AcqRel, Ordering::Acquire)
             .is_err()
         {
             // SAFETY: `raw` came from `Arc::into_raw` just above and was not
@@ -139,18 +201,18 @@ impl<T: Client> Registration<T> {
             drop(unsafe { Arc::from_raw(raw as *const T) });
             return Err(EBUSY);
         }
-        CURRENT_CLIENT.store(client.get(), Ordering::Release);
+        slot.client.store(client.get(), Ordering::Release);
         // SAFETY: `client` is pinned and dropped only after `ib_unregister_client` (`drop`); its
-        // callbacks find their context in `CURRENT`, set above.
+        // callbacks find their context in the slot, set above.
         let ret = unsafe { bindings::ib_register_client(client.get()) };
         if ret != 0 {
-            CURRENT_CLIENT.store(core::ptr::null_mut(), Ordering::Release);
-            CURRENT.store(core::ptr::null_mut(), Ordering::Release);
+            slot.client.store(null_mut(), Ordering::Release);
+            slot.ctx.store(null_mut(), Ordering::Release);
             // SAFETY: Registration failed, no callback can use `raw` any more.
             drop(unsafe { Arc::from_raw(raw as *const T) });
             return Err(Error::from_errno(ret));
         }
-        // INVARIANT: registered, `CURRENT` and `CURRENT_CLIENT` set above.
+        // INVARIANT: registered, the slot set above.
         Ok(Self {
             client,
             _ctx: PhantomData,
@@ -163,8 +225,9 @@ impl<T: Client> Drop for Registration<T> {
         // SAFETY: By the type invariant `client` is registered. This calls
         // `remove` for every device and waits for all callbacks to finish.
         unsafe { bindings::ib_unregister_client(self.client.get()) };
-        CURRENT_CLIENT.store(core::ptr::null_mut(), Ordering::Release);
-        let raw = CURRENT.swap(core::ptr::null_mut(), Ordering::AcqRel);
+        let slot = T::slot();
+        slot.client.store(null_mut(), Ordering::Release);
+        let raw = slot.ctx.swap(null_mut(), Ordering::AcqRel);
         // SAFETY: `raw` is the reference taken in `new`; no callback runs any
         // more, so nothing borrows it.
         drop(unsafe { Arc::from_raw(raw as *const T) });
@@ -176,43 +239,3 @@ impl<T: Client> Drop for Registration<T> {
 unsafe impl<T: Client> Send for Registration<T> {}
 // SAFETY: `&Registration` gives access to nothing but `&Arc<T>`.
 unsafe impl<T: Client> Sync for Registration<T> {}
-
-/// A counted reference on a registered device, looked up by name.
-///
-/// Hold it briefly: device unregistration waits for every reference.
-///
-/// # Invariants
-///
-/// Holds a reference taken by `ib_device_get_by_name`, put in `drop`.
-pub(crate) struct DeviceHandle(core::ptr::NonNull<bindings::ib_device>);
-
-impl DeviceHandle {
-    /// The registered device called `name`, or `ENODEV`.
-    pub(crate) fn get_by_name(name: &CStr) -> Result<Self> {
-        // SAFETY: `name` is NUL-terminated; any driver matches.
-        let ptr = unsafe {
-            bindings::ib_device_get_by_name(
-                name.as_char_ptr(),
-                bindings::rdma_driver_id_RDMA_DRIVER_UNKNOWN,
-            )
-        };
-        // INVARIANT: non-null means a reference was taken.
-        core::ptr::NonNull::new(ptr).map(Self).ok_or(ENODEV)
-    }
-}
-
-impl core::ops::Deref for DeviceHandle {
-    type Target = Device;
-
-    fn deref(&self) -> &Device {
-        // SAFETY: The reference we hold keeps the device registered.
-        unsafe { Device::from_raw(self.0.as_ptr()) }
-    }
-}
-
-impl Drop for DeviceHandle {
-    fn drop(&mut self) {
-        // SAFETY: The reference taken in `get_by_name` (type invariant).
-        unsafe { bindings::ib_device_put(self.0.as_ptr()) };
-    }
-}
