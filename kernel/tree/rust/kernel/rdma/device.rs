@@ -13,7 +13,7 @@ use crate::{
 use core::ptr::NonNull;
 
 /// An RDMA device, borrowed for the duration of a call from the RDMA core,
-/// or held by an [`ARef`](crate::types::ARef).
+/// or held by an [`ARef`].
 ///
 /// # Invariants
 ///
