@@ -4,13 +4,17 @@
 # The test runner inside a guest. tests/run.sh boots one or more guests and
 # gives each a shared queue directory: the plan (one test name a line, the
 # longest first) and a claim directory. A guest takes the next test nobody
-# has claimed (mkdir of its claim is atomic across guests), runs it in its
-# own process under a timeout with a clean guest before it, and streams its
-# output as it runs; when the queue is empty it checks its own kmemleak and
-# dmesg (the last two tests of every guest).
+# has claimed (mkdir of its claim is atomic across guests) and runs it
+# with a clean guest before it, in its own process under a timeout,
+# streaming its output as it runs; when the queue is empty it checks its
+# own kmemleak and dmesg (tests/t_kernel.sh, the last two tests of every
+# guest). That part is the kselftest program tests/rust_cm_disconnect.sh
+# (tests/ksft.sh) in queue mode, run by the kernel's own kselftest runner
+# (RCD_KSFT/kselftest/runner.sh). The two-host tests come first, here.
 #
 #   tests/guest.sh --queue DIR GUEST   run tests from DIR's plan as GUEST
-#   tests/guest.sh --one test_NAME     run one test (used by the runner)
+#   tests/guest.sh --one FUNCTION      run one test function (the two-host
+#                                      tests' unit)
 #
 # Each test's lines, as tests/run.sh reads them:
 #   # test: NAME            it starts
@@ -24,72 +28,11 @@ export RCD_TOP
 . "$RCD_TOP/tests/lib.sh"
 for f in "$RCD_TOP"/tests/t_*.sh; do . "$f"; done
 
-# kmemleak, scanned now (the test kernel does not scan by itself): any
-# unreferenced object allocated by this module, rxe, the IB CM or core (a
-# backtrace naming them, or with a bare address: code of a module since
-# unloaded) fails the run. Others are counted in the log.
-test_kmemleak_clean() {
-	local f=/sys/kernel/debug/kmemleak all ours
-	if [ ! -e $f ]; then
-		echo "# SKIP this kernel has no kmemleak (CONFIG_DEBUG_KMEMLEAK): the plain kernel"
-		return $KSFT_SKIP
-	fi
-	# Objects must be 5 s old and unreferenced in two scans to count.
-	sleep 6; echo scan > $f; sleep 6; echo scan > $f
-	all=$(grep -c '^unreferenced object' $f)
-	# Matched in the backtrace only: a hex dump's bytes may spell anything.
-	ours=$(awk 'BEGIN { RS = "unreferenced object" } NR > 1 { bt = substr($0, index($0, "backtrace")) }
-		NR > 1 && bt ~ /rust_cm_disconnect|rcd_|rxe|ib_cm|ib_core|[ \t]ib_|[ \t]cm_|rdma|[ \t]0xffffffff[0-9a-f]+\n/ { n++; if (n <= 3) print "unreferenced object" $0 } END { print "ours " n + 0 }' $f)
-	echo "# kmemleak: $all unreferenced object(s) in the whole kernel; by first caller past the allocator:"
-	awk 'BEGIN { RS = "unreferenced object" } NR > 1 { n = split($0, l, "\n"); for (i = 1; i <= n; i++) if (l[i] ~ /backtrace/) break; for (i++; i <= n; i++) if (l[i] !~ /alloc|kmem_cache|krealloc|kmemdup|kstrdup|reserve/) break; sub(/^[ \t]*/, "", l[i]); sub(/\+.*/, "", l[i]); c[l[i]]++ } END { for (f in c) print c[f], f }' $f | sort -rn | head -8 | sed 's/^/#   /'
-	echo "$ours" | sed 's/^/# /'
-	[ "$(echo "$ours" | tail -1)" = "ours 0" ]
-}
-
-# dmesg: KASAN, lockdep, BUG/WARNING/Oops, sleeping in atomic context, debug
-# objects, hung tasks, soft lockups, RCU stalls.
-test_dmesg_clean() {
-	local bad
-	# Reports a test provoked on purpose and checked itself are skipped
-	# (expect_reports_begin/end in lib.sh).
-	bad=$(dmesg_outside_expected | grep -E "$DMESG_BAD")
-	[ -z "$bad" ] || { echo "$bad" | head -40 | sed 's/^/# /'; return 1; }
-}
-
 if [ "${1:-}" = --one ]; then
 	set -o pipefail
 	"$2"
 	exit $?
 fi
-
-# run_one NAME: one test with a clean guest before it, streamed.
-run_one() {
-	local t=$1 t0=$SECONDS t1 tmo rc reason out
-	echo "# test: ${t#test_}"
-	[ "$t" = test_dmesg_clean ] || cleanup
-	# A test file may give one of its tests longer: timeout_test_NAME=SECONDS.
-	tmo=timeout_$t; tmo=${!tmo:-${RCD_TEST_TIMEOUT:-600}}
-	t1=$SECONDS
-	out=/run/rcd-test.out
-	# Streamed line by line (a test cut short by a timeout keeps what it
-	# printed); a SKIP reason is read back from the copy.
-	# stdin from /dev/null: the caller's loop reads the test names from
-	# its stdin, and a test step that read stdin would eat them.
-	timeout --kill-after=10 "$tmo" bash "$0" --one "$t" </dev/null 2>&1 |
-		tee "$out" | sed -u 's/^\([^#]\)/# \1/; s/^$/#/'
-	rc=${PIPESTATUS[0]}
-	# Where a run's time goes: the clean guest before the test, the test.
-	echo "# time: cleanup $((t1 - t0)) s, test $((SECONDS - t1)) s"
-	if [ $rc -eq 0 ]; then
-		echo "RESULT ok ${t#test_}"
-	elif [ $rc -eq $KSFT_SKIP ]; then
-		reason=$(sed -n 's/^# SKIP //p' "$out" | tail -1)
-		echo "RESULT ok ${t#test_} # SKIP ${reason:-no reason given}"
-	else
-		[ $rc -ne 124 ] || echo "# timed out after $tmo s"
-		echo "RESULT not ok ${t#test_}"
-	fi
-}
 
 # run_hosts: guests 1 and 2 are hosts a and b of the two-host tests
 # (tests/t_hosts.sh): their NICs share a QEMU socket network. Each test
@@ -170,11 +113,17 @@ echo "# guest $3 up after $(cut -d' ' -f1 /proc/uptime) s (kernel $(uname -r), $
 if [ -s "$queue/hosts" ] && [ "$3" -le 2 ]; then
 	run_hosts "$3"
 fi
-mkdir -p "$queue/claim"
-while read -r t; do
-	mkdir "$queue/claim/$t" 2>/dev/null || continue
-	run_one "test_$t"
-done < "$queue/plan"
-cleanup
-run_one test_kmemleak_clean
-run_one test_dmesg_clean
+unset RCD_HOSTS_DIR
+# The queue: the selftest program in queue mode, run by the kernel's
+# kselftest runner. The runner writes the program's lines, prefixed with
+# "# ", to its $logfile (/dev/stdout: in a virtme-ng guest a link to the
+# console port, not this pipe: so fd 1 by /proc); one "# " is taken off
+# again so that they read as the tests' own.
+BASE_DIR=$RCD_KSFT
+. "$BASE_DIR/kselftest/runner.sh"
+(
+	export RCD_QUEUE=$queue
+	logfile=/proc/self/fd/1
+	kselftest_override_timeout=${RCD_VM_TIMEOUT:-4500}
+	run_one rdma/rust_cm_disconnect "$RCD_TOP/tests/rust_cm_disconnect.sh" 1
+) 2>&1 < /dev/null | sed -u 's/^# //; /^RESULT /!s/^\([^#]\)/# \1/; s/^$/#/'

@@ -60,7 +60,7 @@ q=$(mktemp -d "$RCD_CACHE/queue.XXXXXX")
 trap 'rm -rf "$q"' EXIT
 for f in "$here"/tests/t_*.sh; do
 	grep -oE '^test_[a-z0-9_]+\(\)' "$f" | sed 's/^test_//; s/()$//'
-done | grep -E "$only" | grep -E "${1:-.}" > "$q/names"
+done | grep -vxE 'kmemleak_clean|dmesg_clean' | grep -E "$only" | grep -E "${1:-.}" > "$q/names"
 awk 'NR == FNR { t[$1] = $2; next } { print (($1 in t) ? t[$1] : 60), FNR, $1 }' \
 	"$times" "$q/names" 2>/dev/null | sort -k1,1nr -k2,2n | awk '{ print $3 }' > "$q/plan" ||
 	cp "$q/names" "$q/plan"
@@ -88,6 +88,8 @@ until port_free $hport && port_free $((hport + 1)); do hport=$((hport + 2)); don
 
 knobs="RCD_CYCLES=$RCD_CYCLES RCD_ROUND=$RCD_ROUND RCD_MANY=$RCD_MANY RCD_LOADS=$RCD_LOADS"
 knobs="$knobs RCD_UNLOAD_ROUNDS=$RCD_UNLOAD_ROUNDS"
+# The kernel's kselftest runner and KTAP helpers, from the test kernel's tree.
+knobs="$knobs RCD_KSFT=$KDIR/tools/testing/selftests"
 knobs="$knobs RCD_FUZZ_SECONDS=$RCD_FUZZ_SECONDS RCD_FUZZ_ROUNDS=$RCD_FUZZ_ROUNDS"
 for v in RCD_FUZZ_SEED RCD_TEST_TIMEOUT RCD_STORM; do
 	[ -z "${!v:-}" ] || knobs="$knobs $v=${!v}"

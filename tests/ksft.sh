@@ -1,0 +1,135 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# The test suite as a kselftest program (tests/rust_cm_disconnect.sh, the
+# TEST_PROGS of tests/Makefile) and the unit everything runs a test with.
+# The tests are functions test_NAME in tests/t_*.sh (hosts_NAME in
+# t_hosts.sh: two hosts, tests/guest.sh runs those); tests/t_kernel.sh's
+# kmemleak_clean and dmesg_clean come last, as they check what ran before.
+#
+#   rust_cm_disconnect.sh              every test (not the two-host ones),
+#                                      KTAP through the kernel's
+#                                      kselftest/ktap_helpers.sh
+#   rust_cm_disconnect.sh NAME...      those tests, then the two checks
+#   RCD_QUEUE=DIR rust_cm_disconnect.sh
+#                                      this guest's share of `make check`'s
+#                                      queue (tests/guest.sh, through the
+#                                      kernel's kselftest runner)
+#   ksft.sh --one FUNCTION             one test function, nothing else
+#
+# Each test is run with a clean guest before it (module unloaded, no rxe
+# link, qdisc or policy route), in its own process under its timeout
+# (timeout_FUNCTION=SECONDS in its file, else RCD_TEST_TIMEOUT or 600 s),
+# its lines streamed as they come:
+#   # test: NAME
+#   # ...                  what it measured
+#   # time: cleanup C s, test T s
+# then its KTAP result, or in queue mode the line tests/run.sh reads:
+#   RESULT ok NAME | RESULT not ok NAME | RESULT ok NAME # SKIP reason
+# A test function returns 0 (pass), 4 (skip, after printing
+# "# SKIP reason") or anything else (fail).
+# Where the kernel's selftests are: RCD_KSFT (tools/testing/selftests of the
+# test kernel's tree; tests/run.sh passes it), or ../.. of this directory
+# when it sits in a kernel tree.
+
+RCD_TESTS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+RCD_TOP=${RCD_TOP:-$(cd "$RCD_TESTS/.." && pwd)}
+export RCD_TOP
+. "$RCD_TESTS/lib.sh"
+for f in "$RCD_TESTS"/t_*.sh; do . "$f"; done
+unset f
+
+if [ "${1:-}" = --one ]; then
+	set -o pipefail
+	"$2"
+	exit $?
+fi
+
+# rcd_one NAME: test NAME (function test_NAME or hosts_NAME), streamed.
+# Returns 0, 4 (skipped) or 1; RCD_REASON is a skip's reason.
+rcd_one() {
+	local t=$1 fn=test_$1 t0=$SECONDS t1 tmo rc
+	[[ $t != hosts_* ]] || fn=$t
+	echo "# test: $t"
+	RCD_REASON=
+	declare -F "$fn" >/dev/null || { echo "# no test $t in tests/t_*.sh"; return 1; }
+	# dmesg_clean reads what the tests before it left; the two-host
+	# runner cleans both hosts itself, between barriers.
+	[ "$t" = dmesg_clean ] || [[ $fn == hosts_* ]] || cleanup
+	tmo=timeout_$fn; tmo=${!tmo:-${RCD_TEST_TIMEOUT:-600}}
+	t1=$SECONDS
+	# stdin from /dev/null: the queue's loop reads the test names from its
+	# stdin, and a test step that read stdin would eat them.
+	timeout --kill-after=10 "$tmo" bash "$RCD_TESTS/ksft.sh" --one "$fn" </dev/null 2>&1 |
+		tee /run/rcd-test.out | sed -u 's/^\([^#]\)/# \1/; s/^$/#/'
+	rc=${PIPESTATUS[0]}
+	[ "$rc" -ne 124 ] || echo "# timed out after $tmo s"
+	echo "# time: cleanup $((t1 - t0)) s, test $((SECONDS - t1)) s"
+	if [ "$rc" -eq "$KSFT_SKIP" ]; then
+		RCD_REASON=$(sed -n 's/^# SKIP //p' /run/rcd-test.out | tail -1)
+		RCD_REASON=${RCD_REASON:-no reason given}
+		return "$KSFT_SKIP"
+	fi
+	[ "$rc" -eq 0 ]
+}
+
+# rcd_queue DIR: the tests of DIR's plan nobody else has claimed (a claim
+# is a mkdir, atomic across the guests), then this guest's two checks.
+rcd_queue() {
+	local t rc
+	mkdir -p "$1/claim"
+	while read -r t; do
+		mkdir "$1/claim/$t" 2>/dev/null || continue
+		rcd_one "$t"; rc=$?
+		case $rc in
+		0) echo "RESULT ok $t" ;;
+		4) echo "RESULT ok $t # SKIP $RCD_REASON" ;;
+		*) echo "RESULT not ok $t" ;;
+		esac
+	done < "$1/plan"
+	for t in kmemleak_clean dmesg_clean; do
+		rcd_one "$t"; rc=$?
+		case $rc in
+		0) echo "RESULT ok $t" ;;
+		4) echo "RESULT ok $t # SKIP $RCD_REASON" ;;
+		*) echo "RESULT not ok $t" ;;
+		esac
+	done
+}
+
+# rcd_ksft_main [NAME...]: the program.
+rcd_ksft_main() {
+	local d ktap= t names=() nskip=0
+	if [ -n "${RCD_QUEUE:-}" ]; then
+		rcd_queue "$RCD_QUEUE"
+		exit 0
+	fi
+	for d in "${RCD_KSFT:-}" "$RCD_TESTS/../.."; do
+		[ -n "$d" ] && [ -r "$d/kselftest/ktap_helpers.sh" ] &&
+			{ ktap=$d/kselftest/ktap_helpers.sh; break; }
+	done
+	[ -n "$ktap" ] || { echo "no kselftest/ktap_helpers.sh: set RCD_KSFT to a kernel's tools/testing/selftests" >&2; exit 1; }
+	. "$ktap"
+	if [ $# -gt 0 ]; then
+		names=("$@")
+	else
+		mapfile -t names < <(cat "$RCD_TESTS"/t_*.sh | grep -oE '^test_[a-z0-9_]+\(\)' |
+			sed 's/^test_//; s/()$//' | grep -vxE 'kmemleak_clean|dmesg_clean')
+	fi
+	names+=(kmemleak_clean dmesg_clean)
+	ktap_print_header
+	ktap_set_plan ${#names[@]}
+	for t in "${names[@]}"; do
+		if [[ $t == hosts_* ]]; then
+			ktap_print_msg "SKIP $t needs two hosts (make check runs it in guests 1 and 2)"
+			ktap_test_skip "$t"; nskip=$((nskip + 1))
+		elif rcd_one "$t"; then
+			ktap_test_pass "$t"
+		elif [ $? -eq "$KSFT_SKIP" ]; then
+			ktap_print_msg "SKIP $RCD_REASON"
+			ktap_test_skip "$t"; nskip=$((nskip + 1))
+		else
+			ktap_test_fail "$t"
+		fi
+	done
+	ktap_finished
+}
