@@ -143,14 +143,55 @@ pub(crate) enum OnRep {
     Reject,
 }
 
-/// What a listener's REQ callback does first (`on_req=` in `ctl`), for the
-/// tests.
+/// What a listener's REQ callback and its passive ends' jobs do besides
+/// their work (`on_req=` in `ctl`).
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum OnReq {
     Nothing,
     /// Closes the listener (drops its `CmId` inside its own REQ callback),
     /// then handles the REQ as usual.
     Close,
+    /// The passive end's job sleeps this many milliseconds after making
+    /// the QP, before it moves it and sends the REP (up to 60 s; cut short
+    /// once the entry leaves the table or its id is freed): the window
+    /// between the REQ callback and the REP, held open.
+    JobDelay(u32),
+    /// The REQ callback fails as if queueing the job had failed with
+    /// `ENOMEM` (after the accept and the table's insert).
+    FailJob,
+}
+
+/// The test-only behaviours, together: with these `ctl` options the tests
+/// hold open the windows of an id's lifecycle and play careless consumers
+/// and broken peers. Nothing else sets them, and with their defaults
+/// (`TestHooks::NONE`) the module behaves as a consumer would.
+#[derive(Clone, Copy)]
+pub(crate) struct TestHooks {
+    /// What the DREQ callback does besides recording the DREQ
+    /// (`on_dreq=`).
+    pub(crate) on_dreq: OnDreq,
+    /// A listener's REQ callback and its passive ends' jobs (`on_req=`).
+    pub(crate) on_req: OnReq,
+    /// Milliseconds the timewait-exit callback sleeps before it frees the
+    /// id (`on_timewait=sleep:MS`): widens the window of a callback in
+    /// flight.
+    pub(crate) timewait_sleep: u32,
+    /// The sleep comes after the id is freed (`on_timewait=after:MS`): the
+    /// callback is still in module code once nothing refers to the id, the
+    /// window an unload must wait for.
+    pub(crate) timewait_after: bool,
+    /// What an active end does with the REP (`on_rep=`).
+    pub(crate) on_rep: OnRep,
+}
+
+impl TestHooks {
+    pub(crate) const NONE: Self = Self {
+        on_dreq: OnDreq::Nothing,
+        on_req: OnReq::Nothing,
+        timewait_sleep: 0,
+        timewait_after: false,
+        on_rep: OnRep::Accept,
+    };
 }
 
 /// How an endpoint answers its peer, set by `listen`/`connect` options; a
@@ -158,17 +199,8 @@ pub(crate) enum OnReq {
 pub(crate) struct Behaviour {
     /// Answer a peer's DREQ at once with a DREP carrying these bytes.
     pub(crate) auto_drep: Option<KVec<u8>>,
-    pub(crate) on_dreq: OnDreq,
-    pub(crate) on_req: OnReq,
-    /// Milliseconds the timewait-exit callback sleeps before it frees the
-    /// id (`on_timewait=sleep:MS`): widens the window of a callback in
-    /// flight, for the tests.
-    pub(crate) timewait_sleep: u32,
-    /// The sleep comes after the id is freed (`on_timewait=after:MS`): the
-    /// callback is still in module code once nothing refers to the id, the
-    /// window an unload must wait for.
-    pub(crate) timewait_after: bool,
-    pub(crate) on_rep: OnRep,
+    /// For the tests only (see [`TestHooks`]).
+    pub(crate) test: TestHooks,
     /// A listener's bound on handshakes in flight (REQ accepted, REP sent,
     /// no RTU yet): the excess is rejected (`backlog=N`).
     pub(crate) backlog: u32,
@@ -184,11 +216,7 @@ impl Default for Behaviour {
     fn default() -> Self {
         Self {
             auto_drep: None,
-            on_dreq: OnDreq::Nothing,
-            on_req: OnReq::Nothing,
-            timewait_sleep: 0,
-            timewait_after: false,
-            on_rep: OnRep::Accept,
+            test: TestHooks::NONE,
             backlog: DEFAULT_BACKLOG,
             pre_recv: None,
             rping: None,
@@ -203,11 +231,7 @@ impl Behaviour {
                 Some(d) => Some(copy(d)?),
                 None => None,
             },
-            on_dreq: self.on_dreq,
-            on_req: self.on_req,
-            timewait_sleep: self.timewait_sleep,
-            timewait_after: self.timewait_after,
-            on_rep: self.on_rep,
+            test: self.test,
             backlog: self.backlog,
             pre_recv: self.pre_recv,
             rping: self.rping,
@@ -744,7 +768,7 @@ impl Endpoint {
     /// A REQ to this listener (see [`Handler::req_received`]).
     fn take_req(self: &Arc<Self>, req: Request<'_, Arc<Self>>) -> Result {
         let core = &self.core;
-        if self.st.lock().behaviour.on_req == OnReq::Close {
+        if self.st.lock().behaviour.test.on_req == OnReq::Close {
             // Drops our own `CmId` inside its REQ callback (the CM holds the
             // listener until we return): the abstraction defers the destroy.
             drop(core.remove_own(self));
@@ -786,6 +810,7 @@ impl Endpoint {
         };
         let (depth, resources) = (req.initiator_depth(), req.responder_resources());
         let behaviour = self.st.lock().behaviour.try_clone()?;
+        let on_req = behaviour.test.on_req;
         // Over the backlog: rejected (the CM sends the REJ).
         let handshake = Handshake::new(self, behaviour.backlog)?;
         let device = req.id().device();
@@ -805,10 +830,14 @@ impl Endpoint {
         // and unload find the id.
         core.insert(num, ep.clone(), cm)?;
         let job = ep.clone();
-        if let Err(e) = core
-            .reaper
-            .spawn_job(move || job.accept_later(depth, resources))
-        {
+        let t_req = Ktime::ktime_get().to_ns();
+        let spawned = if on_req == OnReq::FailJob {
+            Err(ENOMEM)
+        } else {
+            core.reaper
+                .spawn_job(move || job.accept_later(depth, resources, t_req))
+        };
+        if let Err(e) = spawned {
             // Out again, dropped in its REQ callback: rejected.
             drop(core.remove_own(&ep));
             return Err(e);
@@ -821,7 +850,7 @@ impl Endpoint {
     /// failure is recorded (`CONNECT_ERROR`) and frees the id and QP (the CM
     /// rejects the REQ); an endpoint closed or freed meanwhile (`close`, the
     /// peer's REJ, device removal, unload) is left as it is.
-    fn accept_later(self: &Arc<Self>, depth: u8, resources: u8) {
+    fn accept_later(self: &Arc<Self>, depth: u8, resources: u8, t_req: i64) {
         let verbs = match Device::get_by_name(&self.dev_name) {
             // The same device, not a new one of the same name.
             Ok(dev) if dev.index() == self.dev_index => RcQp::new(&dev, qp_size()),
@@ -842,6 +871,7 @@ impl Endpoint {
                 self.free_id();
             }
             Ok(()) => {
+                self.core.rep_times.add(Ktime::ktime_get().to_ns() - t_req);
                 if self.st.lock().behaviour.rping.is_some() {
                     // If this fails the protocol only runs on `poll`.
                     let ep = self.clone();
@@ -851,8 +881,25 @@ impl Endpoint {
         }
     }
 
+    /// `on_req=job_delay:MS` (a test hook): sleeps up to MS ms, cut short
+    /// once the entry leaves the table or the id is freed (a REJ, a failed
+    /// REP).
+    fn job_delay(&self) {
+        let OnReq::JobDelay(ms) = self.st.lock().behaviour.test.on_req else {
+            return;
+        };
+        let end = Ktime::ktime_get().to_ns() + i64::from(ms) * 1_000_000;
+        while Ktime::ktime_get().to_ns() < end
+            && !self.gone.load(Ordering::Relaxed)
+            && self.st.lock().handshake.is_some()
+        {
+            delay::msleep(10);
+        }
+    }
+
     /// Readies a passive end's QP `verbs` and answers the REQ on `cm`.
     fn send_rep(&self, cm: &CmIdRef, verbs: RcQp, depth: u8, resources: u8) -> Result {
+        self.job_delay();
         let qp_num = verbs.qp_num();
         self.st.lock().verbs = Some(verbs);
         // Our PSN: what the peer sends with, announced in the REP.
@@ -929,12 +976,12 @@ impl Handler for Arc<Endpoint> {
         // callback at a time per CPU (`stats`: `req_callback_us_*`).
         let t0 = Ktime::ktime_get().to_ns();
         let res = self.take_req(req);
-        self.core.req_callback_time(Ktime::ktime_get().to_ns() - t0);
+        self.core.req_times.add(Ktime::ktime_get().to_ns() - t0);
         res
     }
 
     fn rep_received(&self, id: &CmIdRef, _remote_qpn: u32) {
-        match self.st.lock().behaviour.on_rep {
+        match self.st.lock().behaviour.test.on_rep {
             OnRep::Accept => {}
             OnRep::Ignore => return,
             OnRep::Reject => {
@@ -991,7 +1038,7 @@ impl Handler for Arc<Endpoint> {
     }
 
     fn dreq_received(&self, id: &CmIdRef, private_data: &[u8]) {
-        let action = self.st.lock().behaviour.on_dreq;
+        let action = self.st.lock().behaviour.test.on_dreq;
         if let OnDreq::Sleep(ms) = action {
             // Before anything, so that the DREP is late too.
             delay::msleep(ms);
@@ -1052,10 +1099,8 @@ impl Handler for Arc<Endpoint> {
 
     fn timewait_exit(&self, _id: &CmIdRef) {
         self.record(EventKind::TimewaitExit, 0, &[]);
-        let (ms, after) = {
-            let st = self.st.lock();
-            (st.behaviour.timewait_sleep, st.behaviour.timewait_after)
-        };
+        let test = self.st.lock().behaviour.test;
+        let (ms, after) = (test.timewait_sleep, test.timewait_after);
         if ms > 0 && !after {
             delay::msleep(ms);
         }
@@ -1142,11 +1187,43 @@ pub(crate) struct Core {
     /// read (`stats`) for whoever waits on many connections.
     established: AtomicU64,
     drep_received: AtomicU64,
-    /// REQ callbacks of the listeners: how many, their total and longest
-    /// time in ns.
-    req_callbacks: AtomicU64,
-    req_callback_ns: AtomicU64,
-    req_callback_ns_max: AtomicU64,
+    /// REQ callbacks of the listeners and their passive ends' REPs.
+    req_times: Durations,
+    rep_times: Durations,
+}
+
+/// How many of something, their total and longest time in ns (`stats`).
+struct Durations {
+    n: AtomicU64,
+    ns: AtomicU64,
+    ns_max: AtomicU64,
+}
+
+impl Durations {
+    const fn new() -> Self {
+        Self {
+            n: AtomicU64::new(0),
+            ns: AtomicU64::new(0),
+            ns_max: AtomicU64::new(0),
+        }
+    }
+
+    fn add(&self, ns: i64) {
+        let ns = u64::try_from(ns).unwrap_or(0);
+        self.n.fetch_add(1, Ordering::Relaxed);
+        self.ns.fetch_add(ns, Ordering::Relaxed);
+        self.ns_max.fetch_max(ns, Ordering::Relaxed);
+    }
+
+    /// `NAME N`, `PREFIX_us_avg US`, `PREFIX_us_max US`.
+    fn show(&self, out: &mut impl Write, name: &str, prefix: &str) -> core::fmt::Result {
+        let n = self.n.load(Ordering::Relaxed);
+        writeln!(out, "{} {}", name, n)?;
+        let avg = self.ns.load(Ordering::Relaxed) / n.max(1) / 1000;
+        writeln!(out, "{}_us_avg {}", prefix, avg)?;
+        let max = self.ns_max.load(Ordering::Relaxed) / 1000;
+        writeln!(out, "{}_us_max {}", prefix, max)
+    }
 }
 
 /// How to set up an active connection.
@@ -1186,9 +1263,8 @@ impl Core {
             drep_failed: AtomicU64::new(0),
             established: AtomicU64::new(0),
             drep_received: AtomicU64::new(0),
-            req_callbacks: AtomicU64::new(0),
-            req_callback_ns: AtomicU64::new(0),
-            req_callback_ns_max: AtomicU64::new(0),
+            req_times: Durations::new(),
+            rep_times: Durations::new(),
         })
     }
 
@@ -1404,14 +1480,6 @@ impl Core {
         });
         self.count(msg, res.is_ok());
         res
-    }
-
-    /// Counts a REQ callback that took `ns`.
-    fn req_callback_time(&self, ns: i64) {
-        let ns = u64::try_from(ns).unwrap_or(0);
-        self.req_callbacks.fetch_add(1, Ordering::Relaxed);
-        self.req_callback_ns.fetch_add(ns, Ordering::Relaxed);
-        self.req_callback_ns_max.fetch_max(ns, Ordering::Relaxed);
     }
 
     /// Counts a DREQ or DREP sent or failed.
@@ -1680,18 +1748,10 @@ impl Core {
             "events_lost {}",
             self.lost_events.load(Ordering::Relaxed)
         )?;
-        let n = self.req_callbacks.load(Ordering::Relaxed);
-        writeln!(out, "req_callbacks {}", n)?;
-        writeln!(
-            out,
-            "req_callback_us_avg {}",
-            self.req_callback_ns.load(Ordering::Relaxed) / n.max(1) / 1000
-        )?;
-        writeln!(
-            out,
-            "req_callback_us_max {}",
-            self.req_callback_ns_max.load(Ordering::Relaxed) / 1000
-        )
+        self.req_times.show(out, "req_callbacks", "req_callback")?;
+        // From the REQ callback to the REP: the job queue's latency, which
+        // the MRA's service timeout must cover (`MRA_SERVICE_TIMEOUT`).
+        self.rep_times.show(out, "reps_sent", "rep_latency")
     }
 
     /// Frees the id and QP of every endpoint on device `index`. The

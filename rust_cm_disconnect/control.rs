@@ -12,7 +12,8 @@
 //!
 //! ```text
 //! listen  NUM DEV SERVICE_ID [auto_drep=DATA] [on_dreq=ACTION] [cma=1]
-//!         [backlog=N] [on_req=close] [on_timewait=sleep:MS|after:MS]
+//!         [backlog=N] [on_req=close|job_delay:MS|fail_job]
+//!         [on_timewait=sleep:MS|after:MS]
 //!         [recv=COUNT[:SIZE]]
 //! connect NUM DEV SRC_IP DST_IP SERVICE_ID [port=N] [auto_drep=DATA]
 //!         [on_dreq=ACTION] [lifetime=N] [resp=N] [retries=N] [cma_port=N]
@@ -55,11 +56,16 @@
 //! (`EMSGSIZE` beyond; `ENOTCONN` for a SEND with data before the QP has a
 //! path), at most the QP's queue sizes outstanding (`ENOMEM`, nothing
 //! posted).
-//! For the tests of the CM abstraction: `on_req=close` (listen: the REQ
-//! callback closes its own listener first), `on_timewait=sleep:MS` (the
+//! Test-only options (`conn::TestHooks`, nothing else sets them):
+//! `on_dreq` (above), `on_req=close` (listen: the REQ callback closes its
+//! own listener first), `on_req=job_delay:MS` (listen: each passive end's
+//! job sleeps up to MS ms, at most 60000, after making its QP and before
+//! the QP moves and the REP; cut short when the entry leaves the table or
+//! its id is freed), `on_req=fail_job` (listen: the REQ callback fails as
+//! if its job could not be queued, `ENOMEM`), `on_timewait=sleep:MS` (the
 //! timewait-exit callback sleeps before freeing the id; `after:MS`: after
-//! it) and `on_rep=ignore`
-//! or `on_rep=reject` (connect: no RTU, or a REJ, after the REP).
+//! it) and `on_rep=ignore` or `on_rep=reject` (connect: no RTU, or a REJ,
+//! after the REP).
 //!
 //! DATA is `-` (none), `hex:0a0b...`, `text:WORD`, `pat:N` (N bytes 1, 2,
 //! ..., 255, 1, ...) or `fill:N:XX` (N bytes of hex XX). A write fails with
@@ -67,7 +73,7 @@
 
 use crate::{
     cma,
-    conn::{Behaviour, ConnectArgs, Core, OnDreq, OnRep, OnReq, Post, Rdma},
+    conn::{Behaviour, ConnectArgs, Core, OnDreq, OnRep, OnReq, Post, Rdma, TestHooks},
     debugfs::{File, Ops, Output},
     disconnect::Message,
     path::{self, Timing},
@@ -171,11 +177,8 @@ fn listen(core: &Arc<Core>, args: &[&str]) -> Result {
     for opt in opts {
         match opt.split_once('=') {
             Some(("auto_drep", d)) => behaviour.auto_drep = Some(parse_data(d)?),
-            Some(("on_dreq", a)) => behaviour.on_dreq = parse_on_dreq(a)?,
-            Some(("on_req", "close")) => behaviour.on_req = OnReq::Close,
-            Some(("on_timewait", a)) => {
-                (behaviour.timewait_sleep, behaviour.timewait_after) = parse_timewait(a)?
-            }
+            Some(("on_req", a)) => behaviour.test.on_req = parse_on_req(a)?,
+            Some((k, v)) if test_hook(&mut behaviour.test, k, v)? => {}
             Some(("backlog", n)) => behaviour.backlog = parse_u32(n)?,
             Some(("recv", r)) => behaviour.pre_recv = Some(parse_recv(r)?),
             Some(("rping", "1")) => behaviour.rping = Some(rping::Role::Server),
@@ -216,12 +219,9 @@ fn connect(core: &Arc<Core>, args: &[&str]) -> Result {
         match opt.split_once('=').ok_or(EINVAL)? {
             ("port", v) => a.port = parse_u32(v)?,
             ("auto_drep", d) => a.behaviour.auto_drep = Some(parse_data(d)?),
-            ("on_dreq", v) => a.behaviour.on_dreq = parse_on_dreq(v)?,
-            ("on_timewait", v) => {
-                (a.behaviour.timewait_sleep, a.behaviour.timewait_after) = parse_timewait(v)?
-            }
-            ("on_rep", "ignore") => a.behaviour.on_rep = OnRep::Ignore,
-            ("on_rep", "reject") => a.behaviour.on_rep = OnRep::Reject,
+            ("on_rep", "ignore") => a.behaviour.test.on_rep = OnRep::Ignore,
+            ("on_rep", "reject") => a.behaviour.test.on_rep = OnRep::Reject,
+            (k, v) if test_hook(&mut a.behaviour.test, k, v)? => {}
             ("cma_port", v) => a.cma_port = Some(v.parse().map_err(|_| EINVAL)?),
             ("req_data", d) => a.req_data = Some(parse_data(d)?),
             ("recv", r) => a.behaviour.pre_recv = Some(parse_recv(r)?),
@@ -355,6 +355,30 @@ fn num_and_data(args: &[&str]) -> Result<(u32, KVec<u8>)> {
 }
 
 /// `sleep:MS` (up to 10 s), `dreq`, `disconnect` or `disconnect:NUM`.
+/// The test-only options both `listen` and `connect` take (see
+/// [`TestHooks`]): `Ok(false)` if `key` is none of them.
+fn test_hook(hooks: &mut TestHooks, key: &str, value: &str) -> Result<bool> {
+    match key {
+        "on_dreq" => hooks.on_dreq = parse_on_dreq(value)?,
+        "on_timewait" => (hooks.timewait_sleep, hooks.timewait_after) = parse_timewait(value)?,
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
+/// `close`, `job_delay:MS` (up to 60 s) or `fail_job` (listen only).
+fn parse_on_req(s: &str) -> Result<OnReq> {
+    match s.split_once(':') {
+        None if s == "close" => Ok(OnReq::Close),
+        None if s == "fail_job" => Ok(OnReq::FailJob),
+        Some(("job_delay", ms)) => match parse_u32(ms)? {
+            ms @ 0..=60_000 => Ok(OnReq::JobDelay(ms)),
+            _ => Err(EINVAL),
+        },
+        _ => Err(EINVAL),
+    }
+}
+
 fn parse_on_dreq(s: &str) -> Result<OnDreq> {
     match s.split_once(':') {
         None if s == "dreq" => Ok(OnDreq::Dreq),

@@ -198,6 +198,99 @@ test_listener_backlog_rejects_excess() {
 }
 timeout_test_listener_backlog_rejects_excess=120
 
+# The window between a passive end's REQ callback and its job's REP (issue
+# 11, review S-T1, S1-S3), held open with on_req=job_delay:MS (the job
+# sleeps after making the QP, before it moves it and sends the REP), one
+# setup for every case: rxe0 (active ends, 10.77.0.1) and rxe1 (listeners,
+# 10.77.0.2) over the veth, so that each side's CM counters are its own.
+#  - close of the passive end during the delay: close does not wait for
+#    the job (< 1 s; the job held the table's lock through its QP work
+#    before, review S2), the peer gets the REJ that the CM sends for an id
+#    in MRA_REQ_SENT, the job frees its QP;
+#  - the active end closes during the delay: its REJ frees the passive
+#    end (FREED), the job frees its QP;
+#  - a REQ retransmitted while the job sleeps (resp=14: 64 ms) is answered
+#    with an MRA (rxe1's cm_tx_msgs/mra), and the connection comes up after
+#    the 3 s delay, longer than the peer's 6 tries without the MRA;
+#  - S1: a passive side that sends nothing after its MRA (a 60 s delay: as
+#    for a vanished host, the peer's CM drops the repeated MRAs as
+#    duplicates) lets the peer's REQ fail in bounded time: with retries=2,
+#    (2 retries) x (the MRA's 4,096 ms + 128 ms of packet lifetime) after
+#    the first 192 ms, about 8.6 s (65.5 s a retry with the exponent 24);
+#  - S3: a REQ callback that fails with ENOMEM after its accept
+#    (on_req=fail_job) sends no REJ: the peer retries, and its REQ times
+#    out (CONNECT_ERROR, no REJ_RECEIVED);
+#  - S2: no REQ callback waits behind a job: req_callback_us_max < 1 s
+#    while jobs sleep 3 s;
+#  - rdma link del rxe1 during a delay, then rmmod during another (on
+#    rxe0, talking to itself): both return, no QP of the module is left.
+# Each case checks ids (cm_ids_live), QPs (rdma res) and the peer's REJ.
+# Every check runs, a failed one does not stop the rest (bad=1).
+qps_on() { rdma resource show qp link "$1/1" 2>/dev/null | grep -c .; }
+ms_now() { local t=${EPOCHREALTIME/./}; echo $((t / 1000)); }
+test_req_to_rep_window() {
+	local bad=0 q0 q1 t0 dt p=$PASSIVE_BASE
+	rxe_add rxe0 v0 && rxe_add rxe1 v1 && veth_cross_routes && rcd_load || return 1
+	q0=$(qps_on rxe0); q1=$(qps_on rxe1)
+	ctl listen 1 rxe1 0x1000 on_req=job_delay:3000 auto_drep=- || return 1
+	ctl listen 2 rxe1 0x1001 on_req=job_delay:60000 || return 1
+	ctl listen 3 rxe1 0x1002 on_req=fail_job || return 1
+	local fast="lifetime=14 resp=14"
+	ctl connect 14 rxe0 10.77.0.1 10.77.0.2 0x1002 $fast retries=2 || return 1
+	ctl connect 10 rxe0 10.77.0.1 10.77.0.2 0x1000 || return 1
+	wait_for 10 grep -q "^$((p + 10)) " $RCD_DBG/conns || fail "no passive end 10" || return 1
+	t0=$(ms_now)
+	ctl close $((p + 10)) || return 1
+	dt=$(( $(ms_now) - t0 ))
+	log "close of the passive end during its job's delay: $dt ms"
+	check "close did not wait for the job ($dt ms < 1000)" test $dt -lt 1000 || bad=1
+	ctl connect 11 rxe0 10.77.0.1 10.77.0.2 0x1000 || return 1
+	t0=$SECONDS
+	ctl connect 13 rxe0 10.77.0.1 10.77.0.2 0x1001 $fast retries=2 || return 1
+	ctl connect 12 rxe0 10.77.0.1 10.77.0.2 0x1000 $fast retries=5 || return 1
+	wait_for 10 grep -q "^$((p + 11)) " $RCD_DBG/conns || fail "no passive end 11" || return 1
+	ctl close 11 || return 1
+	check "the peer got the REJ of the closed passive end" wait_for 10 has_event 10 REJ_RECEIVED || bad=1
+	check "the active end's REJ freed the passive end" wait_for 10 has_event $((p + 11)) REJ_RECEIVED || bad=1
+	check "... at once (state $(conn_state $((p + 11))))" wait_for 5 sh -c "grep -q '^$((p + 11)) .*state=FREED' $RCD_DBG/conns" || bad=1
+	check "S3: ENOMEM after accept: the peer's REQ timed out" wait_for 20 has_event 14 CONNECT_ERROR || bad=1
+	check "S3: ... with no REJ ($(grep '^14 ' $RCD_DBG/events | awk '{ print $2 }' | tr '\n' ' '))" sh -c "! grep -q '^14 REJ_RECEIVED' $RCD_DBG/events" || bad=1
+	check "an MRA answered a retransmitted REQ, and 12 came up" wait_for 30 has_event $((p + 12)) ESTABLISHED || bad=1
+	check "... both ends" wait_for 10 has_event 12 ESTABLISHED || bad=1
+	log "MRAs sent by rxe1: $(cm_counter rxe1 cm_tx_msgs mra), REQ retries of rxe0: $(cm_counter rxe0 cm_tx_retries req), duplicate REQs at rxe1: $(cm_counter rxe1 cm_rx_duplicates req)"
+	check "MRAs sent" test "$(cm_counter rxe1 cm_tx_msgs mra)" -gt 0 || bad=1
+	check "S1: the peer of a silent passive side gives up in bounded time (< 20 s)" wait_for $((t0 + 20 - SECONDS)) has_event 13 CONNECT_ERROR || bad=1
+	log "13's REQ failed after $((SECONDS - t0)) s: $(grep '^13 ' $RCD_DBG/events | awk '{ print $2, $3 }' | tr '\n' ' ')"
+	ctl close $((p + 13)) || return 1
+	local us; us=$(rcd_stat req_callback_us_max)
+	log "REQ callbacks: $(rcd_stat req_callbacks), $(rcd_stat req_callback_us_avg) us on average, $us us at most; REPs: $(rcd_stat reps_sent), REQ to REP $(rcd_stat rep_latency_us_avg) us on average, $(rcd_stat rep_latency_us_max) at most"
+	check "S2: no REQ callback waited behind a job ($us us < 1000000)" test "$us" -lt 1000000 || bad=1
+	# Left: listeners 1-3, active ends 10, 12, 13, 14, passive end 12.
+	check "ids: $(rcd_stat cm_ids_live), expected 8" wait_for 10 stat_is cm_ids_live 8 || bad=1
+	check "QPs on rxe1: passive end 12's only ($(qps_on rxe1) - $q1)" wait_for 10 sh -c "[ \$(rdma resource show qp link rxe1/1 | grep -c .) = $((q1 + 1)) ]" || bad=1
+	check "QPs on rxe0: the active ends' ($(qps_on rxe0) - $q0)" test "$(qps_on rxe0)" = $((q0 + 4)) || bad=1
+	# rdma link del rxe1 while a job sleeps.
+	ctl connect 15 rxe0 10.77.0.1 10.77.0.2 0x1000 || return 1
+	wait_for 10 grep -q "^$((p + 15)) " $RCD_DBG/conns || fail "no passive end 15" || return 1
+	t0=$(ms_now)
+	rdma link del rxe1 || fail "rdma link del rxe1" || return 1
+	log "rdma link del rxe1 during a job's delay: $(( $(ms_now) - t0 )) ms; 15: $(grep '^15 ' $RCD_DBG/events | awk '{ print $2, $3 }' | tr '\n' ' ')"
+	check "rxe1's ends freed" test "$(grep -c 'dev=rxe1 .*state=FREED' $RCD_DBG/conns)" = "$(grep -c ' dev=rxe1 ' $RCD_DBG/conns)" || bad=1
+	check "ids: only those of rxe0's ends not yet freed ($(rcd_stat cm_ids_live))" wait_for 10 sh -c "[ \$(grep ' dev=rxe0 ' $RCD_DBG/conns | grep -vc 'state=FREED') = \$(awk '\$1 == \"cm_ids_live\" { print \$2 }' $RCD_DBG/stats) ]" || bad=1
+	ctl close 10,12,13,14,15 || return 1
+	check "nothing of ours on rxe0 after close ($(rcd_stat cm_ids_live) ids)" test "$(rcd_stat cm_ids_live)/$(qps_on rxe0)" = "0/$q0" || bad=1
+	# rmmod while a job sleeps (rxe0 to itself).
+	ctl listen 4 rxe0 0x1003 on_req=job_delay:3000 || return 1
+	ctl connect 16 rxe0 10.77.0.1 10.77.0.1 0x1003 || return 1
+	wait_for 10 grep -q "^$((p + 16)) " $RCD_DBG/conns || fail "no passive end 16" || return 1
+	t0=$(ms_now)
+	rmmod rust_cm_disconnect || fail "rmmod" || return 1
+	log "rmmod during a job's delay: $(( $(ms_now) - t0 )) ms"
+	check "no QP left on rxe0 after rmmod" test "$(qps_on rxe0)" = "$q0" || bad=1
+	return $bad
+}
+timeout_test_req_to_rep_window=180
+
 # The storm of issue 11, side by side in one guest: rdma-core's cmtime
 # client, RCD_STORM connections (default 100 here; 500 is the issue's
 # measurement, see the commit that added this), against the module's
