@@ -41,7 +41,8 @@
 //!    and the reaper's drop at module exit runs everything queued and waits
 //!    until no id that could still be queued exists.
 //! 3. A REQ's new id that the handler does not accept (or accepts and drops
-//!    before returning): non-zero return, the CM destroys it (REJ) inside
+//!    before returning): non-zero return (the handler's errno), the CM
+//!    destroys it (a REJ, none for `-ENOMEM` in `REQ_RCVD`) inside
 //!    `cm_req_handler`, before it drops its reference on the listener. The
 //!    listener's destroy (1 or 2) waits for that reference, so for this.
 //! 4. A SIDR REQ's new id: non-zero return at once, the CM destroys it
@@ -335,14 +336,21 @@ impl CmIdRef {
         })
     }
 
-    /// Tells the peer that our answer to its REQ will take a while (a
-    /// Message Receipt Acknowledgement), so that its CM stretches its REQ
-    /// timer by `service_timeout` (4.096 us * 2^`service_timeout`) instead of
-    /// retrying and giving up. Only in `REQ_RCVD` (the REQ callback, after
-    /// [`Request::accept`]); the id goes to `MRA_REQ_SENT`, where a REP or a
-    /// REJ may follow from anywhere. With `delay`, nothing is sent now: the
-    /// CM answers each retransmission of the REQ with the MRA (rdma_cm's
-    /// `CMA_CM_MRA_SETTING`), so a quick answer costs no MAD.
+    /// Tells the peer that our answer will take a while (a Message Receipt
+    /// Acknowledgement), so that its CM waits `service_timeout` (the CM
+    /// computes `1 << (service_timeout - 8)` ms, `cm_convert_to_ms`) plus
+    /// its packet lifetime for each of its remaining retries instead of the
+    /// message's own timeout. The peer's CM takes only the first MRA
+    /// (`cm_mra_handler`: later ones are duplicates in `MRA_REQ_RCVD`).
+    ///
+    /// Legal where `ib_send_cm_mra` takes it: `REQ_RCVD` (the REQ callback,
+    /// after [`Request::accept`]; the id goes to `MRA_REQ_SENT`, where a REP
+    /// or a REJ may follow from anywhere), `REP_RCVD` (to `MRA_REP_SENT`)
+    /// and `ESTABLISHED` with a LAP received; `EINVAL` elsewhere. With
+    /// `delay`, nothing is sent now: the CM answers each retransmission of
+    /// the message with the MRA (rdma_cm's `CMA_CM_MRA_SETTING`), so a quick
+    /// answer costs no MAD, and the call cannot fail for want of memory
+    /// (no private data is copied).
     pub(crate) fn send_mra(&self, service_timeout: u8, delay: bool) -> Result {
         if service_timeout > 31 {
             return Err(EINVAL);
@@ -433,7 +441,11 @@ pub(crate) struct Rep<'a> {
 #[vtable]
 pub(crate) trait Handler: Sized + Send + Sync + 'static {
     /// A REQ for a listening id: accept it with [`Request::accept`] (and send
-    /// a REP), or return an error (or drop the request) to reject it. Work
+    /// a REP), or return an error (or drop the request) to reject it. An
+    /// id accepted and then dropped before returning is destroyed by the CM
+    /// told the returned errno: `ENOMEM` sends no REJ while the id is
+    /// `REQ_RCVD` (the peer retries; after [`CmIdRef::send_mra`] the CM
+    /// rejects whatever the errno). Work
     /// that takes long (making the QP) belongs in a job
     /// ([`ReaperRef::spawn`]) that sends the REP later, after
     /// [`CmIdRef::send_mra`] here: the CM runs one callback at a time per
@@ -1171,14 +1183,17 @@ impl<T: Handler> Adapter<T> {
                 inner.in_req.store(false, Ordering::Release);
                 let ctx: *const Inner<T> = &*inner;
                 drop(inner);
-                Self::finish(ctx)
+                Self::finish(ctx, ret)
             }
         }
     }
 
     /// The end of the REQ callback of an accepted id: if its owner was
-    /// dropped during the callback, reject the REQ (the CM destroys the id).
-    fn finish(ctx: *const Inner<T>) -> c_int {
+    /// dropped during the callback, the CM destroys the id, told the
+    /// handler's errno (`ret`): `-ENOMEM` while the id is still `REQ_RCVD`
+    /// sends no REJ (the peer retries), anything else, or any errno once an
+    /// MRA moved it to `MRA_REQ_SENT`, a REJ (`cm_destroy_id`).
+    fn finish(ctx: *const Inner<T>, ret: Result) -> c_int {
         // SAFETY: `ctx` is the id's context, alive until we release it here.
         if !unsafe { &*ctx }.destroy_on_return.load(Ordering::Acquire) {
             return 0;
@@ -1188,7 +1203,7 @@ impl<T: Handler> Adapter<T> {
         // destroys the id without further callbacks when we return non-zero,
         // inside `cm_req_handler`, before it lets go of the listener.
         drop(unsafe { Arc::from_raw(ctx) });
-        1
+        ret.err().unwrap_or(EINVAL).to_errno()
     }
 
     fn dispatch(data: &T, id: &CmIdRef, event: &bindings::ib_cm_event, kind: EventType) {

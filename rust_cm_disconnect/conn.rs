@@ -48,10 +48,24 @@ const FOREIGN_BASE: u32 = 2_000_000;
 /// otherwise: as many as ucma's default listen backlog.
 pub(crate) const DEFAULT_BACKLOG: u32 = 1024;
 
-/// The time a passive end asks for in its MRA: rdma_cm's
-/// (`CMA_CM_MRA_SETTING`), 4.096 us * 2^24 = 69 s, sent only when the peer
-/// retransmits its REQ.
-const MRA_SERVICE_TIMEOUT: u8 = 24;
+/// The time a passive end asks for in its MRA (sent only when the peer
+/// retransmits its REQ): enough for the job queue's latency from the REQ
+/// callback to the REP (`stats`: `rep_latency_us_*`), and short enough that
+/// a peer whose passive side vanishes after the MRA is not held for long.
+///
+/// The CM computes 2^(20 - 8) = 4,096 ms (`cm_convert_to_ms`); the peer's CM
+/// adds its packet lifetime (`cm_convert_to_ms(av.timeout)`: 512 ms for
+/// rdma_cm on RoCE, 128 ms for `connect ... lifetime=14`) and waits that
+/// long for each of its remaining REQ retries (`cm_mra_handler` stores it
+/// with `ib_modify_mad`, and `retry_send` reuses it; later MRAs are
+/// duplicates). The MRA answers the first retransmission, so such a peer
+/// gives up after its first timeout plus (retries - 1 + 1) x (4,096 ms +
+/// its lifetime): about 69 s with rdma_cm's 15 retries, 8.6 s with
+/// `retries=2 lifetime=14 resp=14`. rdma_cm's own 24 is
+/// 65,536 ms a retry (about 16 min with 15 retries), sized for a user-space
+/// accept; the job's latency here is bounded by the queue's depth times
+/// one QP (measured: see the README).
+const MRA_SERVICE_TIMEOUT: u8 = 20;
 
 /// The counts `stats` shows over every connection's QP.
 static VERBS_COUNTERS: verbs::Counters = verbs::Counters::new();
@@ -734,16 +748,6 @@ impl Endpoint {
         self.modify_qp(attr, mask)
     }
 
-    /// A passive end's move to RTR, before its REP: the CM learns the PSN
-    /// our peer starts sending with (the REP's starting PSN, `rq_psn`) only
-    /// when the REP is sent, and would give the QP 0. rdma_cm sets it the
-    /// same way (`rdma_init_qp_attr`).
-    fn move_qp_rtr_before_rep(&self, id: &CmIdRef, rq_psn: u32) -> Result {
-        let (mut attr, mask) = id.init_qp_attr(bindings::ib_qp_state_IB_QPS_RTR)?;
-        attr.rq_psn = rq_psn;
-        self.modify_qp(attr, mask)
-    }
-
     /// Modifies the QP with `attr` for the attributes in `mask`; `ENODEV`
     /// once it is freed.
     fn modify_qp(&self, mut attr: bindings::ib_qp_attr, mask: c_int) -> Result {
@@ -818,17 +822,19 @@ impl Endpoint {
         ep.st.lock().handshake = Some(handshake);
         let cm = req.accept(ep.clone())?;
         // From here an error drops `cm` in its own callback: the CM destroys
-        // the new id and rejects the REQ.
+        // the new id, and rejects the REQ unless the error is `ENOMEM` (the
+        // CM's contract for a REQ handler: the peer retries; see
+        // `cm::Handler::req_received`). Every `ENOMEM` of ours comes before
+        // the MRA below: after it (`MRA_REQ_SENT`) the CM would send a REJ
+        // whatever the errno.
         //
-        // The QP and the REP are a job's (`accept_later`): the CM runs every
-        // callback on one workqueue, one at a time per CPU, and making a QP
-        // there held up every REQ, REP and RTU behind it until the peers
-        // gave up (issue 11's storm). Meanwhile each retransmission of the
-        // peer's REQ is answered with an MRA, as rdma_cm does.
-        cm.send_mra(MRA_SERVICE_TIMEOUT, true)?;
         // In the table before the job runs, so that close, device removal
         // and unload find the id.
         core.insert(num, ep.clone(), cm)?;
+        // The QP and the REP are a job's (`accept_later`): the CM runs every
+        // callback on one workqueue, one at a time per CPU, and making a QP
+        // there held up every REQ, REP and RTU behind it until the peers
+        // gave up (issue 11's storm).
         let job = ep.clone();
         let t_req = Ktime::ktime_get().to_ns();
         let spawned = if on_req == OnReq::FailJob {
@@ -838,10 +844,18 @@ impl Endpoint {
                 .spawn_job(move || job.accept_later(depth, resources, t_req))
         };
         if let Err(e) = spawned {
-            // Out again, dropped in its REQ callback: rejected.
+            // Out again, dropped in its REQ callback: the CM destroys it.
             drop(core.remove_own(&ep));
             return Err(e);
         }
+        // Each retransmission of the peer's REQ is answered with an MRA
+        // from now on, as rdma_cm does, so that the peer waits for the job.
+        // Last, and its error ignored: with `delay` and no private data it
+        // fails only with `EINVAL`, when the job has already sent its REP
+        // or the peer's REJ has reset the id (whose callback frees the
+        // end), or `ENOENT`/`ENOTCONN` when the end is already gone; in
+        // none of these is an MRA needed.
+        let _ = core.with_own_cm(num, &ep, |cm| cm.send_mra(MRA_SERVICE_TIMEOUT, true));
         Ok(())
     }
 
@@ -849,34 +863,33 @@ impl Endpoint {
     /// INIT and RTR, and the REP, on the id made for this endpoint. A
     /// failure is recorded (`CONNECT_ERROR`) and frees the id and QP (the CM
     /// rejects the REQ); an endpoint closed or freed meanwhile (`close`, the
-    /// peer's REJ, device removal, unload) is left as it is.
+    /// peer's REJ, device removal, unload) is left as it is, and the QP the
+    /// job made for it is freed.
     fn accept_later(self: &Arc<Self>, depth: u8, resources: u8, t_req: i64) {
         let verbs = match Device::get_by_name(&self.dev_name) {
             // The same device, not a new one of the same name.
             Ok(dev) if dev.index() == self.dev_index => RcQp::new(&dev, qp_size()),
             _ => Err(ENODEV),
         };
-        let res = verbs.and_then(|verbs| {
-            // `Ok(Err)`: ours failed; `Err`: the id is gone.
-            match self.core.with_own_cm(self.num, self, |cm| {
-                Ok(self.send_rep(cm, verbs, depth, resources))
-            }) {
-                Ok(res) => res,
-                Err(_) => Ok(()),
-            }
-        });
-        match res {
-            Err(e) => {
-                self.record(EventKind::ConnectError, e.to_errno(), &[]);
-                self.free_id();
-            }
-            Ok(()) => {
+        match self.send_rep(verbs, depth, resources) {
+            Ok(Ok(())) => {
                 self.core.rep_times.add(Ktime::ktime_get().to_ns() - t_req);
                 if self.st.lock().behaviour.rping.is_some() {
                     // If this fails the protocol only runs on `poll`.
                     let ep = self.clone();
                     let _ = self.core.reaper.spawn(move || rping_poller(ep));
                 }
+            }
+            Ok(Err(e)) => {
+                self.record(EventKind::ConnectError, e.to_errno(), &[]);
+                self.free_id();
+            }
+            // Gone: whoever took the id frees the rest; the QP given to the
+            // endpoint here goes now (the job is flushed before a device
+            // goes).
+            Err(_) => {
+                let verbs = self.st.lock().take_verbs();
+                drop(verbs);
             }
         }
     }
@@ -897,35 +910,77 @@ impl Endpoint {
         }
     }
 
-    /// Readies a passive end's QP `verbs` and answers the REQ on `cm`.
-    fn send_rep(&self, cm: &CmIdRef, verbs: RcQp, depth: u8, resources: u8) -> Result {
-        self.job_delay();
-        let qp_num = verbs.qp_num();
-        self.st.lock().verbs = Some(verbs);
-        // Our PSN: what the peer sends with, announced in the REP.
-        let starting_psn = qp_num;
-        self.move_qp(cm, bindings::ib_qp_state_IB_QPS_INIT)?;
-        let pre_recv = self.st.lock().behaviour.pre_recv;
-        if let Some((recv, size)) = pre_recv {
-            // Before the REP: the peer may send as soon as it has our RTU.
-            self.st.lock().post(&Post {
-                recv,
-                send: 0,
-                size,
-                data: None,
-            })?;
-        }
-        let rping = self.st.lock().behaviour.rping;
-        if let Some(role) = rping {
-            self.st.lock().rping_setup(role)?;
-        }
-        self.move_qp_rtr_before_rep(cm, starting_psn)?;
-        cm.send_rep(&Rep {
-            qp_num,
-            starting_psn,
-            responder_resources: depth.min(1),
-            initiator_depth: resources.min(1),
-            private_data: &[],
+    /// Readies a passive end's QP `verbs` and answers the REQ: `Ok(Err)` if
+    /// ours failed, `Err` if the endpoint is gone (out of the table, or its
+    /// id freed or reset by the peer's REJ).
+    ///
+    /// The table's lock, which every REQ, REJ, REP_ERROR and timewait-exit
+    /// callback takes, is held only to use the id (the CM's computation of
+    /// the QP's attributes, the REP), never across the QP's moves: those run
+    /// under the endpoint's lock alone, so that the CM's workqueue does not
+    /// wait behind QP work (review S2).
+    fn send_rep(self: &Arc<Self>, verbs: Result<RcQp>, depth: u8, resources: u8) -> Result<Result> {
+        let init_rtr = self.core.with_own_cm(self.num, self, |cm| {
+            Ok(cm
+                .init_qp_attr(bindings::ib_qp_state_IB_QPS_INIT)
+                .and_then(|init| Ok((init, cm.init_qp_attr(bindings::ib_qp_state_IB_QPS_RTR)?))))
+        })?;
+        let res = verbs.and_then(|verbs| {
+            let ((init, init_mask), (mut rtr, rtr_mask)) = init_rtr?;
+            let qp_num = verbs.qp_num();
+            self.st.lock().verbs = Some(verbs);
+            self.job_delay();
+            // Our PSN: what the peer sends with, announced in the REP.
+            let starting_psn = qp_num;
+            self.modify_qp(init, init_mask)?;
+            let pre_recv = self.st.lock().behaviour.pre_recv;
+            if let Some((recv, size)) = pre_recv {
+                // Before the REP: the peer may send as soon as it has our RTU.
+                self.st.lock().post(&Post {
+                    recv,
+                    send: 0,
+                    size,
+                    data: None,
+                })?;
+            }
+            let rping = self.st.lock().behaviour.rping;
+            if let Some(role) = rping {
+                self.st.lock().rping_setup(role)?;
+            }
+            // The CM learns the PSN our peer starts sending with (the REP's
+            // starting PSN, `rq_psn`) only when the REP is sent, and would
+            // give the QP 0. rdma_cm sets it the same way
+            // (`rdma_init_qp_attr`).
+            rtr.rq_psn = starting_psn;
+            self.modify_qp(rtr, rtr_mask)?;
+            Ok(qp_num)
+        });
+        let qp_num = match res {
+            Ok(qp_num) => qp_num,
+            Err(e) => {
+                // An id the peer's REJ reset (idle; its callback frees the
+                // end) or one gone meanwhile is not ours to reject.
+                let state = self.core.with_own_cm(self.num, self, |cm| Ok(cm.state()))?;
+                return if state == cm::State::Idle {
+                    Err(errno::enotconn())
+                } else {
+                    Ok(Err(e))
+                };
+            }
+        };
+        self.core.with_own_cm(self.num, self, |cm| {
+            let res = cm.send_rep(&Rep {
+                qp_num,
+                starting_psn: qp_num,
+                responder_resources: depth.min(1),
+                initiator_depth: resources.min(1),
+                private_data: &[],
+            });
+            match res {
+                // The peer's REJ came first: its callback frees the end.
+                Err(_) if cm.state() == cm::State::Idle => Err(errno::enotconn()),
+                res => Ok(res),
+            }
         })
     }
 
