@@ -208,7 +208,9 @@ type WithConnFn = unsafe extern "C" fn(
 ///
 /// `f` must be NULL or a function that may be called with a live id and
 /// QP and `arg`, that does not keep them past its return, does not call
-/// `rcd_test_with_conn()` and does not wait for the connection's callbacks.
+/// `rcd_test_with_conn()`, does not wait for the connection's callbacks,
+/// and neither posts on the QP nor polls its CQ (the module trusts every
+/// completion's `wr_id` to be one of its own requests: `RcQp::poll_one`).
 #[no_mangle]
 pub(crate) unsafe extern "C" fn rcd_test_with_conn(
     num: u32,

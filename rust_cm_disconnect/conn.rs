@@ -81,7 +81,10 @@ fn qp_size() -> QpSize {
     }
 }
 
-/// The largest buffer a work request of `post` carries: the largest IB MTU.
+/// The largest buffer a work request of `post` (or an MR) carries: the
+/// module's own bound (one page, one scatter entry). Not a limit of RC,
+/// which segments a SEND into packets of the path MTU; what bounds a SEND
+/// on the wire is the peer's posted receive buffer (see `post`).
 pub(crate) const MAX_WR_BYTES: usize = 4096;
 
 /// How long freeing a QP waits for the flushes of its posted work requests.
@@ -611,6 +614,14 @@ impl EndpointState {
     /// these errors: `EMSGSIZE` for a buffer over [`MAX_WR_BYTES`] or a SEND
     /// over the path MTU, `ENOTCONN` for a SEND with data before the QP has
     /// a path (RTR), `ENOMEM` if a queue has no room for them all.
+    ///
+    /// The path-MTU bound on a SEND is this module's choice (one packet per
+    /// message, what the tests count), not RC's: RC segments a larger SEND.
+    /// The limit that matters on the wire is the peer's: a SEND longer than
+    /// the receive buffer the peer posted completes there with
+    /// `IB_WC_LOC_LEN_ERR` and moves both QPs to the error state. Nothing
+    /// here can see the peer's buffers; sender and receiver agree on sizes
+    /// (`recv=COUNT:SIZE`, `post ... size=N`).
     fn post(&mut self, p: &Post) -> Result {
         let verbs = self.verbs.as_mut().ok_or(ENODEV)?;
         let send_len = p.data.as_ref().map_or(p.size, |d| d.len());
@@ -1591,7 +1602,8 @@ impl Core {
     /// endpoint's lock the QP: neither is freed until `f` returns (timewait
     /// exit frees the QP under the endpoint's lock and the id under the
     /// table's; close, device removal and unload take the entry out under
-    /// the table's).
+    /// the table's). `f` must neither post on the QP nor poll its CQ
+    /// (`rcd_test.h`): `RcQp::poll_one` trusts every `wr_id` to be ours.
     pub(crate) fn with_raw<R>(
         &self,
         num: u32,

@@ -148,7 +148,7 @@ timeout_test_peer_strays_for_unknown_ids=180
 #    duplicates (cm_rx_duplicates/req) and answers them (an MRA in
 #    MRA_REQ_SENT, nothing once the REP is out);
 #  - 20 REQs each followed at once by its REJ, 10 with the REJ after the
-#    passive end's REP;
+#    passive end's REP, and one with the REJ after the peer's RTU;
 # Afterwards every passive end is freed (its record stays, state=FREED),
 # only the listeners' ids are left, no QP of ours.
 test_peer_duplicate_and_withdrawn_reqs() {
@@ -184,6 +184,20 @@ test_peer_duplicate_and_withdrawn_reqs() {
 	done
 	check "34 REQs received" wait_for 30 rx_reached req $((rq0 + 34)) || return 1
 	check "every passive end freed" wait_for 30 sh -c "! grep ' listener=1 ' $RCD_DBG/conns | grep -vq 'state=FREED'" || return 1
+	# Rejected after the RTU: a REJ to an ESTABLISHED id puts it in
+	# timewait and is delivered (cm_rej_handler); the passive end frees its
+	# id and QP at once, as after a REJ of its REP.
+	lcid=0xe2000000; reps=$(cm_counter rxe1 cm_rx_msgs rep)
+	peer req lcid=$lcid qpn=0x3000 sid=0x1000 retries=15 resp=18 || return 1
+	wait_for 20 sh -c "[ \$(cat /sys/class/infiniband/rxe1/ports/1/cm_rx_msgs/rep) -gt $reps ]" ||
+		fail "no REP for the REQ to reject after its RTU" || return 1
+	p=$(grep ' listener=1 ' $RCD_DBG/conns | grep -v 'state=FREED' | awk '{ print $1 }')
+	local lid; lid=$(conn_field "$p" local_id)
+	peer rtu lcid=$lcid rcid=$lid || return 1
+	check "REJ after RTU: $p established" wait_for 20 has_event "$p" ESTABLISHED || return 1
+	peer rej lcid=$lcid rcid=$lid msg=2 || return 1
+	check "REJ after RTU: $p got the REJ and was freed" wait_for 20 sh -c "grep -q '^$p .*state=FREED' $RCD_DBG/conns" || return 1
+	log "REJ after RTU: passive end $p: $(grep "^$p " $RCD_DBG/events | awk '{ print $2, $3 }' | tr '\n' ' ')"
 	ends=$(grep -c ' listener=1 ' $RCD_DBG/conns)
 	log "passive ends: $ends; events: REJ_RECEIVED $(count_events REJ_RECEIVED), CONNECT_ERROR $(count_events CONNECT_ERROR); REJs sent by rxe0 $(cm_tx rej), REPs $(cm_tx rep)"
 	check "REJs of REPs sent reached their passive ends (>= 10 REJ_RECEIVED)" test "$(count_events REJ_RECEIVED)" -ge 10 || return 1

@@ -26,6 +26,13 @@ struct ib_qp;
  * returns. @fn must not keep them, must not call rcd_test_with_conn() and
  * must not wait for the connection's CM callbacks. It may sleep.
  *
+ * The QP is lent for its state only (rcd_disconnect() moves it to the
+ * error state): @fn must not post work requests on it, poll its CQ, or
+ * destroy or re-create anything of it. The module owns every work request
+ * on that QP and takes each completion's wr_id as the index of one of its
+ * own requests (kernel::rdma::verbs, RcQp::poll_one): a foreign wr_id
+ * would make it unmap and hand back a buffer the device still owns.
+ *
  * Context: process context, may sleep (it takes mutexes).
  * Return: @fn's return value; -EINVAL for a NULL @fn; -ENOENT if there is
  * no such connection; -ENOTCONN if its id is already freed; -ENODEV if it
