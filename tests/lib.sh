@@ -189,6 +189,27 @@ expect_errno() {
 	[ "$got" = "$1" ] || fail "ctl '$2': expected $1, got $got"
 }
 
+# expect_errnos: lines ERRNO|CMD on stdin (blank lines skipped): each CMD,
+# one write(2) each, must be refused with ERRNO (OK: accepted). One perl for
+# all of them: under TCG on the debug kernel a perl start costs 0.7 s.
+expect_errnos() {
+	local out
+	out=$(perl -MErrno -e 'my ($ctl, $bad) = ($ARGV[0], 0);
+		while (my $l = <STDIN>) {
+			chomp $l; next if $l eq "";
+			my ($want, $cmd) = split(/\|/, $l, 2);
+			open(my $f, ">", $ctl) or die "$ctl: $!\n";
+			my $got = "OK";
+			if (!defined syswrite($f, $cmd)) {
+				$got = 0 + $!;
+				for (sort keys %!) { if ($!{$_}) { $got = $_; last } }
+			}
+			close($f);
+			if ($got ne $want) { print "ctl '\''$cmd'\'': expected $want, got $got\n"; $bad++ }
+		}
+		exit($bad ? 1 : 0)' "$RCD_DBG/ctl") || { echo "$out" | sed 's/^/# FAIL: /'; return 1; }
+}
+
 # conn_field NUM FIELD: a field of NUM's line in conns (state, role, ...).
 conn_field() {
 	awk -v n="$1" -v f="$2" '$1 == n { for (i = 2; i <= NF; i++) { split($i, kv, "="); if (kv[1] == f) print kv[2] } }' "$RCD_DBG/conns"
