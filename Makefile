@@ -17,7 +17,7 @@
 # KDIR=<built kernel tree> uses that tree instead of the cached one.
 # RCD_CACHE=<dir> moves the cache (default ~/.cache/rust-cm-disconnect).
 
-RUST_SOURCES := rust_cm_disconnect.rs $(wildcard rust_cm_disconnect/*.rs) \
+RUST_SOURCES := rust_cm_disconnect.rs $(wildcard rust_cm_disconnect/*.rs rust_cm_disconnect/*/*.rs) \
 	$(wildcard kernel/tree/rust/kernel/*.rs kernel/tree/rust/kernel/rdma/*.rs)
 RUSTFMT_CMD = /usr/bin/rustfmt --edition 2021 \
 	--config-path $$(bash scripts/kernel.sh | tail -n 1)/.rustfmt.toml

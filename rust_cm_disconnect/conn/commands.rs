@@ -1,0 +1,396 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The commands of the control interface (and of the C API's test hook) on
+//! the table: listen, connect, dreq/drep, disconnect, post, mr, rdma, poll,
+//! close.
+
+use super::{endpoint::*, table::*};
+use crate::{
+    cm::{CmId, Req},
+    cma,
+    disconnect::Message,
+    errno,
+    ib_client::Device,
+    path::{self, Timing},
+    verbs::{RcQp, WrKind},
+};
+use kernel::{bindings, error::code::*, ffi::c_int, prelude::*, sync::Arc, time::Ktime};
+
+/// The largest buffer a work request of `post` (or an MR) carries: the
+/// module's own bound (one page, one scatter entry). Not a limit of RC,
+/// which segments a SEND into packets of the path MTU; what bounds a SEND
+/// on the wire is the peer's posted receive buffer (see `post`).
+pub(crate) const MAX_WR_BYTES: usize = 4096;
+
+/// What `post` asks for: `recv` receives, each with a `size`-byte buffer,
+/// and `send` SENDs, each carrying `data`, or else `size` bytes of the
+/// pattern 1, 2, .., 255, 1, .. (0: zero-length work requests).
+pub(crate) struct Post {
+    pub(crate) recv: u32,
+    pub(crate) send: u32,
+    pub(crate) size: usize,
+    pub(crate) data: Option<KVec<u8>>,
+}
+
+/// What `rdma` asks for: `count` RDMA READs (`kind` [`WrKind::RdmaRead`]) of
+/// `len` bytes at the peer's `addr` with its `rkey`, or WRITEs of `data`
+/// (or `len` pattern bytes) there.
+pub(crate) struct Rdma {
+    pub(crate) kind: WrKind,
+    pub(crate) addr: u64,
+    pub(crate) rkey: u32,
+    pub(crate) len: usize,
+    pub(crate) count: u32,
+    pub(crate) data: Option<KVec<u8>>,
+}
+
+/// `len` bytes of the pattern 1, 2, .., 255, 1, ...
+pub(super) fn pattern(len: usize) -> Result<KVec<u8>> {
+    let mut v = KVec::with_capacity(len, GFP_KERNEL)?;
+    for i in 0..len {
+        v.push((i % 255) as u8 + 1, GFP_KERNEL)?;
+    }
+    Ok(v)
+}
+
+impl EndpointState {
+    /// `mr NUM reg DATA`: registers a buffer holding DATA for the peer's
+    /// RDMA READ and WRITE.
+    fn reg_mr(&mut self, data: &[u8]) -> Result {
+        if data.len() > MAX_WR_BYTES {
+            return Err(errno::emsgsize());
+        }
+        self.data_stats()?;
+        let verbs = self.verbs.as_mut().ok_or(ENODEV)?;
+        verbs.reg_mr(copy(data)?)?;
+        self.wr.posted += 1;
+        Ok(())
+    }
+
+    /// `mr NUM inval IDX`: invalidates MR `idx`; its buffer comes back.
+    fn invalidate_mr(&mut self, idx: usize) -> Result {
+        let verbs = self.verbs.as_mut().ok_or(ENODEV)?;
+        verbs.invalidate_mr(idx)?;
+        self.wr.posted += 1;
+        Ok(())
+    }
+
+    /// `rdma NUM read|write ADDR RKEY LEN`: `r.count` RDMA READs of the
+    /// peer's LEN bytes at ADDR, or WRITEs of `r.data` (or LEN pattern
+    /// bytes) there. Checked first: `EMSGSIZE` over [`MAX_WR_BYTES`],
+    /// `ENOMEM` if the send queue has no room for them all.
+    fn rdma(&mut self, r: &Rdma) -> Result {
+        let len = match (&r.data, r.kind) {
+            (Some(d), WrKind::RdmaWrite) => d.len(),
+            _ => r.len,
+        };
+        if len > MAX_WR_BYTES {
+            return Err(errno::emsgsize());
+        }
+        if !self.verbs.as_ref().ok_or(ENODEV)?.has_room(r.kind, r.count) {
+            return Err(ENOMEM);
+        }
+        self.data_stats()?;
+        let verbs = self.verbs.as_mut().ok_or(ENODEV)?;
+        for _ in 0..r.count {
+            let buf = match (&r.data, r.kind) {
+                (Some(d), WrKind::RdmaWrite) => copy(d)?,
+                (None, WrKind::RdmaWrite) => pattern(len)?,
+                _ => {
+                    let mut v = KVec::new();
+                    v.extend_with(len, 0, GFP_KERNEL)?;
+                    v
+                }
+            };
+            verbs.post_rdma(r.kind, buf, r.addr, r.rkey)?;
+            self.wr.posted += 1;
+        }
+        Ok(())
+    }
+
+    /// Posts what `p` asks for on the QP. Checked first, nothing posted on
+    /// these errors: `EMSGSIZE` for a buffer over [`MAX_WR_BYTES`] or a SEND
+    /// over the path MTU, `ENOTCONN` for a SEND with data before the QP has
+    /// a path (RTR), `ENOMEM` if a queue has no room for them all.
+    ///
+    /// The path-MTU bound on a SEND is this module's choice (one packet per
+    /// message, what the tests count), not RC's: RC segments a larger SEND.
+    /// The limit that matters on the wire is the peer's: a SEND longer than
+    /// the receive buffer the peer posted completes there with
+    /// `IB_WC_LOC_LEN_ERR` and moves both QPs to the error state. Nothing
+    /// here can see the peer's buffers; sender and receiver agree on sizes
+    /// (`recv=COUNT:SIZE`, `post ... size=N`).
+    pub(super) fn post(&mut self, p: &Post) -> Result {
+        let verbs = self.verbs.as_mut().ok_or(ENODEV)?;
+        let send_len = p.data.as_ref().map_or(p.size, |d| d.len());
+        if p.size > MAX_WR_BYTES || send_len > MAX_WR_BYTES {
+            return Err(errno::emsgsize());
+        }
+        if p.send > 0 && send_len > 0 && send_len > verbs.path_mtu()? as usize {
+            return Err(errno::emsgsize());
+        }
+        if !verbs.has_room(WrKind::Recv, p.recv) || !verbs.has_room(WrKind::Send, p.send) {
+            return Err(ENOMEM);
+        }
+        self.data_stats()?;
+        let verbs = self.verbs.as_mut().ok_or(ENODEV)?;
+        for _ in 0..p.recv {
+            let mut buf = KVec::new();
+            buf.extend_with(p.size, 0, GFP_KERNEL)?;
+            verbs.post_recv(buf)?;
+            self.wr.posted += 1;
+        }
+        for _ in 0..p.send {
+            let buf = match &p.data {
+                Some(d) => copy(d)?,
+                None => pattern(p.size)?,
+            };
+            verbs.post_send(buf)?;
+            self.wr.posted += 1;
+        }
+        Ok(())
+    }
+}
+
+/// How to set up an active connection.
+pub(crate) struct ConnectArgs<'a> {
+    pub(crate) num: u32,
+    pub(crate) device: &'a CStr,
+    pub(crate) port: u32,
+    pub(crate) src: [u8; 4],
+    pub(crate) dst: [u8; 4],
+    pub(crate) service_id: u64,
+    pub(crate) timing: Timing,
+    pub(crate) behaviour: Behaviour,
+    /// Start the REQ's private data with a `cma_hdr` from this source port,
+    /// as rdma_cm does (for an rdma_cm listener).
+    pub(crate) cma_port: Option<u16>,
+    /// Send exactly these bytes as the REQ's private data.
+    pub(crate) req_data: Option<KVec<u8>>,
+    /// How long to wait for the peer's neighbour (ARP), in ms.
+    pub(crate) resolve_ms: u32,
+}
+
+impl Core {
+    /// `listen NUM DEV SERVICE_ID`: a listener for REQs to `service_id`.
+    pub(crate) fn listen(
+        self: &Arc<Self>,
+        num: u32,
+        device: &CStr,
+        service_id: u64,
+        cma: bool,
+        behaviour: Behaviour,
+    ) -> Result {
+        let dev = Device::get_by_name(device)?;
+        let ep = Endpoint::new(self, num, Role::Listener, &dev, 0, cma, behaviour)?;
+        let cm = CmId::new(&dev, &self.reaper, ep.clone())?;
+        cm.listen(service_id)?;
+        self.insert(num, ep, cm)
+    }
+
+    /// `connect NUM DEV SRC DST SERVICE_ID`: an active connection.
+    pub(crate) fn connect(self: &Arc<Self>, a: ConnectArgs<'_>) -> Result {
+        // A peer is one host: not 0.0.0.0, multicast (224/4) nor the
+        // reserved 240/4 with the broadcast address.
+        if a.num >= PASSIVE_BASE || a.dst == [0; 4] || a.dst[0] >= 224 {
+            return Err(EINVAL);
+        }
+        // A number taken is refused before the resolution, which may wait
+        // for ARP (`insert` checks again).
+        if self.inner.lock().conns.get(&a.num).is_some() {
+            return Err(EEXIST);
+        }
+        // The netdev the source address leaves from, with the device held
+        // only for that: the resolution may wait for ARP (bounded), and a
+        // device held meanwhile would hold up its unregistration as long.
+        let (dev_index, ifindex) = {
+            let dev = Device::get_by_name(a.device)?;
+            (dev.index(), path::source_netdev(&dev, a.port, a.src)?)
+        };
+        // The next hop's MAC from the kernel's neighbour resolution.
+        let hop = path::next_hop(ifindex, a.src, a.dst, a.resolve_ms)?;
+        // A group MAC: the destination was a broadcast address after all
+        // (a subnet's, which only the route knows).
+        if hop.dmac[0] & 1 != 0 {
+            return Err(EINVAL);
+        }
+        // The same device again: `ENODEV` if it went away meanwhile (or its
+        // name is another device's now).
+        let dev = Device::get_by_name(a.device)?;
+        if dev.index() != dev_index {
+            return Err(ENODEV);
+        }
+        let route = path::route(&dev, a.port, a.src, a.dst, &hop, a.timing)?;
+        let pre_recv = a.behaviour.pre_recv;
+        let rping_role = a.behaviour.rping;
+        let ep = Endpoint::new(self, a.num, Role::Active, &dev, 0, false, a.behaviour)?;
+        let cm = CmId::new(&dev, &self.reaper, ep.clone())?;
+        let verbs = RcQp::new(&dev, qp_size())?;
+        let qp_num = verbs.qp_num();
+        let mut attr = bindings::ib_qp_attr {
+            qp_state: bindings::ib_qp_state_IB_QPS_INIT,
+            pkey_index: 0,
+            port_num: a.port,
+            // The peer may READ and WRITE the MRs this end registers (the
+            // passive end gets the same from the CM).
+            qp_access_flags: (bindings::ib_access_flags_IB_ACCESS_REMOTE_READ
+                | bindings::ib_access_flags_IB_ACCESS_REMOTE_WRITE)
+                as c_int,
+            ..Default::default()
+        };
+        verbs.modify(
+            &mut attr,
+            (bindings::ib_qp_attr_mask_IB_QP_STATE
+                | bindings::ib_qp_attr_mask_IB_QP_PKEY_INDEX
+                | bindings::ib_qp_attr_mask_IB_QP_PORT
+                | bindings::ib_qp_attr_mask_IB_QP_ACCESS_FLAGS) as i32,
+        )?;
+        {
+            let mut st = ep.st.lock();
+            st.verbs = Some(verbs);
+            if let Some((recv, size)) = pre_recv {
+                // Before the REQ: the peer may send as soon as it has the RTU.
+                st.post(&Post {
+                    recv,
+                    send: 0,
+                    size,
+                    data: None,
+                })?;
+            }
+            if let Some(role) = rping_role {
+                st.rping_setup(role)?;
+            }
+        }
+        // Our number after the `cma_hdr` if any, so that our passive end,
+        // even behind an rdma_cm-style listener, knows whose it is.
+        let mut pd = KVec::new();
+        match a.req_data {
+            Some(d) => pd = d,
+            None => {
+                if let Some(port) = a.cma_port {
+                    pd.extend_from_slice(&cma::hdr(a.src, port, a.dst), GFP_KERNEL)?;
+                }
+                pd.extend_from_slice(REQ_MAGIC, GFP_KERNEL)?;
+                pd.extend_from_slice(&a.num.to_le_bytes(), GFP_KERNEL)?;
+            }
+        }
+        // In the table before the REQ leaves, so that nothing it causes can
+        // miss the entry; the REQ goes out on the id made here (`ENOENT` if
+        // another writer closed the connection in between).
+        self.insert(a.num, ep.clone(), cm)?;
+        let res = self.with_own_cm(a.num, &ep, |cm| {
+            cm.send_req(&Req {
+                route: &route,
+                service_id: a.service_id,
+                qp_num,
+                starting_psn: qp_num,
+                timing: a.timing,
+                private_data: &pd,
+            })
+        });
+        if res.is_err() {
+            drop(self.remove_own(&ep));
+        } else if rping_role.is_some() {
+            // If this fails the protocol only runs on `poll`.
+            let _ = self.reaper.spawn(move || rping_poller(ep));
+        }
+        res
+    }
+
+    /// `dreq NUM [DATA]`, `drep NUM [DATA]`: sends `msg` with `data` as
+    /// private data.
+    pub(crate) fn send(&self, num: u32, msg: Message, data: &[u8]) -> Result {
+        let res = self.with_conn(num, |cm, ep| {
+            // Under the endpoint's lock, as the callbacks' own sends.
+            let mut st = ep.st.lock();
+            // Taken before the send: the start of the DREQ/DREP round trip.
+            let t_ns = Ktime::ktime_get().to_ns();
+            msg.send(cm, data)?;
+            st.record_at(self, t_ns, EventKind::sent(msg), 0, data);
+            Ok(())
+        });
+        self.count(msg, res.is_ok());
+        res
+    }
+
+    /// `disconnect NUM [DATA]`: rdma_disconnect(3), reporting every failure
+    /// (see [`crate::disconnect::disconnect`]); `EALREADY` for a second call. The
+    /// DISCONNECTED event follows, once, on the DREP, the peer's DREQ or the
+    /// DREQ's timeout (`-ETIMEDOUT`).
+    pub(crate) fn disconnect(&self, num: u32, data: &[u8]) -> Result {
+        let inner = self.inner.lock();
+        let conn = inner.conns.get(&num).ok_or(ENOENT)?;
+        // The table's lock keeps the id alive meanwhile.
+        conn.ep.disconnect_on(conn.cm.as_deref(), data)
+    }
+
+    /// `post NUM RECV [SEND] [size=N] [data=DATA]`: posts work requests,
+    /// with their buffers, on the connection's QP (see [`Post`]).
+    pub(crate) fn post(&self, num: u32, p: &Post) -> Result {
+        self.ep(num)?.st.lock().post(p)
+    }
+
+    /// `mr NUM reg DATA`: see [`EndpointState::reg_mr`].
+    pub(crate) fn reg_mr(&self, num: u32, data: &[u8]) -> Result {
+        self.ep(num)?.st.lock().reg_mr(data)
+    }
+
+    /// `mr NUM inval IDX`: see [`EndpointState::invalidate_mr`].
+    pub(crate) fn invalidate_mr(&self, num: u32, idx: usize) -> Result {
+        self.ep(num)?.st.lock().invalidate_mr(idx)
+    }
+
+    /// `rdma NUM read|write ...`: see [`EndpointState::rdma`].
+    pub(crate) fn rdma(&self, num: u32, r: &Rdma) -> Result {
+        self.ep(num)?.st.lock().rdma(r)
+    }
+
+    /// `poll NUM`: takes every completion from the connection's CQ and
+    /// counts it (`flushed` for `IB_WC_WR_FLUSH_ERR`).
+    pub(crate) fn poll(&self, num: u32) -> Result {
+        self.ep(num)?.st.lock().drain_cq()
+    }
+
+    /// Runs `f` on the raw id and QP of connection `num`, for the test-only
+    /// `rcd_test_with_conn()`. The table's lock keeps the id, the
+    /// endpoint's lock the QP: neither is freed until `f` returns (timewait
+    /// exit frees the QP under the endpoint's lock and the id under the
+    /// table's; close, device removal and unload take the entry out under
+    /// the table's). `f` must neither post on the QP nor poll its CQ
+    /// (`rcd_test.h`): `RcQp::poll_one` trusts every `wr_id` to be ours.
+    pub(crate) fn with_raw<R>(
+        &self,
+        num: u32,
+        f: impl FnOnce(*mut bindings::ib_cm_id, *mut bindings::ib_qp) -> R,
+    ) -> Result<R> {
+        let inner = self.inner.lock();
+        let conn = inner.conns.get(&num).ok_or(ENOENT)?;
+        let cm = conn.cm.as_ref().ok_or_else(errno::enotconn)?;
+        let st = conn.ep.st.lock();
+        let qp = st.verbs.as_ref().ok_or(ENODEV)?.qp().as_raw();
+        Ok(f(cm.as_raw(), qp))
+    }
+
+    /// `close NUM`: destroys the connection's id and QP and forgets it.
+    ///
+    /// The connection leaves the table first, so device removal no longer
+    /// finds it, and nothing else keeps its device registered while its id
+    /// is destroyed (which waits for the id's callbacks) and its QP after
+    /// it: the close is counted in `closing`, under the same lock, and
+    /// removal waits until no close is in progress (`wait_for_closes`).
+    pub(crate) fn close(&self, num: u32) -> Result {
+        let conn = {
+            let mut inner = self.inner.lock();
+            let conn = inner.conns.remove(&num).ok_or(ENOENT)?;
+            inner.closing += 1;
+            conn
+        };
+        drop(conn);
+        let mut inner = self.inner.lock();
+        inner.closing -= 1;
+        if inner.closing == 0 {
+            self.closed.notify_all();
+        }
+        Ok(())
+    }
+}

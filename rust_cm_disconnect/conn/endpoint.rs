@@ -1,0 +1,867 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! One end of a connection (or a listener) and its CM handler: the endpoint's
+//! state and event record, the REQ callback and the passive end's job (QP and
+//! REP), the callbacks of every CM event, and the rping poller.
+
+use super::{commands::*, reports::*, table::*, test_hooks::*};
+use crate::{
+    cm::{self, CmIdRef, Handler, Rep, Request},
+    cma, delay,
+    disconnect::{self, Message},
+    errno,
+    ib_client::Device,
+    path::{self, GidAttr},
+    rping::{self, Rping},
+    verbs::{self, QpSize, RcQp},
+};
+use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use kernel::{
+    bindings,
+    error::code::*,
+    ffi::c_int,
+    fmt, new_mutex,
+    prelude::*,
+    str::CString,
+    sync::{Arc, Mutex},
+    time::Ktime,
+};
+
+/// The REQ private data of a connection made here starts with this, then the
+/// active end's number (little endian): the passive end takes the number
+/// plus [`PASSIVE_BASE`], so tests know both names.
+pub(super) const REQ_MAGIC: &[u8; 4] = b"RCD1";
+/// Passive ends of this module's own connections: active number + this.
+pub(crate) const PASSIVE_BASE: u32 = 1_000_000;
+/// Passive ends of foreign connections are numbered from here.
+pub(super) const FOREIGN_BASE: u32 = 2_000_000;
+
+/// Handshakes a listener has in flight at most, unless `backlog=N` says
+/// otherwise: as many as ucma's default listen backlog.
+pub(crate) const DEFAULT_BACKLOG: u32 = 1024;
+
+/// The time a passive end asks for in its MRA (sent only when the peer
+/// retransmits its REQ): enough for the job queue's latency from the REQ
+/// callback to the REP (`stats`: `rep_latency_us_*`), and short enough that
+/// a peer whose passive side vanishes after the MRA is not held for long.
+///
+/// The CM computes 2^(20 - 8) = 4,096 ms (`cm_convert_to_ms`); the peer's CM
+/// adds its packet lifetime (`cm_convert_to_ms(av.timeout)`: 512 ms for
+/// rdma_cm on RoCE, 128 ms for `connect ... lifetime=14`) and waits that
+/// long for each of its remaining REQ retries (`cm_mra_handler` stores it
+/// with `ib_modify_mad`, and `retry_send` reuses it; later MRAs are
+/// duplicates). The MRA answers the first retransmission, so such a peer
+/// gives up after its first timeout plus (retries - 1 + 1) x (4,096 ms +
+/// its lifetime): about 69 s with rdma_cm's 15 retries, 8.6 s with
+/// `retries=2 lifetime=14 resp=14`. rdma_cm's own 24 is
+/// 65,536 ms a retry (about 16 min with 15 retries), sized for a user-space
+/// accept; the job's latency here is bounded by the queue's depth times
+/// one QP (measured: see the README).
+pub(super) const MRA_SERVICE_TIMEOUT: u8 = 20;
+
+/// The counts `stats` shows over every connection's QP.
+pub(super) static VERBS_COUNTERS: verbs::Counters = verbs::Counters::new();
+
+/// Every connection's QP: its queue sizes, and the module's name and counts.
+pub(super) fn qp_size() -> QpSize {
+    QpSize {
+        send: 64,
+        recv: 64,
+        caller: kernel::c_str!("rust_cm_disconnect"),
+        counters: Some(&VERBS_COUNTERS),
+        ..QpSize::default()
+    }
+}
+
+/// How long freeing a QP waits for the flushes of its posted work requests.
+pub(super) const DRAIN_WAIT_MS: u32 = 2000;
+
+/// Endpoints alive (in the table or still held by an id): 0 once everything
+/// is freed.
+pub(super) static LIVE_ENDPOINTS: AtomicUsize = AtomicUsize::new(0);
+
+/// What an endpoint is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Role {
+    Listener,
+    Active,
+    Passive,
+}
+
+impl Role {
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Self::Listener => "listener",
+            Self::Active => "active",
+            Self::Passive => "passive",
+        }
+    }
+}
+
+/// What happened to an endpoint, in order.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EventKind {
+    Established,
+    RejReceived,
+    ConnectError,
+    DreqReceived,
+    DrepReceived,
+    DrepSent,
+    /// A DREQ left (by `dreq` or `disconnect`): the start of a round trip.
+    DreqSent,
+    DreqError,
+    TimewaitExit,
+    /// Once per endpoint: its connection is over (status 0, `-ETIMEDOUT`
+    /// when our DREQ got no answer, `-ENODEV` when its device went away),
+    /// as rdma_cm's DISCONNECTED.
+    Disconnected,
+    /// The `on_dreq` action ran in the DREQ callback: its result.
+    OnDreq,
+}
+
+/// How an endpoint answers its peer, set by `listen`/`connect` options; a
+/// listener's is copied to its passive ends.
+pub(crate) struct Behaviour {
+    /// Answer a peer's DREQ at once with a DREP carrying these bytes.
+    pub(crate) auto_drep: Option<KVec<u8>>,
+    /// For the tests only (see [`TestHooks`]).
+    pub(crate) test: TestHooks,
+    /// A listener's bound on handshakes in flight (REQ accepted, REP sent,
+    /// no RTU yet): the excess is rejected (`backlog=N`).
+    pub(crate) backlog: u32,
+    /// Receives (count, buffer size) posted before the REQ or REP leaves
+    /// (`recv=COUNT[:SIZE]`), as a ULP does before it connects or accepts.
+    pub(crate) pre_recv: Option<(u32, usize)>,
+    /// Speak rping's protocol on the connection (`rping=1` on a listener:
+    /// the server; `rping=COUNT:SIZE` on connect: the client).
+    pub(crate) rping: Option<rping::Role>,
+}
+
+impl Default for Behaviour {
+    fn default() -> Self {
+        Self {
+            auto_drep: None,
+            test: TestHooks::NONE,
+            backlog: DEFAULT_BACKLOG,
+            pre_recv: None,
+            rping: None,
+        }
+    }
+}
+
+impl Behaviour {
+    fn try_clone(&self) -> Result<Self> {
+        Ok(Self {
+            auto_drep: match &self.auto_drep {
+                Some(d) => Some(copy(d)?),
+                None => None,
+            },
+            test: self.test,
+            backlog: self.backlog,
+            pre_recv: self.pre_recv,
+            rping: self.rping,
+        })
+    }
+}
+
+impl EventKind {
+    /// The event of our `msg` leaving.
+    pub(super) fn sent(msg: Message) -> Self {
+        match msg {
+            Message::Dreq => Self::DreqSent,
+            Message::Drep => Self::DrepSent,
+        }
+    }
+
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Self::Established => "ESTABLISHED",
+            Self::RejReceived => "REJ_RECEIVED",
+            Self::ConnectError => "CONNECT_ERROR",
+            Self::DreqReceived => "DREQ_RECEIVED",
+            Self::DrepReceived => "DREP_RECEIVED",
+            Self::DrepSent => "DREP_SENT",
+            Self::DreqSent => "DREQ_SENT",
+            Self::DreqError => "DREQ_ERROR",
+            Self::TimewaitExit => "TIMEWAIT_EXIT",
+            Self::Disconnected => "DISCONNECTED",
+            Self::OnDreq => "ON_DREQ",
+        }
+    }
+}
+
+pub(super) struct Event {
+    /// `ktime_get()` when it was recorded, in ns: what `make bench` uses.
+    pub(super) t_ns: i64,
+    pub(super) kind: EventKind,
+    /// An errno (negative), a CM reason or a work completion status.
+    pub(super) status: i32,
+    /// The private data the message carried (the whole field).
+    pub(super) data: KVec<u8>,
+}
+
+pub(super) struct EndpointState {
+    pub(super) events: KVec<Event>,
+    pub(super) verbs: Option<RcQp>,
+    behaviour: Behaviour,
+    /// `disconnect` was called: a crossing DREQ is answered at once.
+    disconnecting: bool,
+    /// The DISCONNECTED event was recorded.
+    disconnected: bool,
+    /// Work requests posted, their completions, what they carried.
+    pub(super) wr: WrStats,
+    /// The rping protocol, if the connection speaks it.
+    pub(super) rping: Option<KBox<Rping>>,
+    /// A passive end's place in its listener's handshakes in flight, until
+    /// the handshake is over (established, failed or freed).
+    handshake: Option<Handshake>,
+}
+
+/// One handshake in flight on a listener: counted in its `handshakes`
+/// while this exists.
+pub(super) struct Handshake(Arc<Endpoint>);
+
+impl Handshake {
+    /// A place on `listener`, or `EBUSY` if its backlog is full.
+    pub(super) fn new(listener: &Arc<Endpoint>, backlog: u32) -> Result<Self> {
+        let n = listener.handshakes.fetch_add(1, Ordering::AcqRel);
+        let slot = Self(listener.clone());
+        if n >= backlog as usize {
+            // Dropped: the count goes back.
+            return Err(EBUSY);
+        }
+        Ok(slot)
+    }
+}
+
+impl Drop for Handshake {
+    fn drop(&mut self) {
+        self.0.handshakes.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl EndpointState {
+    /// Takes every completion from the QP's CQ and counts it.
+    pub(super) fn drain_cq(&mut self) -> Result {
+        self.drain_cq_for_rping().map(|_| ())
+    }
+
+    /// Takes every completion from the QP's CQ, counts it and hands it to
+    /// the rping protocol if the connection speaks it; says whether that
+    /// protocol now wants the connection closed.
+    fn drain_cq_for_rping(&mut self) -> Result<rping::Action> {
+        if self.rping.is_some() && !self.events.iter().any(|e| e.kind == EventKind::Established) {
+            // A passive end's QP is RTR until the RTU: the peer's first
+            // message may come before it, and what the protocol posts in
+            // answer needs RTS. Taken once established.
+            return Ok(rping::Action::Nothing);
+        }
+        let verbs = self.verbs.as_mut().ok_or(ENODEV)?;
+        let mut action = rping::Action::Nothing;
+        while let Some(mut c) = verbs.poll_one()? {
+            self.wr.add(&c);
+            if let Some(r) = self.rping.as_mut() {
+                let (posted, a) = r.on_completion(verbs, &mut c);
+                self.wr.posted += u64::from(posted);
+                if a != rping::Action::Nothing {
+                    action = a;
+                }
+            }
+        }
+        Ok(action)
+    }
+
+    /// Sets up rping's protocol (`role`): its receives posted now, before
+    /// the REQ or REP.
+    pub(super) fn rping_setup(&mut self, role: rping::Role) -> Result {
+        let mut r = KBox::new(Rping::new(role)?, GFP_KERNEL)?;
+        self.data_stats()?;
+        let verbs = self.verbs.as_mut().ok_or(ENODEV)?;
+        self.wr.posted += u64::from(r.pre_post(verbs)?);
+        self.rping = Some(r);
+        Ok(())
+    }
+
+    /// Takes the QP out to be freed, its posted work requests ended first
+    /// (flushed, and counted with the completions still on its CQ).
+    pub(super) fn take_verbs(&mut self) -> Option<RcQp> {
+        let mut verbs = self.verbs.take()?;
+        let wr = &mut self.wr;
+        let left = verbs.drain(DRAIN_WAIT_MS, |c| wr.add(&c));
+        wr.dropped += u64::from(left);
+        Some(verbs)
+    }
+
+    /// Allocates the data statistics on the first post.
+    pub(super) fn data_stats(&mut self) -> Result {
+        if self.wr.data.is_none() {
+            self.wr.data = Some(KBox::new(DataStats::default(), GFP_KERNEL)?);
+        }
+        Ok(())
+    }
+
+    fn record(&mut self, core: &Core, kind: EventKind, status: i32, data: &[u8]) {
+        self.record_at(core, Ktime::ktime_get().to_ns(), kind, status, data);
+    }
+
+    /// As `record`, at time `t_ns`.
+    pub(super) fn record_at(
+        &mut self,
+        core: &Core,
+        t_ns: i64,
+        kind: EventKind,
+        status: i32,
+        data: &[u8],
+    ) {
+        let mut ev = Event {
+            t_ns,
+            kind,
+            status,
+            data: KVec::new(),
+        };
+        // A record that cannot keep its data still says what happened.
+        if ev.data.extend_from_slice(data, GFP_KERNEL).is_err() {
+            ev.status = ENOMEM.to_errno();
+        }
+        if self.events.push(ev, GFP_KERNEL).is_err() {
+            core.lost_events.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Records DISCONNECTED, once, whatever path ends the connection.
+    pub(super) fn record_disconnected(&mut self, core: &Core, status: i32) {
+        if let Some(r) = self.rping.as_mut() {
+            r.stop();
+        }
+        if !self.disconnected {
+            self.disconnected = true;
+            self.record(core, EventKind::Disconnected, status, &[]);
+        }
+    }
+}
+
+/// One end of a connection (or a listener), shared by its entry in the
+/// table and its CM id.
+#[pin_data]
+pub(crate) struct Endpoint {
+    pub(super) num: u32,
+    pub(super) role: Role,
+    pub(super) dev_index: u32,
+    pub(super) dev_name: CString,
+    /// The listener that made a passive end.
+    pub(super) listener: u32,
+    /// A listener that takes rdma_cm's REQs only (a valid `cma_hdr` first).
+    cma: bool,
+    core: Arc<Core>,
+    /// A listener's handshakes in flight (see [`Handshake`]).
+    handshakes: AtomicUsize,
+    #[pin]
+    pub(super) st: Mutex<EndpointState>,
+    /// Its entry left the table (close, unload): work of its own (the rping
+    /// poller) stops.
+    pub(super) gone: AtomicBool,
+    _live: LiveToken,
+}
+
+impl Endpoint {
+    pub(super) fn new(
+        core: &Arc<Core>,
+        num: u32,
+        role: Role,
+        device: &Device,
+        listener: u32,
+        cma: bool,
+        behaviour: Behaviour,
+    ) -> Result<Arc<Self>> {
+        let ep = Arc::pin_init(
+            try_pin_init!(Self {
+                num,
+                role,
+                dev_index: device.index(),
+                dev_name: CString::try_from_fmt(fmt!("{}", device.name()))?,
+                listener,
+                cma,
+                core: core.clone(),
+                handshakes: AtomicUsize::new(0),
+                st <- new_mutex!(EndpointState {
+                    // A connection's life is about eight events: reserved now,
+                    // callbacks do not reallocate.
+                    events: KVec::with_capacity(8, GFP_KERNEL)?,
+                    verbs: None,
+                    behaviour,
+                    disconnecting: false,
+                    disconnected: false,
+                    wr: WrStats::default(),
+                    rping: None,
+                    handshake: None,
+                }),
+                gone: AtomicBool::new(false),
+                _live: LiveToken::new(),
+            }? Error),
+            GFP_KERNEL,
+        )?;
+        Ok(ep)
+    }
+
+    fn record(&self, kind: EventKind, status: i32, data: &[u8]) {
+        self.st.lock().record(&self.core, kind, status, data);
+    }
+
+    /// Moves the QP to `state` with the attributes the CM computes.
+    fn move_qp(&self, id: &CmIdRef, state: bindings::ib_qp_state) -> Result {
+        let (attr, mask) = id.init_qp_attr(state)?;
+        self.modify_qp(attr, mask)
+    }
+
+    /// Modifies the QP with `attr` for the attributes in `mask`; `ENODEV`
+    /// once it is freed.
+    fn modify_qp(&self, mut attr: bindings::ib_qp_attr, mask: c_int) -> Result {
+        let st = self.st.lock();
+        st.verbs.as_ref().ok_or(ENODEV)?.modify(&mut attr, mask)
+    }
+
+    /// From one of its id's callbacks (timewait exit, a failed handshake):
+    /// free the id and the QP; keep the record (with the completions still
+    /// on the CQ counted). Acts on this endpoint's own entry only, whatever
+    /// now has its number.
+    fn free_id(&self) {
+        let (verbs, handshake) = {
+            let mut st = self.st.lock();
+            (st.take_verbs(), st.handshake.take())
+        };
+        self.core.destroy_own_cm(self);
+        drop(verbs);
+        drop(handshake);
+    }
+
+    /// A REQ to this listener (see [`Handler::req_received`]).
+    fn take_req(self: &Arc<Self>, req: Request<'_, Arc<Self>>) -> Result {
+        let core = &self.core;
+        if self.st.lock().behaviour.test.on_req == OnReq::Close {
+            // Drops our own `CmId` inside its REQ callback (the CM holds the
+            // listener until we return): the abstraction defers the destroy.
+            drop(core.remove_own(self));
+        }
+        // This module makes RC QPs only: a REQ for UC or XRC is rejected, as
+        // rdma_cm rejects a REQ whose QP type is not its listener's; so is
+        // one to rdma_cm's UDP port space, where rdma_cm serves UD only.
+        if !req.is_rc() || (self.cma && cma::is_udp(req.service_id())) {
+            return Err(EINVAL);
+        }
+        let pd = req.private_data();
+        let ours = if self.cma {
+            // Garbage is rejected: the CM sends the REJ. So is a REQ for an
+            // address this device does not have, as rdma_cm's
+            // `validate_net_dev` rejects it: a peer that lies about where
+            // it connects to.
+            let (_, _, dst) = cma::parse(pd)?;
+            let (device, gid) = (req.id().device(), path::ipv4_gid(dst));
+            if !device
+                .ports()
+                .any(|port| GidAttr::find_roce_v2(device, &gid, port).is_ok())
+            {
+                return Err(errno::ehostunreach());
+            }
+            &pd[cma::HDR_SIZE..]
+        } else {
+            pd
+        };
+        let ours = ours
+            .strip_prefix(REQ_MAGIC)
+            .and_then(|n| n.get(..4))
+            .and_then(|n| <[u8; 4]>::try_from(n).ok());
+        let num = match ours {
+            Some(n) => PASSIVE_BASE + u32::from_le_bytes(n) % PASSIVE_BASE,
+            // Numbers wrap rather than overflow after 2^32 foreign REQs.
+            None => {
+                FOREIGN_BASE.wrapping_add(core.next_foreign.fetch_add(1, Ordering::Relaxed) as u32)
+            }
+        };
+        let (depth, resources) = (req.initiator_depth(), req.responder_resources());
+        let behaviour = self.st.lock().behaviour.try_clone()?;
+        let on_req = behaviour.test.on_req;
+        // Over the backlog: rejected (the CM sends the REJ).
+        let handshake = Handshake::new(self, behaviour.backlog)?;
+        let device = req.id().device();
+        let ep = Endpoint::new(core, num, Role::Passive, device, self.num, false, behaviour)?;
+        ep.st.lock().handshake = Some(handshake);
+        let cm = req.accept(ep.clone())?;
+        // From here an error drops `cm` in its own callback: the CM destroys
+        // the new id, and rejects the REQ unless the error is `ENOMEM` (the
+        // CM's contract for a REQ handler: the peer retries; see
+        // `cm::Handler::req_received`). Every `ENOMEM` of ours comes before
+        // the MRA below: after it (`MRA_REQ_SENT`) the CM would send a REJ
+        // whatever the errno.
+        //
+        // In the table before the job runs, so that close, device removal
+        // and unload find the id.
+        core.insert(num, ep.clone(), cm)?;
+        // The QP and the REP are a job's (`accept_later`): the CM runs every
+        // callback on one workqueue, one at a time per CPU, and making a QP
+        // there held up every REQ, REP and RTU behind it until the peers
+        // gave up (issue 11's storm).
+        let job = ep.clone();
+        let t_req = Ktime::ktime_get().to_ns();
+        let spawned = if on_req == OnReq::FailJob {
+            Err(ENOMEM)
+        } else {
+            core.reaper
+                .spawn_job(move || job.accept_later(depth, resources, t_req))
+        };
+        if let Err(e) = spawned {
+            // Out again, dropped in its REQ callback: the CM destroys it.
+            drop(core.remove_own(&ep));
+            return Err(e);
+        }
+        // Each retransmission of the peer's REQ is answered with an MRA
+        // from now on, as rdma_cm does, so that the peer waits for the job.
+        // Last, and its error ignored: with `delay` and no private data it
+        // fails only with `EINVAL`, when the job has already sent its REP
+        // or the peer's REJ has reset the id (whose callback frees the
+        // end), or `ENOENT`/`ENOTCONN` when the end is already gone; in
+        // none of these is an MRA needed.
+        let _ = core.with_own_cm(num, &ep, |cm| cm.send_mra(MRA_SERVICE_TIMEOUT, true));
+        Ok(())
+    }
+
+    /// A passive end's job, after its REQ callback: the QP, its moves to
+    /// INIT and RTR, and the REP, on the id made for this endpoint. A
+    /// failure is recorded (`CONNECT_ERROR`) and frees the id and QP (the CM
+    /// rejects the REQ); an endpoint closed or freed meanwhile (`close`, the
+    /// peer's REJ, device removal, unload) is left as it is, and the QP the
+    /// job made for it is freed.
+    fn accept_later(self: &Arc<Self>, depth: u8, resources: u8, t_req: i64) {
+        let verbs = match Device::get_by_name(&self.dev_name) {
+            // The same device, not a new one of the same name.
+            Ok(dev) if dev.index() == self.dev_index => RcQp::new(&dev, qp_size()),
+            _ => Err(ENODEV),
+        };
+        match self.send_rep(verbs, depth, resources) {
+            Ok(Ok(())) => {
+                self.core.rep_times.add(Ktime::ktime_get().to_ns() - t_req);
+                if self.st.lock().behaviour.rping.is_some() {
+                    // If this fails the protocol only runs on `poll`.
+                    let ep = self.clone();
+                    let _ = self.core.reaper.spawn(move || rping_poller(ep));
+                }
+            }
+            Ok(Err(e)) => {
+                self.record(EventKind::ConnectError, e.to_errno(), &[]);
+                self.free_id();
+            }
+            // Gone: whoever took the id frees the rest; the QP given to the
+            // endpoint here goes now (the job is flushed before a device
+            // goes).
+            Err(_) => {
+                let verbs = self.st.lock().take_verbs();
+                drop(verbs);
+            }
+        }
+    }
+
+    /// `on_req=job_delay:MS` (a test hook): sleeps up to MS ms, cut short
+    /// once the entry leaves the table or the id is freed (a REJ, a failed
+    /// REP).
+    fn job_delay(&self) {
+        let OnReq::JobDelay(ms) = self.st.lock().behaviour.test.on_req else {
+            return;
+        };
+        let end = Ktime::ktime_get().to_ns() + i64::from(ms) * 1_000_000;
+        while Ktime::ktime_get().to_ns() < end
+            && !self.gone.load(Ordering::Relaxed)
+            && self.st.lock().handshake.is_some()
+        {
+            delay::msleep(10);
+        }
+    }
+
+    /// Readies a passive end's QP `verbs` and answers the REQ: `Ok(Err)` if
+    /// ours failed, `Err` if the endpoint is gone (out of the table, or its
+    /// id freed or reset by the peer's REJ).
+    ///
+    /// The table's lock, which every REQ, REJ, REP_ERROR and timewait-exit
+    /// callback takes, is held only to use the id (the CM's computation of
+    /// the QP's attributes, the REP), never across the QP's moves: those run
+    /// under the endpoint's lock alone, so that the CM's workqueue does not
+    /// wait behind QP work (review S2).
+    fn send_rep(self: &Arc<Self>, verbs: Result<RcQp>, depth: u8, resources: u8) -> Result<Result> {
+        let init_rtr = self.core.with_own_cm(self.num, self, |cm| {
+            Ok(cm
+                .init_qp_attr(bindings::ib_qp_state_IB_QPS_INIT)
+                .and_then(|init| Ok((init, cm.init_qp_attr(bindings::ib_qp_state_IB_QPS_RTR)?))))
+        })?;
+        let res = verbs.and_then(|verbs| {
+            let ((init, init_mask), (mut rtr, rtr_mask)) = init_rtr?;
+            let qp_num = verbs.qp_num();
+            self.st.lock().verbs = Some(verbs);
+            self.job_delay();
+            // Our PSN: what the peer sends with, announced in the REP.
+            let starting_psn = qp_num;
+            self.modify_qp(init, init_mask)?;
+            let pre_recv = self.st.lock().behaviour.pre_recv;
+            if let Some((recv, size)) = pre_recv {
+                // Before the REP: the peer may send as soon as it has our RTU.
+                self.st.lock().post(&Post {
+                    recv,
+                    send: 0,
+                    size,
+                    data: None,
+                })?;
+            }
+            let rping = self.st.lock().behaviour.rping;
+            if let Some(role) = rping {
+                self.st.lock().rping_setup(role)?;
+            }
+            // The CM learns the PSN our peer starts sending with (the REP's
+            // starting PSN, `rq_psn`) only when the REP is sent, and would
+            // give the QP 0. rdma_cm sets it the same way
+            // (`rdma_init_qp_attr`).
+            rtr.rq_psn = starting_psn;
+            self.modify_qp(rtr, rtr_mask)?;
+            Ok(qp_num)
+        });
+        let qp_num = match res {
+            Ok(qp_num) => qp_num,
+            Err(e) => {
+                // An id the peer's REJ reset (idle; its callback frees the
+                // end) or one gone meanwhile is not ours to reject.
+                let state = self.core.with_own_cm(self.num, self, |cm| Ok(cm.state()))?;
+                return if state == cm::State::Idle {
+                    Err(errno::enotconn())
+                } else {
+                    Ok(Err(e))
+                };
+            }
+        };
+        self.core.with_own_cm(self.num, self, |cm| {
+            let res = cm.send_rep(&Rep {
+                qp_num,
+                starting_psn: qp_num,
+                responder_resources: depth.min(1),
+                initiator_depth: resources.min(1),
+                private_data: &[],
+            });
+            match res {
+                // The peer's REJ came first: its callback frees the end.
+                Err(_) if cm.state() == cm::State::Idle => Err(errno::enotconn()),
+                res => Ok(res),
+            }
+        })
+    }
+
+    /// `disconnect()` of this endpoint on `id` (its own id, or `None` once
+    /// freed): see [`Core::disconnect`].
+    pub(super) fn disconnect_on(&self, id: Option<&CmIdRef>, data: &[u8]) -> Result {
+        // Held while deciding and sending: see `dreq_received`.
+        let mut st = self.st.lock();
+        // A second call is `EALREADY` whenever it comes, also once the id
+        // has left timewait and been freed.
+        if st.disconnecting {
+            return Err(errno::ealready());
+        }
+        let cm = id.ok_or_else(errno::enotconn)?;
+        let qp = st.verbs.as_ref().map(|v| v.qp());
+        let t_ns = Ktime::ktime_get().to_ns();
+        // Refused (the outer `?`): nothing was done, nothing changes.
+        let (msg, res) = disconnect::disconnect(cm, qp, data)?;
+        st.disconnecting = true;
+        if msg == Message::Dreq && res.is_ok() {
+            st.record_at(&self.core, t_ns, EventKind::DreqSent, 0, data);
+        }
+        self.core.count(msg, res.is_ok());
+        res
+    }
+}
+
+/// Counted in [`LIVE_ENDPOINTS`] while it exists: one per endpoint.
+pub(super) struct LiveToken;
+
+impl LiveToken {
+    pub(super) fn new() -> Self {
+        LIVE_ENDPOINTS.fetch_add(1, Ordering::Relaxed);
+        Self
+    }
+}
+
+impl Drop for LiveToken {
+    fn drop(&mut self) {
+        LIVE_ENDPOINTS.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+#[vtable]
+impl Handler for Arc<Endpoint> {
+    fn req_received(&self, req: Request<'_, Self>) -> Result {
+        // Timed: what a REQ costs the CM's workqueue, which runs one
+        // callback at a time per CPU (`stats`: `req_callback_us_*`).
+        let t0 = Ktime::ktime_get().to_ns();
+        let res = self.take_req(req);
+        self.core.req_times.add(Ktime::ktime_get().to_ns() - t0);
+        res
+    }
+
+    fn rep_received(&self, id: &CmIdRef, _remote_qpn: u32) {
+        match self.st.lock().behaviour.test.on_rep {
+            OnRep::Accept => {}
+            OnRep::Ignore => return,
+            OnRep::Reject => {
+                let _ = id.send_rej(b"on_rep=reject");
+                return;
+            }
+        }
+        let res = self
+            .move_qp(id, bindings::ib_qp_state_IB_QPS_RTR)
+            .and_then(|()| self.move_qp(id, bindings::ib_qp_state_IB_QPS_RTS))
+            .and_then(|()| id.send_rtu(&[]));
+        match res {
+            Ok(()) => {
+                {
+                    let mut guard = self.st.lock();
+                    guard.record(&self.core, EventKind::Established, 0, &[]);
+                    // rping's client: the first ping.
+                    let st = &mut *guard;
+                    if let (Some(r), Some(v)) = (st.rping.as_mut(), st.verbs.as_mut()) {
+                        st.wr.posted += u64::from(r.start(v));
+                    }
+                }
+                self.core.established.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => {
+                self.record(EventKind::ConnectError, e.to_errno(), &[]);
+                let _ = id.send_rej(&[]);
+            }
+        }
+    }
+
+    fn established(&self, id: &CmIdRef) {
+        let status = match self.move_qp(id, bindings::ib_qp_state_IB_QPS_RTS) {
+            Ok(()) => 0,
+            Err(e) => e.to_errno(),
+        };
+        let mut st = self.st.lock();
+        st.record(&self.core, EventKind::Established, status, &[]);
+        // The handshake is over: its place on the listener is free.
+        let handshake = st.handshake.take();
+        drop(st);
+        drop(handshake);
+        self.core.established.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn rej_received(&self, _id: &CmIdRef, reason: u32, private_data: &[u8]) {
+        self.record(EventKind::RejReceived, reason as i32, private_data);
+        if self.role == Role::Passive {
+            // Rejected after our REP: the CM has forgotten the peer (the id
+            // is idle) and a retried REQ would make a new passive end. Free
+            // the id and QP now, keep the record.
+            self.free_id();
+        }
+    }
+
+    fn dreq_received(&self, id: &CmIdRef, private_data: &[u8]) {
+        let action = self.st.lock().behaviour.test.on_dreq;
+        if let OnDreq::Sleep(ms) = action {
+            // Before anything, so that the DREP is late too.
+            delay::msleep(ms);
+        }
+        // Under the lock `disconnect` holds while it decides and sends: a
+        // DREQ crossing ours is answered exactly once.
+        let mut st = self.st.lock();
+        st.record(&self.core, EventKind::DreqReceived, 0, private_data);
+        st.record_disconnected(&self.core, 0);
+        let answer = if st.disconnecting {
+            Some(KVec::new())
+        } else {
+            match &st.behaviour.auto_drep {
+                Some(d) => copy(d).ok(),
+                None => None,
+            }
+        };
+        if let Some(data) = answer {
+            let res = id.send_drep(&data);
+            self.core.count(Message::Drep, res.is_ok());
+            let status = res.err().map_or(0, |e| e.to_errno());
+            st.record(&self.core, EventKind::DrepSent, status, &data);
+        }
+        // Without our lock: `disconnect` takes the table's and ours.
+        drop(st);
+        let res = match action {
+            OnDreq::Nothing => return,
+            OnDreq::Sleep(_) => Ok(()),
+            OnDreq::Dreq => id.send_dreq(b"from-callback"),
+            // Our own connection, on the id of this callback.
+            OnDreq::Disconnect => self.disconnect_on(Some(id), &[]),
+            OnDreq::DisconnectOther(num) => self.core.disconnect(num, &[]),
+        };
+        let status = res.err().map_or(0, |e| e.to_errno());
+        self.record(EventKind::OnDreq, status, &[]);
+    }
+
+    fn drep_received(&self, _id: &CmIdRef, private_data: &[u8]) {
+        let mut st = self.st.lock();
+        st.record(&self.core, EventKind::DrepReceived, 0, private_data);
+        st.record_disconnected(&self.core, 0);
+        self.core.drep_received.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn dreq_error(&self, _id: &CmIdRef, send_status: u32) {
+        let mut st = self.st.lock();
+        st.record(&self.core, EventKind::DreqError, send_status as i32, &[]);
+        st.record_disconnected(&self.core, errno::etimedout().to_errno());
+    }
+
+    fn connect_error(&self, _id: &CmIdRef, send_status: u32) {
+        self.record(EventKind::ConnectError, send_status as i32, &[]);
+        if self.role == Role::Passive {
+            // Our REP timed out (REP_ERROR): as for a REJ.
+            self.free_id();
+        }
+    }
+
+    fn timewait_exit(&self, _id: &CmIdRef) {
+        self.record(EventKind::TimewaitExit, 0, &[]);
+        let test = self.st.lock().behaviour.test;
+        let (ms, after) = (test.timewait_sleep, test.timewait_after);
+        if ms > 0 && !after {
+            delay::msleep(ms);
+        }
+        self.free_id();
+        if ms > 0 && after {
+            delay::msleep(ms);
+        }
+    }
+}
+
+pub(super) fn copy(data: &[u8]) -> Result<KVec<u8>> {
+    let mut v = KVec::new();
+    v.extend_from_slice(data, GFP_KERNEL)?;
+    Ok(v)
+}
+
+/// Drives an rping endpoint: takes its completions as they come (its CQ is
+/// polled directly) until its protocol is over, its QP freed or its entry
+/// gone. Runs on the reaper, which device removal and unload flush.
+pub(super) fn rping_poller(ep: Arc<Endpoint>) {
+    loop {
+        if ep.gone.load(Ordering::Relaxed) {
+            return;
+        }
+        let action = {
+            let mut st = ep.st.lock();
+            if st.verbs.is_none() || st.rping.as_ref().map_or(true, |r| r.done()) {
+                return;
+            }
+            st.drain_cq_for_rping()
+        };
+        match action {
+            Ok(rping::Action::Nothing) => delay::msleep(1),
+            // The client's last ping: `disconnect()` of its own entry.
+            Ok(rping::Action::Disconnect) => {
+                let _ = ep
+                    .core
+                    .with_own_cm(ep.num, &ep, |cm| ep.disconnect_on(Some(cm), &[]));
+                return;
+            }
+            Err(_) => return,
+        }
+    }
+}

@@ -1,0 +1,326 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The reports: `conns`, `events`, `stats` and `devices`, and the per-endpoint
+//! counts of work requests and payloads they print.
+
+use super::{endpoint::*, table::*};
+use crate::{
+    cm::{self, CmId},
+    path,
+    verbs::{Completion, MrState, RcQp, WrKind, WC_WR_FLUSH_ERR},
+};
+use core::{fmt::Write, sync::atomic::Ordering};
+use kernel::{prelude::*, sync::Arc};
+
+/// The work requests of an endpoint: how many were posted, how each came
+/// back, and what the successful ones carried.
+///
+/// Every request posted comes back once: `posted == completed_ok + flushed
+/// + completed_err + dropped + ` those still outstanding.
+#[derive(Default)]
+pub(super) struct WrStats {
+    pub(super) posted: u64,
+    completed_ok: u64,
+    flushed: u64,
+    completed_err: u64,
+    /// Still posted when the QP was freed, after its flush was waited for
+    /// (their buffers freed after the QP's destroy).
+    pub(super) dropped: u64,
+    /// Allocated by the first `post`: most endpoints never carry data.
+    pub(super) data: Option<KBox<DataStats>>,
+}
+
+/// The payloads of an endpoint's successful receives and SENDs.
+#[derive(Default)]
+pub(super) struct DataStats {
+    rx_msgs: u64,
+    rx_bytes: u64,
+    /// FNV-1a (32 bits) over every byte received, in order.
+    rx_sum: u32,
+    /// The first bytes of the last message received.
+    rx_last: [u8; 16],
+    rx_last_len: usize,
+    tx_msgs: u64,
+    tx_bytes: u64,
+    /// FNV-1a over every byte sent (completed with success), in order.
+    tx_sum: u32,
+    /// MR buffers handed back by their LOCAL_INV, and the last one's
+    /// FNV-1a and first bytes (what the peer left in it).
+    mr_back: u64,
+    mr_sum: u32,
+    mr_last: [u8; 16],
+}
+
+pub(super) const FNV_OFFSET: u32 = 0x811c_9dc5;
+
+/// FNV-1a, continued from `h` over `bytes`.
+pub(super) fn fnv1a(mut h: u32, bytes: &[u8]) -> u32 {
+    for b in bytes {
+        h = (h ^ u32::from(*b)).wrapping_mul(0x0100_0193);
+    }
+    h
+}
+
+impl WrStats {
+    /// Counts a completion and what it carried.
+    pub(super) fn add(&mut self, c: &Completion) {
+        match c.status {
+            0 => self.completed_ok += 1,
+            WC_WR_FLUSH_ERR => self.flushed += 1,
+            _ => self.completed_err += 1,
+        }
+        let (Some(d), 0) = (self.data.as_mut(), c.status) else {
+            return;
+        };
+        match c.kind {
+            // A READ brings data in as a receive does; a WRITE sends it.
+            Some(WrKind::Recv | WrKind::RdmaRead) => {
+                let got = &c.buf[..(c.byte_len as usize).min(c.buf.len())];
+                if d.rx_msgs == 0 {
+                    d.rx_sum = FNV_OFFSET;
+                }
+                d.rx_msgs += 1;
+                d.rx_bytes += got.len() as u64;
+                d.rx_sum = fnv1a(d.rx_sum, got);
+                let n = got.len().min(d.rx_last.len());
+                d.rx_last[..n].copy_from_slice(&got[..n]);
+                d.rx_last_len = n;
+            }
+            Some(WrKind::LocalInv) => {
+                d.mr_back += 1;
+                d.mr_sum = fnv1a(FNV_OFFSET, &c.buf);
+                let n = c.buf.len().min(d.mr_last.len());
+                d.mr_last = [0; 16];
+                d.mr_last[..n].copy_from_slice(&c.buf[..n]);
+            }
+            Some(WrKind::RegMr) => {}
+            Some(WrKind::Send | WrKind::RdmaWrite) => {
+                if d.tx_msgs == 0 {
+                    d.tx_sum = FNV_OFFSET;
+                }
+                d.tx_msgs += 1;
+                d.tx_bytes += c.buf.len() as u64;
+                d.tx_sum = fnv1a(d.tx_sum, &c.buf);
+            }
+            None => {}
+        }
+    }
+
+    /// Prints the counters for `conns`.
+    fn show(&self, out: &mut impl Write) -> core::fmt::Result {
+        write!(
+            out,
+            " posted={} completed={} flushed={} failed={} dropped={}",
+            self.posted, self.completed_ok, self.flushed, self.completed_err, self.dropped
+        )?;
+        let zero = DataStats::default();
+        let d = self.data.as_deref().unwrap_or(&zero);
+        write!(
+            out,
+            " rx_msgs={} rx_bytes={} rx_sum={:08x} rx_last=",
+            d.rx_msgs, d.rx_bytes, d.rx_sum
+        )?;
+        if d.rx_last_len == 0 {
+            write!(out, "-")?;
+        }
+        for b in d.rx_last[..d.rx_last_len].iter() {
+            write!(out, "{:02x}", b)?;
+        }
+        write!(
+            out,
+            " tx_msgs={} tx_bytes={} tx_sum={:08x}",
+            d.tx_msgs, d.tx_bytes, d.tx_sum
+        )?;
+        if d.mr_back > 0 {
+            write!(
+                out,
+                " mr_back={} mr_sum={:08x} mr_last=",
+                d.mr_back, d.mr_sum
+            )?;
+            for b in d.mr_last.iter() {
+                write!(out, "{:02x}", b)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Durations {
+    /// `NAME N`, `PREFIX_us_avg US`, `PREFIX_us_max US`.
+    fn show(&self, out: &mut impl Write, name: &str, prefix: &str) -> core::fmt::Result {
+        let n = self.n.load(Ordering::Relaxed);
+        writeln!(out, "{} {}", name, n)?;
+        let avg = self.ns.load(Ordering::Relaxed) / n.max(1) / 1000;
+        writeln!(out, "{}_us_avg {}", prefix, avg)?;
+        let max = self.ns_max.load(Ordering::Relaxed) / 1000;
+        writeln!(out, "{}_us_max {}", prefix, max)
+    }
+}
+
+impl Core {
+    /// Prints `devices`.
+    pub(crate) fn show_devices(&self, out: &mut impl Write) -> core::fmt::Result {
+        self.inner.lock().devices.show(out)
+    }
+
+    /// Prints `conns`: one line per endpoint.
+    pub(crate) fn show_conns(&self, out: &mut impl Write) -> core::fmt::Result {
+        let inner = self.inner.lock();
+        for (num, c) in inner.conns.iter() {
+            let ep = &c.ep;
+            write!(
+                out,
+                "{} role={} dev={}",
+                num,
+                ep.role.name(),
+                ep.dev_name.to_str().unwrap_or("?")
+            )?;
+            match &c.cm {
+                Some(cm) => write!(
+                    out,
+                    " state={} local_id={:#x} remote_id={:#x}",
+                    cm.state().name(),
+                    cm.local_id(),
+                    cm.remote_id()
+                )?,
+                None => write!(out, " state=FREED")?,
+            }
+            let st = ep.st.lock();
+            if let Some(v) = &st.verbs {
+                write!(out, " qpn={}", v.qp_num())?;
+                for m in v.mrs() {
+                    let state = match m.state {
+                        MrState::Registering => "registering",
+                        MrState::Valid => "valid",
+                        MrState::Invalidating => "invalidating",
+                        MrState::Failed => "failed",
+                    };
+                    write!(
+                        out,
+                        " mr{}={}:{:#x}:{:#x}:{}",
+                        m.index, state, m.addr, m.rkey, m.len
+                    )?;
+                }
+            }
+            if st.wr.posted > 0 {
+                st.wr.show(out)?;
+            }
+            if let Some(r) = &st.rping {
+                let (role, step) = r.describe();
+                write!(
+                    out,
+                    " rping={}:{}:{}:{}:{}",
+                    role, r.pings, r.validated, step, r.error
+                )?;
+            }
+            if ep.role == Role::Passive {
+                write!(out, " listener={}", ep.listener)?;
+            }
+            writeln!(out, " events={}", st.events.len())?;
+        }
+        Ok(())
+    }
+
+    /// Prints `events`: every event of every endpoint, in order per endpoint.
+    pub(crate) fn show_events(&self, out: &mut impl Write) -> core::fmt::Result {
+        let inner = self.inner.lock();
+        for (num, c) in inner.conns.iter() {
+            let st = c.ep.st.lock();
+            for ev in st.events.iter() {
+                write!(
+                    out,
+                    "{} {} status={} len={} t={}",
+                    num,
+                    ev.kind.name(),
+                    ev.status,
+                    ev.data.len(),
+                    ev.t_ns
+                )?;
+                if !ev.data.is_empty() {
+                    write!(out, " data=")?;
+                    for b in ev.data.iter() {
+                        write!(out, "{:02x}", b)?;
+                    }
+                }
+                writeln!(out)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Prints `stats`.
+    pub(crate) fn show_stats(&self, out: &mut impl Write) -> core::fmt::Result {
+        let inner = self.inner.lock();
+        inner.devices.show_stats(out)?;
+        let count = inner.conns.iter().count();
+        writeln!(out, "conns {}", count)?;
+        // What the module itself holds per endpoint (the verbs objects and
+        // the CM's own id are the RDMA core's and the CM's).
+        let mut bytes = 0;
+        for c in inner.conns.values() {
+            let st = c.ep.st.lock();
+            bytes += core::mem::size_of::<Endpoint>()
+                + core::mem::size_of::<Conn>()
+                + st.events.capacity() * core::mem::size_of::<Event>()
+                + st.events.iter().map(|e| e.data.capacity()).sum::<usize>()
+                + st.verbs
+                    .as_ref()
+                    .map_or(0, |_| core::mem::size_of::<RcQp>());
+            if c.cm.is_some() {
+                bytes += CmId::<Arc<Endpoint>>::ALLOC_BYTES;
+            }
+        }
+        writeln!(out, "endpoint_bytes_avg {}", bytes / count.max(1))?;
+        // The part that does not depend on the event record.
+        writeln!(
+            out,
+            "endpoint_fixed_bytes {}",
+            core::mem::size_of::<Endpoint>()
+                + core::mem::size_of::<Conn>()
+                + core::mem::size_of::<RcQp>()
+                + CmId::<Arc<Endpoint>>::ALLOC_BYTES
+        )?;
+        writeln!(out, "event_bytes {}", core::mem::size_of::<Event>())?;
+        drop(inner);
+        writeln!(out, "cm_ids_live {}", cm::live_ids())?;
+        writeln!(out, "wr_bufs_mapped {}", VERBS_COUNTERS.mapped_bufs())?;
+        writeln!(out, "resolutions_live {}", path::live_resolutions())?;
+        writeln!(out, "mrs_live {}", VERBS_COUNTERS.live_mrs())?;
+        writeln!(
+            out,
+            "endpoints_live {}",
+            LIVE_ENDPOINTS.load(Ordering::Relaxed)
+        )?;
+        writeln!(
+            out,
+            "established {}",
+            self.established.load(Ordering::Relaxed)
+        )?;
+        writeln!(
+            out,
+            "drep_received {}",
+            self.drep_received.load(Ordering::Relaxed)
+        )?;
+        writeln!(out, "dreq_sent {}", self.dreq_sent.load(Ordering::Relaxed))?;
+        writeln!(
+            out,
+            "dreq_failed {}",
+            self.dreq_failed.load(Ordering::Relaxed)
+        )?;
+        writeln!(out, "drep_sent {}", self.drep_sent.load(Ordering::Relaxed))?;
+        writeln!(
+            out,
+            "drep_failed {}",
+            self.drep_failed.load(Ordering::Relaxed)
+        )?;
+        writeln!(
+            out,
+            "events_lost {}",
+            self.lost_events.load(Ordering::Relaxed)
+        )?;
+        self.req_times.show(out, "req_callbacks", "req_callback")?;
+        // From the REQ callback to the REP: the job queue's latency, which
+        // the MRA's service timeout must cover (`MRA_SERVICE_TIMEOUT`).
+        self.rep_times.show(out, "reps_sent", "rep_latency")
+    }
+}

@@ -1,0 +1,317 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The connection table ([`Core`]) and the device lifecycle: the table's
+//! entries and the helpers that find an endpoint's own entry, the counters,
+//! device add and removal (the `ib_client`), and emptying the table at unload
+//! ([`Owner`]).
+
+use super::endpoint::*;
+use crate::{
+    cm::{CmId, ReaperRef},
+    devices::{DeviceEntry, Devices},
+    disconnect::Message,
+    errno,
+    ib_client::{Client, Device},
+};
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use kernel::{
+    error::code::*,
+    new_condvar, new_mutex,
+    prelude::*,
+    rbtree::RBTree,
+    sync::{Arc, CondVar, Mutex},
+};
+
+/// An entry of the connection table: the endpoint, and its id until freed.
+pub(super) struct Conn {
+    pub(super) ep: Arc<Endpoint>,
+    pub(super) cm: Option<CmId<Arc<Endpoint>>>,
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        self.ep.gone.store(true, Ordering::Relaxed);
+    }
+}
+
+pub(super) struct CoreInner {
+    pub(super) devices: Devices,
+    pub(super) conns: RBTree<u32, Conn>,
+    /// Connections `close` has taken out of the table and is still
+    /// destroying (their id, then their QP): device removal waits for them.
+    pub(super) closing: usize,
+}
+
+/// The module's state: devices, connections, counters.
+#[pin_data]
+pub(crate) struct Core {
+    #[pin]
+    pub(super) inner: Mutex<CoreInner>,
+    /// Signalled when `closing` drops to zero.
+    #[pin]
+    pub(super) closed: CondVar,
+    /// Destroys the ids dropped in their own callbacks; flushed on device
+    /// removal.
+    pub(super) reaper: ReaperRef,
+    pub(super) next_foreign: AtomicUsize,
+    pub(super) lost_events: AtomicUsize,
+    pub(crate) dreq_sent: AtomicU64,
+    pub(crate) dreq_failed: AtomicU64,
+    pub(crate) drep_sent: AtomicU64,
+    pub(crate) drep_failed: AtomicU64,
+    /// Endpoints that reached ESTABLISHED, and DREPs received: cheap to
+    /// read (`stats`) for whoever waits on many connections.
+    pub(super) established: AtomicU64,
+    pub(super) drep_received: AtomicU64,
+    /// REQ callbacks of the listeners and their passive ends' REPs.
+    pub(super) req_times: Durations,
+    pub(super) rep_times: Durations,
+}
+
+/// How many of something, their total and longest time in ns (`stats`).
+pub(super) struct Durations {
+    pub(super) n: AtomicU64,
+    pub(super) ns: AtomicU64,
+    pub(super) ns_max: AtomicU64,
+}
+
+impl Durations {
+    const fn new() -> Self {
+        Self {
+            n: AtomicU64::new(0),
+            ns: AtomicU64::new(0),
+            ns_max: AtomicU64::new(0),
+        }
+    }
+
+    pub(super) fn add(&self, ns: i64) {
+        let ns = u64::try_from(ns).unwrap_or(0);
+        self.n.fetch_add(1, Ordering::Relaxed);
+        self.ns.fetch_add(ns, Ordering::Relaxed);
+        self.ns_max.fetch_max(ns, Ordering::Relaxed);
+    }
+}
+
+impl Core {
+    pub(crate) fn new(reaper: ReaperRef) -> impl PinInit<Self> {
+        pin_init!(Self {
+            inner <- new_mutex!(CoreInner {
+                devices: Devices::new(),
+                conns: RBTree::new(),
+                closing: 0,
+            }),
+            closed <- new_condvar!("rcd_core_closed"),
+            reaper,
+            next_foreign: AtomicUsize::new(0),
+            lost_events: AtomicUsize::new(0),
+            dreq_sent: AtomicU64::new(0),
+            dreq_failed: AtomicU64::new(0),
+            drep_sent: AtomicU64::new(0),
+            drep_failed: AtomicU64::new(0),
+            established: AtomicU64::new(0),
+            drep_received: AtomicU64::new(0),
+            req_times: Durations::new(),
+            rep_times: Durations::new(),
+        })
+    }
+
+    pub(super) fn insert(&self, num: u32, ep: Arc<Endpoint>, cm: CmId<Arc<Endpoint>>) -> Result {
+        let mut inner = self.inner.lock();
+        if !inner.devices.contains(ep.dev_index) {
+            // The device went away while the connection was being set up.
+            drop(inner);
+            drop(cm);
+            return Err(ENODEV);
+        }
+        if inner.conns.get(&num).is_some() {
+            drop(inner);
+            drop(cm);
+            return Err(EEXIST);
+        }
+        let conn = Conn { ep, cm: Some(cm) };
+        inner.conns.try_create_and_insert(num, conn, GFP_KERNEL)?;
+        Ok(())
+    }
+
+    /// Destroys the id of `ep`'s own entry (not of whatever else may have
+    /// its number by now), from one of the id's callbacks: queued on the
+    /// reaper under the table's lock, so that device removal and unload,
+    /// which take ids out under that lock and then flush the reaper, either
+    /// find the id or wait for its destroy.
+    pub(super) fn destroy_own_cm(&self, ep: &Endpoint) {
+        let mut inner = self.inner.lock();
+        if let Some(conn) = inner.conns.get_mut(&ep.num) {
+            if core::ptr::eq(&*conn.ep, ep) {
+                if let Some(cm) = conn.cm.take() {
+                    cm.destroy_deferred();
+                }
+            }
+        }
+    }
+
+    /// Takes `ep`'s own entry out of the table (none if its number now
+    /// belongs to another endpoint).
+    pub(super) fn remove_own(&self, ep: &Endpoint) -> Option<Conn> {
+        let mut inner = self.inner.lock();
+        match inner.conns.get(&ep.num) {
+            Some(conn) if core::ptr::eq(&*conn.ep, ep) => inner.conns.remove(&ep.num),
+            _ => None,
+        }
+    }
+
+    /// Runs `f` on the id of `ep`, which is connection `num`: `ENOENT` if
+    /// `num` is now another endpoint or gone, `ENOTCONN` if the id was freed.
+    pub(super) fn with_own_cm<R>(
+        &self,
+        num: u32,
+        ep: &Arc<Endpoint>,
+        f: impl FnOnce(&CmId<Arc<Endpoint>>) -> Result<R>,
+    ) -> Result<R> {
+        self.with_conn(num, |cm, e| {
+            if !core::ptr::eq(e, &**ep) {
+                return Err(ENOENT);
+            }
+            f(cm)
+        })
+    }
+
+    /// Runs `f` on the id and endpoint of connection `num` (the table's
+    /// lock held): `ENOENT` if there is no such connection, `ENOTCONN` if its
+    /// id was already freed.
+    pub(super) fn with_conn<R>(
+        &self,
+        num: u32,
+        f: impl FnOnce(&CmId<Arc<Endpoint>>, &Endpoint) -> Result<R>,
+    ) -> Result<R> {
+        let inner = self.inner.lock();
+        let conn = inner.conns.get(&num).ok_or(ENOENT)?;
+        f(conn.cm.as_ref().ok_or_else(errno::enotconn)?, &conn.ep)
+    }
+
+    /// Counts a DREQ or DREP sent or failed.
+    pub(super) fn count(&self, msg: Message, sent: bool) {
+        let counter = match (msg, sent) {
+            (Message::Dreq, true) => &self.dreq_sent,
+            (Message::Drep, true) => &self.drep_sent,
+            (Message::Dreq, false) => &self.dreq_failed,
+            (Message::Drep, false) => &self.drep_failed,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(super) fn ep(&self, num: u32) -> Result<Arc<Endpoint>> {
+        let inner = self.inner.lock();
+        Ok(inner.conns.get(&num).ok_or(ENOENT)?.ep.clone())
+    }
+
+    /// Waits until no `close` is destroying a connection it took out of
+    /// the table. A close waits only for its id's callbacks, never for
+    /// device removal, so this ends.
+    fn wait_for_closes(&self) {
+        let mut inner = self.inner.lock();
+        while inner.closing != 0 {
+            self.closed.wait(&mut inner);
+        }
+    }
+
+    /// Frees the id and QP of every endpoint on device `index`. The
+    /// endpoints keep their records (`state=FREED`): a connection that was
+    /// not over yet gets its DISCONNECTED event, with `-ENODEV`.
+    fn remove_all_on(&self, index: u32) {
+        self.take_each(
+            |inner| {
+                inner
+                    .conns
+                    .iter_mut()
+                    .find(|(_, c)| c.ep.dev_index == index && c.cm.is_some())
+                    .map(|(_, c)| (c.ep.clone(), c.cm.take()))
+            },
+            |(ep, cm)| {
+                // Waits for the id's callbacks in progress: none comes after.
+                drop(cm);
+                let verbs = {
+                    let mut st = ep.st.lock();
+                    if ep.role != Role::Listener {
+                        st.record_disconnected(self, ENODEV.to_errno());
+                    }
+                    st.take_verbs()
+                };
+                drop(verbs);
+            },
+        );
+    }
+
+    /// Takes entries out of the table one at a time with `take`, under the
+    /// table's lock, and hands each to `dispose` with the lock released:
+    /// destroying an id waits for its callbacks, which may take the lock.
+    fn take_each<R>(
+        &self,
+        mut take: impl FnMut(&mut CoreInner) -> Option<R>,
+        mut dispose: impl FnMut(R),
+    ) {
+        loop {
+            // The guard is dropped at the end of this statement.
+            let taken = take(&mut self.inner.lock());
+            let Some(item) = taken else {
+                break;
+            };
+            dispose(item);
+        }
+    }
+}
+
+/// Owns the module's [`Core`] for as long as the module is loaded.
+///
+/// Endpoints hold a reference on the core (their callbacks need it) and the
+/// core's table holds the endpoints, records of freed ones included: the
+/// table is emptied when the module goes, or neither would ever be freed.
+pub(crate) struct Owner(Arc<Core>);
+
+impl Owner {
+    pub(crate) fn new(core: Arc<Core>) -> Self {
+        Self(core)
+    }
+}
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        self.0.take_each(
+            |inner| {
+                let num = *inner.conns.keys().next()?;
+                inner.conns.remove(&num)
+            },
+            drop,
+        );
+        // Destroys queued by callbacks: run now, while the core is whole.
+        self.0.reaper.flush();
+    }
+}
+
+impl Client for Core {
+    type DeviceData = Arc<DeviceEntry>;
+
+    fn add(&self, device: &Device) -> Result<Arc<DeviceEntry>> {
+        let entry = DeviceEntry::new(device)?;
+        self.inner.lock().devices.insert(device, entry.clone())?;
+        pr_info!(
+            "device {} added ({} IB CM port(s))\n",
+            device.name(),
+            entry.ports.len()
+        );
+        Ok(entry)
+    }
+
+    fn remove(&self, device: &Device, _entry: Arc<DeviceEntry>) {
+        // Not usable for new connections from here on.
+        self.inner.lock().devices.remove(device);
+        self.remove_all_on(device.index());
+        // A connection `close` took out of the table before we looked may
+        // still have its id and QP on this device.
+        self.wait_for_closes();
+        // The ids their own callbacks dropped before `remove_all_on` could
+        // take them (queued under the table's lock): destroyed before the
+        // CM's own `remove` (which runs after ours) tears the device down.
+        self.reaper.flush();
+        pr_info!("device {} removed\n", device.name());
+    }
+}
