@@ -13,9 +13,51 @@
 //! - [`reports`]: `conns`, `events`, `stats`, `devices`;
 //! - [`test_hooks`]: the test-only behaviours ([`TestHooks`]).
 //!
-//! Locking: one mutex ([`Core`]) guards the device set and the connection
-//! table. A [`CmId`](crate::cm::CmId) is never dropped with it held:
-//! dropping an id waits for the id's callbacks, and callbacks take the lock.
+//! # Locks and their order
+//!
+//! The module has two kinds of lock, each named for lockdep:
+//!
+//! 1. `conn::Core::inner` ([`Core`], one): the device set, the connection
+//!    table, and the count of `close`s in progress (`closing`, with its
+//!    condition variable `conn::Core::closed`). It also keeps every id in
+//!    the table alive while it is held: the CM calls on an id of the table
+//!    (`send_req`, `send_rep`, `send_mra`, `init_qp_attr`, DREQ/DREP from a
+//!    command) run under it.
+//! 2. `conn::Endpoint::st` (one per endpoint, one lockdep class): the
+//!    endpoint's event record, its QP and what is posted on it, its
+//!    behaviour, its disconnect state and its rping protocol. The QP's
+//!    moves and posts, and a DREQ or DREP sent in answer to a crossing DREQ,
+//!    run under it.
+//!
+//! The order is `Core::inner` before `Endpoint::st`: code holding an
+//! endpoint's lock never takes the table's (a callback that needs both, as
+//! `dreq_received` before its `on_dreq` action, or the rping poller before
+//! its disconnect, releases the endpoint's lock first), and no code holds
+//! two endpoints' locks at once. Below both come the locks of the code we
+//! call under them, none of which calls back into the module: the IB CM's
+//! (`cm_id_priv->lock`), the verbs provider's, and the `cm` abstraction's
+//! own leaf lock (`req_tasks`). The IB core calls the `ib_client`'s `add`
+//! with its device's `client_data_rwsem` held for read, so that lock comes
+//! before `Core::inner`; nothing here calls into the IB core's registration
+//! (`ib_device_get_by_name`, client registration) with a lock of ours held.
+//!
+//! Waits that must never happen with either lock held, because what they
+//! wait for takes them:
+//! - dropping a [`CmId`](crate::cm::CmId) (`ib_destroy_cm_id` waits for the
+//!   id's callbacks, and every callback takes `Endpoint::st`, most take
+//!   `Core::inner`): entries leave the table under the lock and are dropped
+//!   after it (`close`, `remove_all_on`, `Owner`, `insert`'s failures); an
+//!   id freed from its own callback is queued on the reaper instead
+//!   (`destroy_own_cm`);
+//! - flushing the reaper (its destroys and jobs take both locks): device
+//!   removal and unload flush it with no lock held;
+//! - `rdma_addr_cancel()` at the end of an address resolution (`connect`
+//!   resolves with no lock held).
+//!
+//! Waits that do happen under a lock, bounded and taking none of ours: a
+//! QP's drain when it is freed (up to 2 s for its flushes, under
+//! `Endpoint::st`), and `wait_for_closes` (on `Core::closed`, which
+//! releases `Core::inner` while it waits).
 
 #[path = "conn/commands.rs"]
 mod commands;

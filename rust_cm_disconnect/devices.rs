@@ -2,14 +2,26 @@
 
 //! The RDMA devices this module can use: every device with a port that
 //! supports the IB connection manager (InfiniBand, RoCE: rxe included).
-//! The set is kept under the lock of `conn::Core`.
+//! The set is kept under the lock of `conn::Core`, and holds a reference on
+//! each device from its `add` to its `remove`: the commands take their device
+//! from here, by reference, and never ask the RDMA core for it by name.
 
 use crate::{errno, ib_client::Device};
 use core::fmt::Write;
-use kernel::{fmt, prelude::*, rbtree::RBTree, str::CString, sync::Arc};
+use kernel::{
+    fmt,
+    prelude::*,
+    rbtree::RBTree,
+    str::{CStr, CString},
+    sync::Arc,
+    types::ARef,
+};
 
 /// What is known of one device between its `add` and its `remove`.
 pub(crate) struct DeviceEntry {
+    /// The device, held until its `remove` (the RDMA core waits for every
+    /// reference only after its clients' `remove`).
+    device: ARef<Device>,
     pub(crate) name: CString,
     /// Ports with IB CM support, and whether each is RoCE.
     pub(crate) ports: KVec<(u32, bool)>,
@@ -29,7 +41,14 @@ impl DeviceEntry {
             return Err(errno::eopnotsupp());
         }
         let name = CString::try_from_fmt(fmt!("{}", device.name()))?;
-        Ok(Arc::new(Self { name, ports }, GFP_KERNEL)?)
+        Ok(Arc::new(
+            Self {
+                device: device.into(),
+                name,
+                ports,
+            },
+            GFP_KERNEL,
+        )?)
     }
 }
 
@@ -65,6 +84,20 @@ impl Devices {
 
     pub(crate) fn contains(&self, index: u32) -> bool {
         self.live.get(&index).is_some()
+    }
+
+    /// The device with index `index`, while it is in the set.
+    pub(crate) fn get(&self, index: u32) -> Option<ARef<Device>> {
+        self.live.get(&index).map(|e| e.device.clone())
+    }
+
+    /// The device called `name` now (a device may be renamed), while it is
+    /// in the set.
+    pub(crate) fn find(&self, name: &CStr) -> Option<ARef<Device>> {
+        self.live
+            .values()
+            .find(|e| e.device.name().as_bytes() == name.as_bytes())
+            .map(|e| e.device.clone())
     }
 
     /// Writes one line per device: `rxe0 port=1 roce=1`.

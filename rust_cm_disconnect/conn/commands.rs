@@ -10,7 +10,6 @@ use crate::{
     cma,
     disconnect::Message,
     errno,
-    ib_client::Device,
     path::{self, Timing},
     verbs::{RcQp, WrKind},
 };
@@ -181,7 +180,7 @@ impl Core {
         cma: bool,
         behaviour: Behaviour,
     ) -> Result {
-        let dev = Device::get_by_name(device)?;
+        let dev = self.device_by_name(device)?;
         let ep = Endpoint::new(self, num, Role::Listener, &dev, 0, cma, behaviour)?;
         let cm = CmId::new(&dev, &self.reaper, ep.clone())?;
         cm.listen(service_id)?;
@@ -204,7 +203,7 @@ impl Core {
         // only for that: the resolution may wait for ARP (bounded), and a
         // device held meanwhile would hold up its unregistration as long.
         let (dev_index, ifindex) = {
-            let dev = Device::get_by_name(a.device)?;
+            let dev = self.device_by_name(a.device)?;
             (dev.index(), path::source_netdev(&dev, a.port, a.src)?)
         };
         // The next hop's MAC from the kernel's neighbour resolution.
@@ -214,12 +213,10 @@ impl Core {
         if hop.dmac[0] & 1 != 0 {
             return Err(EINVAL);
         }
-        // The same device again: `ENODEV` if it went away meanwhile (or its
-        // name is another device's now).
-        let dev = Device::get_by_name(a.device)?;
-        if dev.index() != dev_index {
-            return Err(ENODEV);
-        }
+        // The same device again, by its index in the module's set: `ENODEV`
+        // if its removal began meanwhile (a new device of the same name is
+        // another index).
+        let dev = self.device_at(dev_index)?;
         let route = path::route(&dev, a.port, a.src, a.dst, &hop, a.timing)?;
         let pre_recv = a.behaviour.pre_recv;
         let rping_role = a.behaviour.rping;

@@ -355,6 +355,8 @@ pub(crate) struct Endpoint {
     core: Arc<Core>,
     /// A listener's handshakes in flight (see [`Handshake`]).
     handshakes: AtomicUsize,
+    /// The endpoint's lock (`conn::Endpoint::st`): taken after the table's,
+    /// never before it (see the lock order in [`super`]).
     #[pin]
     pub(super) st: Mutex<EndpointState>,
     /// Its entry left the table (close, unload): work of its own (the rping
@@ -383,18 +385,21 @@ impl Endpoint {
                 cma,
                 core: core.clone(),
                 handshakes: AtomicUsize::new(0),
-                st <- new_mutex!(EndpointState {
-                    // A connection's life is about eight events: reserved now,
-                    // callbacks do not reallocate.
-                    events: KVec::with_capacity(8, GFP_KERNEL)?,
-                    verbs: None,
-                    behaviour,
-                    disconnecting: false,
-                    disconnected: false,
-                    wr: WrStats::default(),
-                    rping: None,
-                    handshake: None,
-                }),
+                st <- new_mutex!(
+                    EndpointState {
+                        // A connection's life is about eight events: reserved
+                        // now, callbacks do not reallocate.
+                        events: KVec::with_capacity(8, GFP_KERNEL)?,
+                        verbs: None,
+                        behaviour,
+                        disconnecting: false,
+                        disconnected: false,
+                        wr: WrStats::default(),
+                        rping: None,
+                        handshake: None,
+                    },
+                    "conn::Endpoint::st"
+                ),
                 gone: AtomicBool::new(false),
                 _live: LiveToken::new(),
             }? Error),
@@ -531,11 +536,12 @@ impl Endpoint {
     /// peer's REJ, device removal, unload) is left as it is, and the QP the
     /// job made for it is freed.
     fn accept_later(self: &Arc<Self>, depth: u8, resources: u8, t_req: i64) {
-        let verbs = match Device::get_by_name(&self.dev_name) {
-            // The same device, not a new one of the same name.
-            Ok(dev) if dev.index() == self.dev_index => RcQp::new(&dev, qp_size()),
-            _ => Err(ENODEV),
-        };
+        // The endpoint's device, by its index in the module's set: `ENODEV`
+        // once its removal has begun.
+        let verbs = self
+            .core
+            .device_at(self.dev_index)
+            .and_then(|dev| RcQp::new(&dev, qp_size()));
         match self.send_rep(verbs, depth, resources) {
             Ok(Ok(())) => {
                 self.core.rep_times.add(Ktime::ktime_get().to_ns() - t_req);

@@ -18,8 +18,10 @@ use kernel::{
     error::code::*,
     new_condvar, new_mutex,
     prelude::*,
-    rbtree::RBTree,
+    rbtree::{RBTree, RBTreeNodeReservation},
+    str::CStr,
     sync::{Arc, CondVar, Mutex},
+    types::ARef,
 };
 
 /// An entry of the connection table: the endpoint, and its id until freed.
@@ -45,6 +47,8 @@ pub(super) struct CoreInner {
 /// The module's state: devices, connections, counters.
 #[pin_data]
 pub(crate) struct Core {
+    /// The table's lock (`conn::Core::inner`): taken before any endpoint's
+    /// (see the lock order in [`super`]).
     #[pin]
     pub(super) inner: Mutex<CoreInner>,
     /// Signalled when `closing` drops to zero.
@@ -95,12 +99,15 @@ impl Durations {
 impl Core {
     pub(crate) fn new(reaper: ReaperRef) -> impl PinInit<Self> {
         pin_init!(Self {
-            inner <- new_mutex!(CoreInner {
-                devices: Devices::new(),
-                conns: RBTree::new(),
-                closing: 0,
-            }),
-            closed <- new_condvar!("rcd_core_closed"),
+            inner <- new_mutex!(
+                CoreInner {
+                    devices: Devices::new(),
+                    conns: RBTree::new(),
+                    closing: 0,
+                },
+                "conn::Core::inner"
+            ),
+            closed <- new_condvar!("conn::Core::closed"),
             reaper,
             next_foreign: AtomicUsize::new(0),
             lost_events: AtomicUsize::new(0),
@@ -115,7 +122,19 @@ impl Core {
         })
     }
 
+    /// Puts `ep` with its id `cm` in the table as connection `num`:
+    /// `ENODEV` if its device has gone, `EEXIST` if `num` is taken. On an
+    /// error the id is dropped after the lock (see the lock order).
     pub(super) fn insert(&self, num: u32, ep: Arc<Endpoint>, cm: CmId<Arc<Endpoint>>) -> Result {
+        // Allocated before the lock: a failed allocation under it would drop
+        // the id there.
+        let node = match RBTreeNodeReservation::new(GFP_KERNEL) {
+            Ok(node) => node,
+            Err(e) => {
+                drop(cm);
+                return Err(e);
+            }
+        };
         let mut inner = self.inner.lock();
         if !inner.devices.contains(ep.dev_index) {
             // The device went away while the connection was being set up.
@@ -129,7 +148,8 @@ impl Core {
             return Err(EEXIST);
         }
         let conn = Conn { ep, cm: Some(cm) };
-        inner.conns.try_create_and_insert(num, conn, GFP_KERNEL)?;
+        // Nothing is replaced: `num` was free under this lock.
+        inner.conns.insert(node.into_node(num, conn));
         Ok(())
     }
 
@@ -157,6 +177,18 @@ impl Core {
             Some(conn) if core::ptr::eq(&*conn.ep, ep) => inner.conns.remove(&ep.num),
             _ => None,
         }
+    }
+
+    /// The usable device called `name`, held by reference: `ENODEV` if no
+    /// device of the set has that name.
+    pub(super) fn device_by_name(&self, name: &CStr) -> Result<ARef<Device>> {
+        self.inner.lock().devices.find(name).ok_or(ENODEV)
+    }
+
+    /// The usable device `index`, held by reference: `ENODEV` once its
+    /// removal has begun.
+    pub(super) fn device_at(&self, index: u32) -> Result<ARef<Device>> {
+        self.inner.lock().devices.get(index).ok_or(ENODEV)
     }
 
     /// Runs `f` on the id of `ep`, which is connection `num`: `ENOENT` if
