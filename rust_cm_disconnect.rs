@@ -7,8 +7,6 @@
 
 use kernel::{c_str, prelude::*, sync::Arc};
 
-#[path = "rust_cm_disconnect/capi.rs"]
-mod capi;
 #[path = "rust_cm_disconnect/cm.rs"]
 mod cm;
 #[path = "rust_cm_disconnect/cma.rs"]
@@ -17,20 +15,21 @@ mod cma;
 mod conn;
 #[path = "rust_cm_disconnect/control.rs"]
 mod control;
-#[path = "rust_cm_disconnect/debugfs.rs"]
-mod debugfs;
 #[path = "rust_cm_disconnect/delay.rs"]
 mod delay;
 #[path = "rust_cm_disconnect/devices.rs"]
 mod devices;
 #[path = "rust_cm_disconnect/disconnect.rs"]
 mod disconnect;
-#[path = "rust_cm_disconnect/errno.rs"]
-mod errno;
 #[path = "rust_cm_disconnect/path.rs"]
 mod path;
 #[path = "rust_cm_disconnect/rping.rs"]
 mod rping;
+#[path = "rust_cm_disconnect/shim.rs"]
+mod shim;
+
+// The boundary with C (see `shim`), under the paths the modules use.
+use shim::{capi, debugfs, errno};
 
 // The abstractions of the kernel crate (`kernel::rdma`), under the paths the
 // modules have always used.

@@ -8,7 +8,7 @@
  *  - debugfs: one directory whose files call back into Rust through a table
  *    of function pointers (struct rcd_debugfs_ops) and an opaque context;
  *  - exports: EXPORT_SYMBOL_GPL of the C API declared in
- *    include/rust_cm_disconnect.h, implemented in rust_cm_disconnect/capi.rs.
+ *    include/rust_cm_disconnect.h, implemented in rust_cm_disconnect/shim/capi.rs.
  *
  * No logic lives here: every decision is taken by the Rust code.
  */
@@ -157,7 +157,7 @@ struct workqueue_struct *rcd_jobs_alloc(void)
 	return alloc_ordered_workqueue("rcd_jobs", 0);
 }
 
-/* The C API (include/rust_cm_disconnect.h), implemented in capi.rs. */
+/* The C API (include/rust_cm_disconnect.h), implemented in shim/capi.rs. */
 EXPORT_SYMBOL_GPL(rcd_send_dreq);
 EXPORT_SYMBOL_GPL(rcd_send_drep);
 EXPORT_SYMBOL_GPL(rcd_disconnect);

@@ -2,7 +2,7 @@
 /*
  * Private interface between the Rust and the C parts of rust_cm_disconnect.
  * Not for consumers: they include include/rust_cm_disconnect.h.
- * Mirrored by hand in rust_cm_disconnect/debugfs.rs and capi.rs.
+ * Mirrored by hand in rust_cm_disconnect/shim/debugfs.rs and shim/capi.rs.
  */
 #ifndef RUST_CM_DISCONNECT_SHIM_H
 #define RUST_CM_DISCONNECT_SHIM_H

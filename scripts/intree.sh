@@ -30,11 +30,13 @@ mkdir -p "$out"
 place() {
 	local t=$1
 	rm -rf "${t:?}/$rel"
-	mkdir -p "$t/$rel/rust_cm_disconnect/conn" "$t/$rel/include"
+	mkdir -p "$t/$rel/rust_cm_disconnect/conn" "$t/$rel/rust_cm_disconnect/shim" \
+		"$t/$rel/include"
 	cp "$here"/rust_cm_disconnect.rs "$here"/rust_cm_disconnect_exports.c \
 		"$here"/rust_cm_disconnect_shim.h "$t/$rel/"
 	cp "$here"/rust_cm_disconnect/*.rs "$t/$rel/rust_cm_disconnect/"
 	cp "$here"/rust_cm_disconnect/conn/*.rs "$t/$rel/rust_cm_disconnect/conn/"
+	cp "$here"/rust_cm_disconnect/shim/*.rs "$t/$rel/rust_cm_disconnect/shim/"
 	cp "$here"/include/rust_cm_disconnect.h "$t/$rel/include/"
 	# The same Kbuild as out of tree, less the test modules.
 	sed '/RCD_TEST_MODULES\|test modules\|tests\/modules/d' "$here/Kbuild" |

@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The commands of the control interface (and of the C API's test hook) on
-//! the table: listen, connect, dreq/drep, disconnect, post, mr, rdma, poll,
-//! close.
+//! The commands of the control interface on the table: listen, connect,
+//! dreq/drep, disconnect, post, mr, rdma, poll, close.
 
 use super::{endpoint::*, table::*};
 use crate::{
@@ -346,26 +345,6 @@ impl Core {
     /// counts it (`flushed` for `IB_WC_WR_FLUSH_ERR`).
     pub(crate) fn poll(&self, num: u32) -> Result {
         self.ep(num)?.st.lock().drain_cq()
-    }
-
-    /// Runs `f` on the raw id and QP of connection `num`, for the test-only
-    /// `rcd_test_with_conn()`. The table's lock keeps the id, the
-    /// endpoint's lock the QP: neither is freed until `f` returns (timewait
-    /// exit frees the QP under the endpoint's lock and the id under the
-    /// table's; close, device removal and unload take the entry out under
-    /// the table's). `f` must neither post on the QP nor poll its CQ
-    /// (`rcd_test.h`): `RcQp::poll_one` trusts every `wr_id` to be ours.
-    pub(crate) fn with_raw<R>(
-        &self,
-        num: u32,
-        f: impl FnOnce(*mut bindings::ib_cm_id, *mut bindings::ib_qp) -> R,
-    ) -> Result<R> {
-        let inner = self.inner.lock();
-        let conn = inner.conns.get(&num).ok_or(ENOENT)?;
-        let cm = conn.cm.as_ref().ok_or_else(errno::enotconn)?;
-        let st = conn.ep.st.lock();
-        let qp = st.verbs.as_ref().ok_or(ENODEV)?.qp().as_raw();
-        Ok(f(cm.as_raw(), qp))
     }
 
     /// `close NUM`: destroys the connection's id and QP and forgets it.

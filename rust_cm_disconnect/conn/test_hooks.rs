@@ -3,7 +3,12 @@
 //! The test-only behaviours ([`TestHooks`]): the `ctl` options with which
 //! the tests hold open the windows of an id's lifecycle and play careless
 //! consumers and broken peers. Nothing else sets them; with their defaults
-//! ([`TestHooks::NONE`]) the module behaves as a consumer would.
+//! ([`TestHooks::NONE`]) the module behaves as a consumer would. Also here:
+//! the C API's test-only access to a connection ([`Core::with_test_conn`]).
+
+use super::table::Core;
+use crate::{cm::CmIdRef, errno, verbs::QpRef};
+use kernel::{error::code::*, prelude::*};
 
 /// What an endpoint's DREQ callback does besides recording the DREQ: the
 /// careless consumer callbacks the tests need (`on_dreq=` in `ctl`).
@@ -81,4 +86,26 @@ impl TestHooks {
         timewait_after: false,
         on_rep: OnRep::Accept,
     };
+}
+
+impl Core {
+    /// Runs `f` on the id and QP of connection `num`, for the test-only
+    /// `rcd_test_with_conn()` of the C API. The table's lock keeps the id,
+    /// the endpoint's lock the QP: neither is freed until `f` returns
+    /// (timewait exit frees the QP under the endpoint's lock and the id
+    /// under the table's; close, device removal and unload take the entry
+    /// out under the table's). `f` must neither post on the QP nor poll its
+    /// CQ (`rcd_test.h`): `RcQp::poll_one` trusts every `wr_id` to be ours.
+    pub(crate) fn with_test_conn<R>(
+        &self,
+        num: u32,
+        f: impl FnOnce(&CmIdRef, &QpRef) -> R,
+    ) -> Result<R> {
+        let inner = self.inner.lock();
+        let conn = inner.conns.get(&num).ok_or(ENOENT)?;
+        let cm = conn.cm.as_ref().ok_or_else(errno::enotconn)?;
+        let st = conn.ep.st.lock();
+        let qp = st.verbs.as_ref().ok_or(ENODEV)?.qp();
+        Ok(f(cm, qp))
+    }
 }

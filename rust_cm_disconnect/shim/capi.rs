@@ -225,8 +225,8 @@ pub(crate) unsafe extern "C" fn rcd_test_with_conn(
         // SAFETY: `CORE` holds a reference while the module is loaded, which
         // it is while a consumer runs.
         let core = unsafe { core.as_ref() };
-        // SAFETY: The id and QP are live while `with_raw` holds its locks,
-        // that is, during `f`; the rest is the caller's contract.
-        core.with_raw(num, |id, qp| unsafe { f(id, qp, arg) })
+        // SAFETY: The id and QP are live while `with_test_conn` holds its
+        // locks, that is, during `f`; the rest is the caller's contract.
+        core.with_test_conn(num, |id, qp| unsafe { f(id.as_raw(), qp.as_raw(), arg) })
     })
 }
