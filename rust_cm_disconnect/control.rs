@@ -173,12 +173,13 @@ fn listen(core: &Arc<Core>, args: &[&str]) -> Result {
         return Err(EINVAL);
     };
     let mut behaviour = Behaviour::default();
+    let mut test = TestHooks::NONE;
     let mut cma = false;
     for opt in opts {
         match opt.split_once('=') {
             Some(("auto_drep", d)) => behaviour.auto_drep = Some(parse_data(d)?),
-            Some(("on_req", a)) => behaviour.test.on_req = parse_on_req(a)?,
-            Some((k, v)) if test_hook(&mut behaviour.test, k, v)? => {}
+            Some(("on_req", a)) => test.on_req = parse_on_req(a)?,
+            Some((k, v)) if test_hook(&mut test, k, v)? => {}
             Some(("backlog", n)) => behaviour.backlog = parse_u32(n)?,
             Some(("recv", r)) => behaviour.pre_recv = Some(parse_recv(r)?),
             Some(("rping", "1")) => behaviour.rping = Some(rping::Role::Server),
@@ -187,6 +188,7 @@ fn listen(core: &Arc<Core>, args: &[&str]) -> Result {
             _ => return Err(EINVAL),
         }
     }
+    behaviour.test = test.boxed()?;
     let dev = CString::try_from_fmt(fmt!("{}", dev))?;
     core.listen(
         parse_u32(num)?,
@@ -215,13 +217,14 @@ fn connect(core: &Arc<Core>, args: &[&str]) -> Result {
         req_data: None,
         resolve_ms: path::RESOLVE_MS_DEFAULT,
     };
+    let mut test = TestHooks::NONE;
     for opt in opts {
         match opt.split_once('=').ok_or(EINVAL)? {
             ("port", v) => a.port = parse_u32(v)?,
             ("auto_drep", d) => a.behaviour.auto_drep = Some(parse_data(d)?),
-            ("on_rep", "ignore") => a.behaviour.test.on_rep = OnRep::Ignore,
-            ("on_rep", "reject") => a.behaviour.test.on_rep = OnRep::Reject,
-            (k, v) if test_hook(&mut a.behaviour.test, k, v)? => {}
+            ("on_rep", "ignore") => test.on_rep = OnRep::Ignore,
+            ("on_rep", "reject") => test.on_rep = OnRep::Reject,
+            (k, v) if test_hook(&mut test, k, v)? => {}
             ("cma_port", v) => a.cma_port = Some(v.parse().map_err(|_| EINVAL)?),
             ("req_data", d) => a.req_data = Some(parse_data(d)?),
             ("recv", r) => a.behaviour.pre_recv = Some(parse_recv(r)?),
@@ -247,6 +250,7 @@ fn connect(core: &Arc<Core>, args: &[&str]) -> Result {
     if a.timing.max_cm_retries > 15 {
         return Err(EINVAL);
     }
+    a.behaviour.test = test.boxed()?;
     core.connect(a)
 }
 

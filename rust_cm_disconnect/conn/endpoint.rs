@@ -124,8 +124,9 @@ pub(crate) enum EventKind {
 pub(crate) struct Behaviour {
     /// Answer a peer's DREQ at once with a DREP carrying these bytes.
     pub(crate) auto_drep: Option<KVec<u8>>,
-    /// For the tests only (see [`TestHooks`]).
-    pub(crate) test: TestHooks,
+    /// The test-only behaviours (see [`TestHooks`]), if the tests asked for
+    /// any: `None` for every other endpoint.
+    pub(crate) test: Option<KBox<TestHooks>>,
     /// A listener's bound on handshakes in flight (REQ accepted, REP sent,
     /// no RTU yet): the excess is rejected (`backlog=N`).
     pub(crate) backlog: u32,
@@ -141,7 +142,7 @@ impl Default for Behaviour {
     fn default() -> Self {
         Self {
             auto_drep: None,
-            test: TestHooks::NONE,
+            test: None,
             backlog: DEFAULT_BACKLOG,
             pre_recv: None,
             rping: None,
@@ -156,7 +157,10 @@ impl Behaviour {
                 Some(d) => Some(copy(d)?),
                 None => None,
             },
-            test: self.test,
+            test: match &self.test {
+                Some(t) => Some(KBox::new(**t, GFP_KERNEL)?),
+                None => None,
+            },
             backlog: self.backlog,
             pre_recv: self.pre_recv,
             rping: self.rping,
@@ -203,7 +207,7 @@ pub(super) struct Event {
 pub(super) struct EndpointState {
     pub(super) events: KVec<Event>,
     pub(super) verbs: Option<RcQp>,
-    behaviour: Behaviour,
+    pub(super) behaviour: Behaviour,
     /// `disconnect` was called: a crossing DREQ is answered at once.
     disconnecting: bool,
     /// The DISCONNECTED event was recorded.
@@ -352,7 +356,7 @@ pub(crate) struct Endpoint {
     pub(super) listener: u32,
     /// A listener that takes rdma_cm's REQs only (a valid `cma_hdr` first).
     cma: bool,
-    core: Arc<Core>,
+    pub(super) core: Arc<Core>,
     /// A listener's handshakes in flight (see [`Handshake`]).
     handshakes: AtomicUsize,
     /// The endpoint's lock (`conn::Endpoint::st`): taken after the table's,
@@ -408,7 +412,7 @@ impl Endpoint {
         Ok(ep)
     }
 
-    fn record(&self, kind: EventKind, status: i32, data: &[u8]) {
+    pub(super) fn record(&self, kind: EventKind, status: i32, data: &[u8]) {
         self.st.lock().record(&self.core, kind, status, data);
     }
 
@@ -423,6 +427,12 @@ impl Endpoint {
     fn modify_qp(&self, mut attr: bindings::ib_qp_attr, mask: c_int) -> Result {
         let st = self.st.lock();
         st.verbs.as_ref().ok_or(ENODEV)?.modify(&mut attr, mask)
+    }
+
+    /// Whether a passive end's handshake is still in flight (not yet
+    /// established, failed or freed).
+    pub(super) fn in_handshake(&self) -> bool {
+        self.st.lock().handshake.is_some()
     }
 
     /// From one of its id's callbacks (timewait exit, a failed handshake):
@@ -442,11 +452,8 @@ impl Endpoint {
     /// A REQ to this listener (see [`Handler::req_received`]).
     fn take_req(self: &Arc<Self>, req: Request<'_, Arc<Self>>) -> Result {
         let core = &self.core;
-        if self.st.lock().behaviour.test.on_req == OnReq::Close {
-            // Drops our own `CmId` inside its REQ callback (the CM holds the
-            // listener until we return): the abstraction defers the destroy.
-            drop(core.remove_own(self));
-        }
+        let test = self.test_hooks();
+        test.before_req(self);
         // This module makes RC QPs only: a REQ for UC or XRC is rejected, as
         // rdma_cm rejects a REQ whose QP type is not its listener's; so is
         // one to rdma_cm's UDP port space, where rdma_cm serves UD only.
@@ -484,7 +491,6 @@ impl Endpoint {
         };
         let (depth, resources) = (req.initiator_depth(), req.responder_resources());
         let behaviour = self.st.lock().behaviour.try_clone()?;
-        let on_req = behaviour.test.on_req;
         // Over the backlog: rejected (the CM sends the REJ).
         let handshake = Handshake::new(self, behaviour.backlog)?;
         let device = req.id().device();
@@ -507,12 +513,10 @@ impl Endpoint {
         // gave up (issue 11's storm).
         let job = ep.clone();
         let t_req = Ktime::ktime_get().to_ns();
-        let spawned = if on_req == OnReq::FailJob {
-            Err(ENOMEM)
-        } else {
+        let spawned = test.spawn_job().and_then(|()| {
             core.reaper
                 .spawn_job(move || job.accept_later(depth, resources, t_req))
-        };
+        });
         if let Err(e) = spawned {
             // Out again, dropped in its REQ callback: the CM destroys it.
             drop(core.remove_own(&ep));
@@ -565,22 +569,6 @@ impl Endpoint {
         }
     }
 
-    /// `on_req=job_delay:MS` (a test hook): sleeps up to MS ms, cut short
-    /// once the entry leaves the table or the id is freed (a REJ, a failed
-    /// REP).
-    fn job_delay(&self) {
-        let OnReq::JobDelay(ms) = self.st.lock().behaviour.test.on_req else {
-            return;
-        };
-        let end = Ktime::ktime_get().to_ns() + i64::from(ms) * 1_000_000;
-        while Ktime::ktime_get().to_ns() < end
-            && !self.gone.load(Ordering::Relaxed)
-            && self.st.lock().handshake.is_some()
-        {
-            delay::msleep(10);
-        }
-    }
-
     /// Readies a passive end's QP `verbs` and answers the REQ: `Ok(Err)` if
     /// ours failed, `Err` if the endpoint is gone (out of the table, or its
     /// id freed or reset by the peer's REJ).
@@ -600,7 +588,7 @@ impl Endpoint {
             let ((init, init_mask), (mut rtr, rtr_mask)) = init_rtr?;
             let qp_num = verbs.qp_num();
             self.st.lock().verbs = Some(verbs);
-            self.job_delay();
+            self.test_hooks().job_delay(self);
             // Our PSN: what the peer sends with, announced in the REP.
             let starting_psn = qp_num;
             self.modify_qp(init, init_mask)?;
@@ -707,13 +695,8 @@ impl Handler for Arc<Endpoint> {
     }
 
     fn rep_received(&self, id: &CmIdRef, _remote_qpn: u32) {
-        match self.st.lock().behaviour.test.on_rep {
-            OnRep::Accept => {}
-            OnRep::Ignore => return,
-            OnRep::Reject => {
-                let _ = id.send_rej(b"on_rep=reject");
-                return;
-            }
+        if !self.test_hooks().on_rep(id) {
+            return;
         }
         let res = self
             .move_qp(id, bindings::ib_qp_state_IB_QPS_RTR)
@@ -764,11 +747,8 @@ impl Handler for Arc<Endpoint> {
     }
 
     fn dreq_received(&self, id: &CmIdRef, private_data: &[u8]) {
-        let action = self.st.lock().behaviour.test.on_dreq;
-        if let OnDreq::Sleep(ms) = action {
-            // Before anything, so that the DREP is late too.
-            delay::msleep(ms);
-        }
+        let test = self.test_hooks();
+        test.before_dreq();
         // Under the lock `disconnect` holds while it decides and sends: a
         // DREQ crossing ours is answered exactly once.
         let mut st = self.st.lock();
@@ -790,16 +770,7 @@ impl Handler for Arc<Endpoint> {
         }
         // Without our lock: `disconnect` takes the table's and ours.
         drop(st);
-        let res = match action {
-            OnDreq::Nothing => return,
-            OnDreq::Sleep(_) => Ok(()),
-            OnDreq::Dreq => id.send_dreq(b"from-callback"),
-            // Our own connection, on the id of this callback.
-            OnDreq::Disconnect => self.disconnect_on(Some(id), &[]),
-            OnDreq::DisconnectOther(num) => self.core.disconnect(num, &[]),
-        };
-        let status = res.err().map_or(0, |e| e.to_errno());
-        self.record(EventKind::OnDreq, status, &[]);
+        test.after_dreq(self, id);
     }
 
     fn drep_received(&self, _id: &CmIdRef, private_data: &[u8]) {
@@ -825,15 +796,10 @@ impl Handler for Arc<Endpoint> {
 
     fn timewait_exit(&self, _id: &CmIdRef) {
         self.record(EventKind::TimewaitExit, 0, &[]);
-        let test = self.st.lock().behaviour.test;
-        let (ms, after) = (test.timewait_sleep, test.timewait_after);
-        if ms > 0 && !after {
-            delay::msleep(ms);
-        }
+        let test = self.test_hooks();
+        test.before_timewait_free();
         self.free_id();
-        if ms > 0 && after {
-            delay::msleep(ms);
-        }
+        test.after_timewait_free();
     }
 }
 

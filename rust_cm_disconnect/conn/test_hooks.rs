@@ -1,14 +1,22 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The test-only behaviours ([`TestHooks`]): the `ctl` options with which
-//! the tests hold open the windows of an id's lifecycle and play careless
-//! consumers and broken peers. Nothing else sets them; with their defaults
-//! ([`TestHooks::NONE`]) the module behaves as a consumer would. Also here:
-//! the C API's test-only access to a connection ([`Core::with_test_conn`]).
+//! The test-only behaviours, in one place: the `ctl` options with which the
+//! tests hold open the windows of an id's lifecycle and play careless
+//! consumers and broken peers ([`TestHooks`]), and what each does at its
+//! point of an endpoint's life (the methods of [`TestHooks`], which the
+//! endpoint calls at those points and which do nothing without hooks).
+//! Nothing else sets them: an endpoint carries them only if the tests asked
+//! for one (`Behaviour::test`), and without them the module behaves as a
+//! consumer would. Also here: the C API's test-only access to a connection
+//! ([`Core::with_test_conn`]).
 
-use super::table::Core;
-use crate::{cm::CmIdRef, errno, verbs::QpRef};
-use kernel::{error::code::*, prelude::*};
+use super::{
+    endpoint::{Endpoint, EventKind},
+    table::Core,
+};
+use crate::{cm::CmIdRef, delay, errno, verbs::QpRef};
+use core::sync::atomic::Ordering;
+use kernel::{error::code::*, prelude::*, time::Ktime};
 
 /// What an endpoint's DREQ callback does besides recording the DREQ: the
 /// careless consumer callbacks the tests need (`on_dreq=` in `ctl`).
@@ -59,7 +67,7 @@ pub(crate) enum OnReq {
 /// hold open the windows of an id's lifecycle and play careless consumers
 /// and broken peers. Nothing else sets them, and with their defaults
 /// (`TestHooks::NONE`) the module behaves as a consumer would.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) struct TestHooks {
     /// What the DREQ callback does besides recording the DREQ
     /// (`on_dreq=`).
@@ -86,6 +94,119 @@ impl TestHooks {
         timewait_after: false,
         on_rep: OnRep::Accept,
     };
+
+    /// What an endpoint carries for these hooks: nothing for
+    /// [`TestHooks::NONE`].
+    pub(crate) fn boxed(self) -> Result<Option<KBox<Self>>> {
+        Ok(if self == Self::NONE {
+            None
+        } else {
+            Some(KBox::new(self, GFP_KERNEL)?)
+        })
+    }
+
+    /// A listener's REQ callback, first (`on_req=close`): closes the
+    /// listener, dropping its `CmId` inside its own REQ callback (the CM
+    /// holds the listener until the callback returns: the `cm` abstraction
+    /// defers the destroy).
+    pub(super) fn before_req(&self, listener: &Endpoint) {
+        if self.on_req == OnReq::Close {
+            drop(listener.core.remove_own(listener));
+        }
+    }
+
+    /// Before a listener's REQ callback queues its passive end's job
+    /// (`on_req=fail_job`): fails as if queueing it had failed.
+    pub(super) fn spawn_job(&self) -> Result {
+        match self.on_req {
+            OnReq::FailJob => Err(ENOMEM),
+            _ => Ok(()),
+        }
+    }
+
+    /// A passive end's job, after it made the QP and before the QP's moves
+    /// and the REP (`on_req=job_delay:MS`): sleeps up to MS ms, cut short
+    /// once the entry leaves the table or the id is freed (a REJ, a failed
+    /// REP).
+    pub(super) fn job_delay(&self, ep: &Endpoint) {
+        let OnReq::JobDelay(ms) = self.on_req else {
+            return;
+        };
+        let end = Ktime::ktime_get().to_ns() + i64::from(ms) * 1_000_000;
+        while Ktime::ktime_get().to_ns() < end
+            && !ep.gone.load(Ordering::Relaxed)
+            && ep.in_handshake()
+        {
+            delay::msleep(10);
+        }
+    }
+
+    /// An active end's REP callback, first (`on_rep=`): whether it goes on
+    /// (QP to RTR and RTS, the RTU); with `ignore` it sends nothing, with
+    /// `reject` a REJ.
+    pub(super) fn on_rep(&self, id: &CmIdRef) -> bool {
+        match self.on_rep {
+            OnRep::Accept => true,
+            OnRep::Ignore => false,
+            OnRep::Reject => {
+                let _ = id.send_rej(b"on_rep=reject");
+                false
+            }
+        }
+    }
+
+    /// The DREQ callback, first (`on_dreq=sleep:MS`): sleeps, so that the
+    /// DREP is late too.
+    pub(super) fn before_dreq(&self) {
+        if let OnDreq::Sleep(ms) = self.on_dreq {
+            delay::msleep(ms);
+        }
+    }
+
+    /// The DREQ callback, last, without the endpoint's lock (`on_dreq=`):
+    /// the careless consumer's action, its result recorded as `ON_DREQ`.
+    pub(super) fn after_dreq(&self, ep: &Endpoint, id: &CmIdRef) {
+        let res = match self.on_dreq {
+            OnDreq::Nothing => return,
+            OnDreq::Sleep(_) => Ok(()),
+            OnDreq::Dreq => id.send_dreq(b"from-callback"),
+            // Our own connection, on the id of this callback.
+            OnDreq::Disconnect => ep.disconnect_on(Some(id), &[]),
+            OnDreq::DisconnectOther(num) => ep.core.disconnect(num, &[]),
+        };
+        let status = res.err().map_or(0, |e| e.to_errno());
+        ep.record(EventKind::OnDreq, status, &[]);
+    }
+
+    /// The timewait-exit callback, before it frees the id
+    /// (`on_timewait=sleep:MS`): widens the window of a callback in flight.
+    pub(super) fn before_timewait_free(&self) {
+        if self.timewait_sleep > 0 && !self.timewait_after {
+            delay::msleep(self.timewait_sleep);
+        }
+    }
+
+    /// The timewait-exit callback, after it freed the id
+    /// (`on_timewait=after:MS`): still in module code once nothing refers
+    /// to the id, the window an unload must wait for.
+    pub(super) fn after_timewait_free(&self) {
+        if self.timewait_sleep > 0 && self.timewait_after {
+            delay::msleep(self.timewait_sleep);
+        }
+    }
+}
+
+impl Endpoint {
+    /// The endpoint's test hooks: [`TestHooks::NONE`] unless the tests set
+    /// some.
+    pub(super) fn test_hooks(&self) -> TestHooks {
+        let st = self.st.lock();
+        st.behaviour
+            .test
+            .as_deref()
+            .copied()
+            .unwrap_or(TestHooks::NONE)
+    }
 }
 
 impl Core {
