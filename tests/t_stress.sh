@@ -20,23 +20,46 @@ LOADS=${RCD_LOADS:-5}
 SLAB_CYCLES=4000
 SLAB_MANY=1000
 
-# slab_settled: the slab level (kB) once freed objects have really gone
-# back. KASAN keeps freed objects in its quarantine (up to 1/32 of memory)
-# until it fills; shrinking a cache frees its quarantined objects and empty
-# slabs, so every cache is shrunk first. Then sample until it stops falling
-# (RCU-deferred frees).
+# slab_used_kb: the kB in use in the slab caches (active objects times
+# their size, /proc/slabinfo), less the checkers' own bookkeeping: the debug
+# kernel's debug_objects_cache keeps a pool of free tracking objects that
+# grows with the most ever in use and is handed back lazily, and kmemleak's
+# kmemleak_object follows every allocation. Measured (4,000 churn cycles,
+# 2026-11-30): debug_objects_cache +1.7 MB and kmemleak_object -0.9 MB
+# between the middle and the end, while the rest shrank; the page-level
+# Slab of /proc/meminfo (what this used before) moves with both and with
+# the slabs' fragmentation.
+slab_used_kb() {
+	awk 'NR > 2 && $1 != "debug_objects_cache" && $1 != "kmemleak_object" { b += $2 * $4 } END { print int(b / 1024) }' /proc/slabinfo
+}
+
+# slab_snapshot FILE: each cache's bytes in use, for slab_growth.
+slab_snapshot() { awk 'NR > 2 { print $1, $2 * $4 }' /proc/slabinfo > "$1"; }
+
+# slab_growth BEFORE AFTER: the caches that grew or shrank by over 20 kB
+# between two snapshots, largest growth first (logged when a check fails).
+slab_growth() {
+	awk 'NR == FNR { m[$1] = $2; next } { d = $2 - m[$1]; if (d > 20480 || d < -20480) print $1, int(d / 1024), "kB" }' "$1" "$2" |
+		sort -k2,2nr | head -12 | sed 's/^/#   /'
+}
+
+# slab_settled: the slab level (kB, slab_used_kb) once freed objects have
+# really gone back. KASAN keeps freed objects in its quarantine (up to 1/32
+# of memory) until it fills; shrinking a cache frees its quarantined objects
+# and empty slabs, so every cache is shrunk first. Then sample until it
+# stops falling (RCU-deferred frees).
 slab_settled() {
 	local prev cur i f
 	for f in /sys/kernel/slab/*/shrink; do echo 1 > "$f" 2>/dev/null; done
-	prev=$(slab_kb)
+	prev=$(slab_used_kb)
 	for ((i = 0; i < 10; i++)); do
-		sleep 1
+		nap 1
 		echo 2 > /proc/sys/vm/drop_caches
-		cur=$(slab_kb)
+		cur=$(slab_used_kb)
 		[ "$cur" -lt "$prev" ] || break
 		prev=$cur
 	done
-	slab_kb
+	slab_used_kb
 }
 
 # stat_at_least NAME N: for wait_for (counters are cheap to read; the
@@ -47,10 +70,10 @@ stat_at_least() { [ "$(rcd_stat "$1")" -ge "$2" ]; }
 # arrives, every id and endpoint is freed after every round. From
 # SLAB_CYCLES on, the slab level (settled, see slab_settled) must not move
 # over the second half of the rounds: at most 400 bytes a cycle (one leaked
-# QP or CM id a cycle would be several KiB). In `make check` (1,000 cycles in
-# 4 rounds of 250) the rounds reuse the same numbers, ids are freed and made
-# again 1,000 times, and a leak of one id, endpoint or event in any cycle
-# shows in the counters checked after the last round.
+# QP or CM id a cycle would be several KiB). In `make check` (250 cycles in
+# 2 rounds of 125) the second round reuses the first's numbers, ids are
+# freed and made again 250 times, and a leak of one id, endpoint or event
+# in any cycle shows in the counters checked after the last round.
 timeout_test_churn_cycles=3600
 test_churn_cycles() {
 	local r rounds=$((CYCLES / ROUND)) first=10000 last est drep t0=$SECONDS mid=0 end grown after
@@ -66,8 +89,8 @@ test_churn_cycles() {
 		wait_for 300 stat_at_least drep_received $((drep + ROUND)) ||
 			fail "round $r: $(( $(rcd_stat drep_received) - drep )) of $ROUND DREPs" || return 1
 		ctl close $first-$last && ctl close $((first + PASSIVE_BASE))-$((last + PASSIVE_BASE)) || return 1
-		[ $r != $((rounds / 2)) ] || mid=$(slab_settled)
-		[ $((r % 10)) != 9 ] || log "round $((r + 1)): $(((r + 1) * ROUND)) cycles, $((SECONDS - t0)) s, slab $(slab_kb) kB; $(stats_line)"
+		[ $r != $((rounds / 2)) ] || [ "$CYCLES" -lt $SLAB_CYCLES ] || { mid=$(slab_settled); slab_snapshot /tmp/slab.mid; }
+		[ $((r % 10)) != 9 ] || log "round $((r + 1)): $(((r + 1) * ROUND)) cycles, $((SECONDS - t0)) s, slab $(slab_used_kb) kB; $(stats_line)"
 	done
 	log "$((rounds * ROUND)) cycles in $((SECONDS - t0)) s; $(stats_line)"
 	check "every DREQ sent" test "$(rcd_stat dreq_sent)" = $((rounds * ROUND)) || return 1
@@ -78,9 +101,13 @@ test_churn_cycles() {
 	after=$(( (rounds - rounds / 2 - 1) * ROUND ))
 	[ "$CYCLES" -ge $SLAB_CYCLES ] && [ $after -gt 0 ] ||
 		{ log "slab level not watched below $SLAB_CYCLES cycles (make stress does)"; return 0; }
-	end=$(slab_settled); grown=$((end - mid))
+	end=$(slab_settled); grown=$((end - mid)); slab_snapshot /tmp/slab.end
 	log "slab after round $((rounds / 2 + 1)) $mid kB, at the end $end kB: $((grown * 1024 / after)) bytes a cycle over the last $after cycles"
-	[ $((grown * 1024)) -le $((after * 400)) ] || fail "slab grew by $grown kB over the last $after cycles"
+	[ $((grown * 1024)) -le $((after * 400)) ] || {
+		fail "slab grew by $grown kB over the last $after cycles; by cache:"
+		slab_growth /tmp/slab.mid /tmp/slab.end
+		return 1
+	}
 }
 
 # many_wave BASE: MANY connections up, disconnected at once from both sides
@@ -93,7 +120,7 @@ many_wave() {
 	t0=$SECONDS
 	connect_range $a $b 10.77.0.1 || return 1
 	wait_events 600 ESTABLISHED $a $b $MANY && wait_events 600 ESTABLISHED $pa $pb $MANY || return 1
-	PEAK=$(slab_kb)
+	PEAK=$(slab_used_kb)
 	log "$MANY connections up in $((SECONDS - t0)) s; slab +$((PEAK - $1)) kB, QPs $(rdma_res qp)"
 	t0=$SECONDS
 	ctl disconnect $a-$b & ctl disconnect $pa-$pb & wait
@@ -113,18 +140,21 @@ many_wave() {
 # kmemleak finding nothing); a leak would grow with each wave, so the second
 # must end where the first did, within 4 MiB (measured: 1.7 MiB; a leaked QP
 # per connection would be over 20 MiB; smaller leaks are kmemleak's to
-# find). In `make check`, 200 at once: the DREQs from both sides still
-# cross by the hundred (the count is printed) and the CM's workqueue
-# still holds a backlog, which is what this test is about.
+# find). In `make check`, 50 at once: the DREQs from both sides still
+# cross by the dozen (the count is printed) and the CM's workqueue still
+# holds a backlog, which is what this test is about.
 timeout_test_many_at_once_both_sides=1500
 test_many_at_once_both_sides() {
-	local base after1 after2
+	local base after1 after2 level=slab_settled
 	rxe_add rxe0 v0 && rcd_load || return 1
-	base=$(slab_settled)
+	# Settling the slab level takes seconds (every cache shrunk, then
+	# sampled): only where it is checked.
+	[ "$MANY" -ge $SLAB_MANY ] || level=slab_used_kb
+	base=$($level)
 	many_wave "$base" || return 1
-	after1=$(slab_settled)
+	after1=$($level)
 	many_wave "$base" || return 1
-	after2=$(slab_settled)
+	after2=$($level)
 	log "slab: $base kB before, $PEAK kB at the peak, $after1 kB after one wave, $after2 kB after two"
 	[ "$MANY" -ge $SLAB_MANY ] || { log "slab level not checked below $SLAB_MANY connections (make stress does)"; return 0; }
 	[ "$after2" -le $((after1 + 4096)) ] || fail "slab grew by $((after2 - after1)) kB in the second wave"
