@@ -11,14 +11,14 @@
 #
 # Tiers (RCD_TIER):
 #   check   every test, at the sizes that prove each property (the stress
-#           tests at a tenth to a fifth of their full size, the fuzzer for
-#           20 s): the README's test command and CI.
+#           tests at a tenth to a fortieth of their full size, the fuzzer
+#           for 10 s): the README's test command and CI.
 #   stress  the full-size runs only: 10,000 cycles, 1,000 connections at once
 #           twice, unload with 1,000 live, 40 rounds of unload under
-#           timewait exits, 50 load/use/unload cycles, the fuzzer for 120 s
-#           and its 40-round data pass.
+#           timewait exits, 50 load/use/unload cycles, the storm at 500,
+#           the fuzzer for 120 s and its 40-round data pass.
 # Every size can still be set by hand (RCD_CYCLES, RCD_ROUND, RCD_MANY,
-# RCD_LOADS, RCD_UNLOAD_ROUNDS, RCD_FUZZ_SECONDS, RCD_FUZZ_ROUNDS).
+# RCD_LOADS, RCD_UNLOAD_ROUNDS, RCD_STORM, RCD_FUZZ_SECONDS, RCD_FUZZ_ROUNDS).
 # RCD_KO=/path/to/rust_cm_disconnect.ko tests another build of the module.
 set -uo pipefail
 . "$(dirname "$0")/../scripts/prepare.sh"
@@ -26,9 +26,9 @@ set -uo pipefail
 tier=${RCD_TIER:-check}
 case $tier in
 check)
-	: "${RCD_CYCLES:=500}" "${RCD_ROUND:=250}" "${RCD_MANY:=100}" "${RCD_LOADS:=5}"
-	: "${RCD_UNLOAD_ROUNDS:=8}"
-	: "${RCD_FUZZ_SECONDS:=20}" "${RCD_FUZZ_ROUNDS:=10}"
+	: "${RCD_CYCLES:=250}" "${RCD_ROUND:=125}" "${RCD_MANY:=50}" "${RCD_LOADS:=5}"
+	: "${RCD_UNLOAD_ROUNDS:=4}" "${RCD_STORM:=50}"
+	: "${RCD_FUZZ_SECONDS:=10}" "${RCD_FUZZ_ROUNDS:=10}"
 	# Two guests of one vCPU each: the suite is one shell after another,
 	# so one guest keeps about one core busy. Measured: see README.
 	: "${RCD_JOBS:=2}" "${RCD_VM_MEM:=2G}"
@@ -40,12 +40,12 @@ check)
 	;;
 stress)
 	: "${RCD_CYCLES:=10000}" "${RCD_ROUND:=500}" "${RCD_MANY:=1000}" "${RCD_LOADS:=50}"
-	: "${RCD_UNLOAD_ROUNDS:=40}"
+	: "${RCD_UNLOAD_ROUNDS:=40}" "${RCD_STORM:=500}"
 	: "${RCD_FUZZ_SECONDS:=120}" "${RCD_FUZZ_ROUNDS:=40}"
 	# One guest: the slab levels the stress tests watch are per guest, and
 	# 1,000 connections (2,000 QPs) under KASAN want the memory.
 	: "${RCD_JOBS:=1}" "${RCD_VM_MEM:=4G}" "${RCD_VM_TIMEOUT:=4500}"
-	only='^(churn_cycles|many_at_once_both_sides|unload_with_many_live|unload_during_timewait_exits|load_use_unload|fuzz_ctl|fuzz_private_data)$'
+	only='^(storm_cmtime_vs_rdma_cm|churn_cycles|many_at_once_both_sides|unload_with_many_live|unload_during_timewait_exits|load_use_unload|fuzz_ctl|fuzz_private_data)$'
 	;;
 *) echo "run: RCD_TIER=$tier: want check or stress" >&2; exit 2 ;;
 esac
