@@ -7,8 +7,6 @@
 
 use kernel::{c_str, prelude::*, sync::Arc};
 
-#[path = "rust_cm_disconnect/cm.rs"]
-mod cm;
 #[path = "rust_cm_disconnect/cma.rs"]
 mod cma;
 #[path = "rust_cm_disconnect/conn.rs"]
@@ -21,8 +19,6 @@ mod delay;
 mod devices;
 #[path = "rust_cm_disconnect/disconnect.rs"]
 mod disconnect;
-#[path = "rust_cm_disconnect/path.rs"]
-mod path;
 #[path = "rust_cm_disconnect/rping.rs"]
 mod rping;
 #[path = "rust_cm_disconnect/shim.rs"]
@@ -33,7 +29,7 @@ use shim::{capi, debugfs, errno};
 
 // The abstractions of the kernel crate (`kernel::rdma`), under the paths the
 // modules have always used.
-use kernel::rdma::verbs;
+use kernel::rdma::{cm, path, verbs};
 mod ib_client {
     pub(crate) use kernel::rdma::{
         client::{Client, Registration},
@@ -74,7 +70,7 @@ impl kernel::Module for RustCmDisconnect {
     fn init(_module: &'static ThisModule) -> Result<Self> {
         // Made first, dropped last (also when init fails below: locals drop
         // in reverse order).
-        let reaper = cm::Reaper::new()?;
+        let reaper = cm::Reaper::new(c_str!("rcd_reaper"), c_str!("rcd_jobs"))?;
         let core = Arc::pin_init(conn::Core::new(reaper.as_ref().get()), GFP_KERNEL)?;
         let client = ib_client::Registration::new(c_str!("rust_cm_disconnect"), core.clone())?;
         let debugfs =

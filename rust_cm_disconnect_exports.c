@@ -20,8 +20,6 @@
 #include <linux/seq_file.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
-#include <linux/workqueue.h>
-#include <rdma/ib_cache.h>
 
 #include <rust_cm_disconnect.h>
 
@@ -117,44 +115,6 @@ void rcd_debugfs_remove(void)
 void rcd_might_sleep(void)
 {
 	might_sleep();
-}
-
-/*
- * The workqueue of cm::Reaper (cm.rs): alloc_workqueue() is variadic and its
- * flags are macros. Unbound: a destroy waits for a CM callback, which may
- * sleep; many may wait at once.
- */
-struct workqueue_struct *rcd_reaper_alloc(void)
-{
-	return alloc_workqueue("rcd_reaper", WQ_UNBOUND, 0);
-}
-
-/*
- * The ifindex of a held GID entry's netdev (path.rs), or -ENODEV (none, or
- * the entry no longer valid); the device must be held. The netdev
- * is read under RCU, which rdma_read_gid_attr_ndev_rcu() wants and Rust has
- * no binding for in 6.12.
- */
-int rcd_gid_attr_ifindex(const struct ib_gid_attr *attr)
-{
-	struct net_device *ndev;
-	int ret;
-
-	rcu_read_lock();
-	ndev = rdma_read_gid_attr_ndev_rcu(attr);
-	ret = IS_ERR(ndev) ? -ENODEV : ndev->ifindex;
-	rcu_read_unlock();
-	return ret;
-}
-
-/*
- * cm::Reaper's job queue (ReaperRef::spawn_job): ordered, so that jobs that
- * each take a CPU for a while (a passive end's QP and REP) run one after
- * the other instead of as hundreds of kworkers.
- */
-struct workqueue_struct *rcd_jobs_alloc(void)
-{
-	return alloc_ordered_workqueue("rcd_jobs", 0);
 }
 
 /* The C API (include/rust_cm_disconnect.h), implemented in shim/capi.rs. */

@@ -30,13 +30,6 @@ int rcd_debugfs_create(const char *name, const struct rcd_debugfs_file *files,
 void rcd_debugfs_remove(void);
 void rcd_seq_write(struct seq_file *m, const void *buf, size_t len);
 
-struct workqueue_struct;
-
-/* The reaper's workqueue (cm.rs), or NULL. */
-struct workqueue_struct *rcd_reaper_alloc(void);
-/* Its ordered job queue (cm.rs: ReaperRef::spawn), or NULL. */
-struct workqueue_struct *rcd_jobs_alloc(void);
-
 struct ib_cm_id;
 struct ib_qp;
 
@@ -50,10 +43,5 @@ int rcd_test_with_conn(u32 num,
 
 /* might_sleep(): the kernel's report for a caller in atomic context. */
 void rcd_might_sleep(void);
-
-struct ib_gid_attr;
-
-/* The ifindex of a held GID entry's netdev (path.rs), or -ENODEV. */
-int rcd_gid_attr_ifindex(const struct ib_gid_attr *attr);
 
 #endif

@@ -5,40 +5,18 @@
 //!
 //! - A connection to an rdma_cm listener on TCP port `P` is a REQ to service
 //!   id `(RDMA_PS_TCP << 16) + P`; UD "connections" on UDP port `P` resolve
-//!   service id `(RDMA_PS_UDP << 16) + P` with a SIDR REQ.
+//!   service id `(RDMA_PS_UDP << 16) + P` with a SIDR REQ
+//!   (`kernel::rdma::cm::PortSpace`).
 //! - Its private data starts with a `struct cma_hdr` (cma.c): version 0, the
 //!   IP version in bits 7:4 of the second byte, the source port, then the
 //!   source and destination addresses (16 bytes each; IPv4 in the last 4).
 
-use kernel::{bindings, error::code::*, prelude::*};
+use crate::errno;
+use kernel::{error::code::*, prelude::*};
 
 /// Bytes of `struct cma_hdr`.
 pub(crate) const HDR_SIZE: usize = 36;
 const CMA_VERSION: u8 = 0;
-
-/// An rdma_cm port space.
-#[derive(Clone, Copy)]
-pub(crate) enum PortSpace {
-    /// `RDMA_PS_TCP`: RC connections.
-    Tcp,
-    /// `RDMA_PS_UDP`: UD, resolved with SIDR REQ/REP.
-    Udp,
-}
-
-/// The service id of rdma_cm's port space `ps` for `port`.
-pub(crate) fn service_id(ps: PortSpace, port: u16) -> u64 {
-    let ps = match ps {
-        PortSpace::Tcp => bindings::rdma_ucm_port_space_RDMA_PS_TCP,
-        PortSpace::Udp => bindings::rdma_ucm_port_space_RDMA_PS_UDP,
-    };
-    (u64::from(ps) << 16) + u64::from(port)
-}
-
-/// Whether `service_id` is in rdma_cm's UDP port space, where rdma_cm
-/// serves UD (SIDR) only and rejects a REQ for an RC connection.
-pub(crate) fn is_udp(service_id: u64) -> bool {
-    service_id >> 16 == u64::from(bindings::rdma_ucm_port_space_RDMA_PS_UDP)
-}
 
 /// A `cma_hdr` for an IPv4 connection from `src:port` to `dst`.
 pub(crate) fn hdr(src: [u8; 4], port: u16, dst: [u8; 4]) -> [u8; HDR_SIZE] {
@@ -55,7 +33,7 @@ pub(crate) fn hdr(src: [u8; 4], port: u16, dst: [u8; 4]) -> [u8; HDR_SIZE] {
 /// or `EPROTO` if it does not start with a valid IPv4 one.
 pub(crate) fn parse(pd: &[u8]) -> Result<([u8; 4], u16, [u8; 4])> {
     let h = pd.get(..HDR_SIZE).ok_or(EINVAL)?;
-    let bad = Error::from_errno(-(bindings::EPROTO as i32));
+    let bad = errno::eproto();
     if h[0] != CMA_VERSION || h[1] >> 4 != 4 {
         return Err(bad);
     }

@@ -72,11 +72,11 @@
 //! the command's errno and changes nothing when the command is malformed.
 
 use crate::{
-    cma,
+    cm::PortSpace,
     conn::{Behaviour, ConnectArgs, Core, OnDreq, OnRep, OnReq, Post, Rdma, TestHooks},
     debugfs::{File, Ops, Output},
     disconnect::Message,
-    path::{self, Timing},
+    path::Timing,
     rping,
     verbs::WrKind,
 };
@@ -199,6 +199,12 @@ fn listen(core: &Arc<Core>, args: &[&str]) -> Result {
     )
 }
 
+/// How long a connect waits for the neighbour by default, in ms (what
+/// rdma-core's tools give `rdma_resolve_addr`).
+const RESOLVE_MS_DEFAULT: u32 = 2000;
+/// The longest wait a connect may ask for, in ms.
+const RESOLVE_MS_MAX: u32 = 60_000;
+
 fn connect(core: &Arc<Core>, args: &[&str]) -> Result {
     let [num, dev, src, dst, service, opts @ ..] = args else {
         return Err(EINVAL);
@@ -211,11 +217,11 @@ fn connect(core: &Arc<Core>, args: &[&str]) -> Result {
         src: parse_ipv4(src)?,
         dst: parse_ipv4(dst)?,
         service_id: parse_service(service)?,
-        timing: Timing::RDMA_CM,
+        timing: Timing::default(),
         behaviour: Behaviour::default(),
         cma_port: None,
         req_data: None,
-        resolve_ms: path::RESOLVE_MS_DEFAULT,
+        resolve_ms: RESOLVE_MS_DEFAULT,
     };
     let mut test = TestHooks::NONE;
     for opt in opts {
@@ -229,7 +235,7 @@ fn connect(core: &Arc<Core>, args: &[&str]) -> Result {
             ("req_data", d) => a.req_data = Some(parse_data(d)?),
             ("recv", r) => a.behaviour.pre_recv = Some(parse_recv(r)?),
             ("resolve_ms", v) => match parse_u32(v)? {
-                ms @ 1..=path::RESOLVE_MS_MAX => a.resolve_ms = ms,
+                ms @ 1..=RESOLVE_MS_MAX => a.resolve_ms = ms,
                 _ => return Err(EINVAL),
             },
             ("rping", r) => {
@@ -247,9 +253,7 @@ fn connect(core: &Arc<Core>, args: &[&str]) -> Result {
             _ => return Err(EINVAL),
         }
     }
-    if a.timing.max_cm_retries > 15 {
-        return Err(EINVAL);
-    }
+    a.timing.check()?;
     a.behaviour.test = test.boxed()?;
     core.connect(a)
 }
@@ -443,10 +447,10 @@ fn parse_u64(s: &str) -> Result<u64> {
 fn parse_service(s: &str) -> Result<u64> {
     let port = |p: &str| p.parse::<u16>().map_err(|_| EINVAL);
     if let Some(p) = s.strip_prefix("tcp:") {
-        return Ok(cma::service_id(cma::PortSpace::Tcp, port(p)?));
+        return Ok(PortSpace::Tcp.service_id(port(p)?));
     }
     if let Some(p) = s.strip_prefix("udp:") {
-        return Ok(cma::service_id(cma::PortSpace::Udp, port(p)?));
+        return Ok(PortSpace::Udp.service_id(port(p)?));
     }
     parse_u64(s)
 }

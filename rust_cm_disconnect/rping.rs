@@ -16,7 +16,7 @@
 //! writes them, and registers them again (a new key) for the next. No
 //! buffer is touched while the peer may reach it.
 
-use crate::verbs::{Completion, RcQp, WrKind};
+use crate::verbs::{Completion, RcQp, WcStatus, WrKind};
 use kernel::{error::code::*, prelude::*};
 
 /// rping's descriptor message: `struct rping_rdma_info`.
@@ -166,9 +166,9 @@ impl Rping {
         if self.step == Step::Done {
             return (0, Action::Nothing);
         }
-        if c.status != 0 {
+        if !c.status.is_success() {
             // A flush (the connection is going) or an error: stop here.
-            if c.status != crate::verbs::WC_WR_FLUSH_ERR {
+            if c.status != WcStatus::WrFlushErr {
                 self.error = EIO.to_errno();
             }
             self.step = Step::Done;

@@ -10,9 +10,9 @@ use crate::{
     disconnect::Message,
     errno,
     path::{self, Timing},
-    verbs::{RcQp, WrKind},
+    verbs::{Access, QpAttr, RcQp, WrKind},
 };
-use kernel::{bindings, error::code::*, ffi::c_int, prelude::*, sync::Arc, time::Ktime};
+use kernel::{error::code::*, prelude::*, sync::Arc, time::Ktime};
 
 /// The largest buffer a work request of `post` (or an MR) carries: the
 /// module's own bound (one page, one scatter entry). Not a limit of RC,
@@ -181,7 +181,7 @@ impl Core {
     ) -> Result {
         let dev = self.device_by_name(device)?;
         let ep = Endpoint::new(self, num, Role::Listener, &dev, 0, cma, behaviour)?;
-        let cm = CmId::new(&dev, &self.reaper, ep.clone())?;
+        let cm = CmId::new(&dev, &self.reaper, EpHandle(ep.clone()))?;
         cm.listen(service_id)?;
         self.insert(num, ep, cm)
     }
@@ -206,7 +206,7 @@ impl Core {
             (dev.index(), path::source_netdev(&dev, a.port, a.src)?)
         };
         // The next hop's MAC from the kernel's neighbour resolution.
-        let hop = path::next_hop(ifindex, a.src, a.dst, a.resolve_ms)?;
+        let hop = path::next_hop(ifindex, a.src, a.dst, a.resolve_ms, Some(&PATH_COUNTERS))?;
         // A group MAC: the destination was a broadcast address after all
         // (a subnet's, which only the route knows).
         if hop.dmac[0] & 1 != 0 {
@@ -220,27 +220,16 @@ impl Core {
         let pre_recv = a.behaviour.pre_recv;
         let rping_role = a.behaviour.rping;
         let ep = Endpoint::new(self, a.num, Role::Active, &dev, 0, false, a.behaviour)?;
-        let cm = CmId::new(&dev, &self.reaper, ep.clone())?;
+        let cm = CmId::new(&dev, &self.reaper, EpHandle(ep.clone()))?;
         let verbs = RcQp::new(&dev, qp_size())?;
         let qp_num = verbs.qp_num();
-        let mut attr = bindings::ib_qp_attr {
-            qp_state: bindings::ib_qp_state_IB_QPS_INIT,
-            pkey_index: 0,
-            port_num: a.port,
-            // The peer may READ and WRITE the MRs this end registers (the
-            // passive end gets the same from the CM).
-            qp_access_flags: (bindings::ib_access_flags_IB_ACCESS_REMOTE_READ
-                | bindings::ib_access_flags_IB_ACCESS_REMOTE_WRITE)
-                as c_int,
-            ..Default::default()
-        };
-        verbs.modify(
-            &mut attr,
-            (bindings::ib_qp_attr_mask_IB_QP_STATE
-                | bindings::ib_qp_attr_mask_IB_QP_PKEY_INDEX
-                | bindings::ib_qp_attr_mask_IB_QP_PORT
-                | bindings::ib_qp_attr_mask_IB_QP_ACCESS_FLAGS) as i32,
-        )?;
+        // The peer may READ and WRITE the MRs this end registers (the
+        // passive end gets the same from the CM).
+        verbs.modify(&QpAttr::to_init(
+            a.port,
+            0,
+            Access::REMOTE_READ | Access::REMOTE_WRITE,
+        ))?;
         {
             let mut st = ep.st.lock();
             st.verbs = Some(verbs);
@@ -276,12 +265,9 @@ impl Core {
         self.insert(a.num, ep.clone(), cm)?;
         let res = self.with_own_cm(a.num, &ep, |cm| {
             cm.send_req(&Req {
-                route: &route,
-                service_id: a.service_id,
-                qp_num,
-                starting_psn: qp_num,
                 timing: a.timing,
                 private_data: &pd,
+                ..Req::new(&route, a.service_id, qp_num)
             })
         });
         if res.is_err() {

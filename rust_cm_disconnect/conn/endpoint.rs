@@ -6,20 +6,18 @@
 
 use super::{commands::*, reports::*, table::*, test_hooks::*};
 use crate::{
-    cm::{self, CmIdRef, Handler, Rep, Request},
+    cm::{self, CmIdRef, Handler, PortSpace, RejReason, Rep, Request},
     cma, delay,
     disconnect::{self, Message},
     errno,
     ib_client::Device,
-    path::{self, GidAttr},
+    path::{self, Gid, GidAttr},
     rping::{self, Rping},
-    verbs::{self, QpSize, RcQp},
+    verbs::{self, QpAttr, QpSize, QpState, RcQp, WcStatus},
 };
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use kernel::{
-    bindings,
     error::code::*,
-    ffi::c_int,
     fmt, new_mutex,
     prelude::*,
     str::CString,
@@ -61,6 +59,8 @@ pub(super) const MRA_SERVICE_TIMEOUT: u8 = 20;
 
 /// The counts `stats` shows over every connection's QP.
 pub(super) static VERBS_COUNTERS: verbs::Counters = verbs::Counters::new();
+/// The module's address resolutions alive (`stats`: `resolutions_live`).
+pub(super) static PATH_COUNTERS: path::Counters = path::Counters::new();
 
 /// Every connection's QP: its queue sizes, and the module's name and counts.
 pub(super) fn qp_size() -> QpSize {
@@ -417,16 +417,15 @@ impl Endpoint {
     }
 
     /// Moves the QP to `state` with the attributes the CM computes.
-    fn move_qp(&self, id: &CmIdRef, state: bindings::ib_qp_state) -> Result {
-        let (attr, mask) = id.init_qp_attr(state)?;
-        self.modify_qp(attr, mask)
+    fn move_qp(&self, id: &CmIdRef, state: QpState) -> Result {
+        let attr = id.init_qp_attr(state)?;
+        self.modify_qp(&attr)
     }
 
-    /// Modifies the QP with `attr` for the attributes in `mask`; `ENODEV`
-    /// once it is freed.
-    fn modify_qp(&self, mut attr: bindings::ib_qp_attr, mask: c_int) -> Result {
+    /// Modifies the QP as `attr` says; `ENODEV` once it is freed.
+    fn modify_qp(&self, attr: &QpAttr) -> Result {
         let st = self.st.lock();
-        st.verbs.as_ref().ok_or(ENODEV)?.modify(&mut attr, mask)
+        st.verbs.as_ref().ok_or(ENODEV)?.modify(attr)
     }
 
     /// Whether a passive end's handshake is still in flight (not yet
@@ -450,14 +449,14 @@ impl Endpoint {
     }
 
     /// A REQ to this listener (see [`Handler::req_received`]).
-    fn take_req(self: &Arc<Self>, req: Request<'_, Arc<Self>>) -> Result {
+    fn take_req(self: &Arc<Self>, req: Request<'_, EpHandle>) -> Result {
         let core = &self.core;
         let test = self.test_hooks();
         test.before_req(self);
         // This module makes RC QPs only: a REQ for UC or XRC is rejected, as
         // rdma_cm rejects a REQ whose QP type is not its listener's; so is
         // one to rdma_cm's UDP port space, where rdma_cm serves UD only.
-        if !req.is_rc() || (self.cma && cma::is_udp(req.service_id())) {
+        if !req.is_rc() || (self.cma && PortSpace::of(req.service_id()) == Some(PortSpace::Udp)) {
             return Err(EINVAL);
         }
         let pd = req.private_data();
@@ -467,7 +466,7 @@ impl Endpoint {
             // `validate_net_dev` rejects it: a peer that lies about where
             // it connects to.
             let (_, _, dst) = cma::parse(pd)?;
-            let (device, gid) = (req.id().device(), path::ipv4_gid(dst));
+            let (device, gid) = (req.id().device(), Gid::ipv4_mapped(dst));
             if !device
                 .ports()
                 .any(|port| GidAttr::find_roce_v2(device, &gid, port).is_ok())
@@ -496,7 +495,7 @@ impl Endpoint {
         let device = req.id().device();
         let ep = Endpoint::new(core, num, Role::Passive, device, self.num, false, behaviour)?;
         ep.st.lock().handshake = Some(handshake);
-        let cm = req.accept(ep.clone())?;
+        let cm = req.accept(EpHandle(ep.clone()))?;
         // From here an error drops `cm` in its own callback: the CM destroys
         // the new id, and rejects the REQ unless the error is `ENOMEM` (the
         // CM's contract for a REQ handler: the peer retries; see
@@ -581,17 +580,17 @@ impl Endpoint {
     fn send_rep(self: &Arc<Self>, verbs: Result<RcQp>, depth: u8, resources: u8) -> Result<Result> {
         let init_rtr = self.core.with_own_cm(self.num, self, |cm| {
             Ok(cm
-                .init_qp_attr(bindings::ib_qp_state_IB_QPS_INIT)
-                .and_then(|init| Ok((init, cm.init_qp_attr(bindings::ib_qp_state_IB_QPS_RTR)?))))
+                .init_qp_attr(QpState::Init)
+                .and_then(|init| Ok((init, cm.init_qp_attr(QpState::Rtr)?))))
         })?;
         let res = verbs.and_then(|verbs| {
-            let ((init, init_mask), (mut rtr, rtr_mask)) = init_rtr?;
+            let (init, mut rtr) = init_rtr?;
             let qp_num = verbs.qp_num();
             self.st.lock().verbs = Some(verbs);
             self.test_hooks().job_delay(self);
             // Our PSN: what the peer sends with, announced in the REP.
             let starting_psn = qp_num;
-            self.modify_qp(init, init_mask)?;
+            self.modify_qp(&init)?;
             let pre_recv = self.st.lock().behaviour.pre_recv;
             if let Some((recv, size)) = pre_recv {
                 // Before the REP: the peer may send as soon as it has our RTU.
@@ -610,8 +609,8 @@ impl Endpoint {
             // starting PSN, `rq_psn`) only when the REP is sent, and would
             // give the QP 0. rdma_cm sets it the same way
             // (`rdma_init_qp_attr`).
-            rtr.rq_psn = starting_psn;
-            self.modify_qp(rtr, rtr_mask)?;
+            rtr.set_rq_psn(starting_psn);
+            self.modify_qp(&rtr)?;
             Ok(qp_num)
         });
         let qp_num = match res {
@@ -633,7 +632,7 @@ impl Endpoint {
                 starting_psn: qp_num,
                 responder_resources: depth.min(1),
                 initiator_depth: resources.min(1),
-                private_data: &[],
+                ..Rep::default()
             });
             match res {
                 // The peer's REJ came first: its callback frees the end.
@@ -683,8 +682,21 @@ impl Drop for LiveToken {
     }
 }
 
+/// An endpoint as the data of its `CmId`: a type of the module's own, so
+/// that it can implement the kernel crate's `Handler` (the orphan rule
+/// forbids an impl for `Arc<Endpoint>` outside the kernel crate).
+pub(crate) struct EpHandle(pub(crate) Arc<Endpoint>);
+
+impl core::ops::Deref for EpHandle {
+    type Target = Arc<Endpoint>;
+
+    fn deref(&self) -> &Arc<Endpoint> {
+        &self.0
+    }
+}
+
 #[vtable]
-impl Handler for Arc<Endpoint> {
+impl Handler for EpHandle {
     fn req_received(&self, req: Request<'_, Self>) -> Result {
         // Timed: what a REQ costs the CM's workqueue, which runs one
         // callback at a time per CPU (`stats`: `req_callback_us_*`).
@@ -699,8 +711,8 @@ impl Handler for Arc<Endpoint> {
             return;
         }
         let res = self
-            .move_qp(id, bindings::ib_qp_state_IB_QPS_RTR)
-            .and_then(|()| self.move_qp(id, bindings::ib_qp_state_IB_QPS_RTS))
+            .move_qp(id, QpState::Rtr)
+            .and_then(|()| self.move_qp(id, QpState::Rts))
             .and_then(|()| id.send_rtu(&[]));
         match res {
             Ok(()) => {
@@ -723,7 +735,7 @@ impl Handler for Arc<Endpoint> {
     }
 
     fn established(&self, id: &CmIdRef) {
-        let status = match self.move_qp(id, bindings::ib_qp_state_IB_QPS_RTS) {
+        let status = match self.move_qp(id, QpState::Rts) {
             Ok(()) => 0,
             Err(e) => e.to_errno(),
         };
@@ -736,8 +748,8 @@ impl Handler for Arc<Endpoint> {
         self.core.established.fetch_add(1, Ordering::Relaxed);
     }
 
-    fn rej_received(&self, _id: &CmIdRef, reason: u32, private_data: &[u8]) {
-        self.record(EventKind::RejReceived, reason as i32, private_data);
+    fn rej_received(&self, _id: &CmIdRef, reason: RejReason, private_data: &[u8]) {
+        self.record(EventKind::RejReceived, reason.to_raw() as i32, private_data);
         if self.role == Role::Passive {
             // Rejected after our REP: the CM has forgotten the peer (the id
             // is idle) and a retried REQ would make a new passive end. Free
@@ -780,14 +792,19 @@ impl Handler for Arc<Endpoint> {
         self.core.drep_received.fetch_add(1, Ordering::Relaxed);
     }
 
-    fn dreq_error(&self, _id: &CmIdRef, send_status: u32) {
+    fn dreq_error(&self, _id: &CmIdRef, send_status: WcStatus) {
         let mut st = self.st.lock();
-        st.record(&self.core, EventKind::DreqError, send_status as i32, &[]);
+        st.record(
+            &self.core,
+            EventKind::DreqError,
+            send_status.to_raw() as i32,
+            &[],
+        );
         st.record_disconnected(&self.core, errno::etimedout().to_errno());
     }
 
-    fn connect_error(&self, _id: &CmIdRef, send_status: u32) {
-        self.record(EventKind::ConnectError, send_status as i32, &[]);
+    fn connect_error(&self, _id: &CmIdRef, send_status: WcStatus) {
+        self.record(EventKind::ConnectError, send_status.to_raw() as i32, &[]);
         if self.role == Role::Passive {
             // Our REP timed out (REP_ERROR): as for a REJ.
             self.free_id();

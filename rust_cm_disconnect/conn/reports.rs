@@ -5,12 +5,11 @@
 
 use super::{endpoint::*, table::*};
 use crate::{
-    cm::{self, CmId},
-    path,
-    verbs::{Completion, MrState, RcQp, WrKind, WC_WR_FLUSH_ERR},
+    cm::CmId,
+    verbs::{Completion, MrState, RcQp, WcStatus, WrKind},
 };
 use core::{fmt::Write, sync::atomic::Ordering};
-use kernel::{prelude::*, sync::Arc};
+use kernel::prelude::*;
 
 /// The work requests of an endpoint: how many were posted, how each came
 /// back, and what the successful ones carried.
@@ -65,11 +64,11 @@ impl WrStats {
     /// Counts a completion and what it carried.
     pub(super) fn add(&mut self, c: &Completion) {
         match c.status {
-            0 => self.completed_ok += 1,
-            WC_WR_FLUSH_ERR => self.flushed += 1,
+            WcStatus::Success => self.completed_ok += 1,
+            WcStatus::WrFlushErr => self.flushed += 1,
             _ => self.completed_err += 1,
         }
-        let (Some(d), 0) = (self.data.as_mut(), c.status) else {
+        let (Some(d), WcStatus::Success) = (self.data.as_mut(), c.status) else {
             return;
         };
         match c.kind {
@@ -267,7 +266,7 @@ impl Core {
                     .as_ref()
                     .map_or(0, |_| core::mem::size_of::<RcQp>());
             if c.cm.is_some() {
-                bytes += CmId::<Arc<Endpoint>>::ALLOC_BYTES;
+                bytes += CmId::<EpHandle>::ALLOC_BYTES;
             }
         }
         writeln!(out, "endpoint_bytes_avg {}", bytes / count.max(1))?;
@@ -278,13 +277,13 @@ impl Core {
             core::mem::size_of::<Endpoint>()
                 + core::mem::size_of::<Conn>()
                 + core::mem::size_of::<RcQp>()
-                + CmId::<Arc<Endpoint>>::ALLOC_BYTES
+                + CmId::<EpHandle>::ALLOC_BYTES
         )?;
         writeln!(out, "event_bytes {}", core::mem::size_of::<Event>())?;
         drop(inner);
-        writeln!(out, "cm_ids_live {}", cm::live_ids())?;
+        writeln!(out, "cm_ids_live {}", self.reaper.live_ids())?;
         writeln!(out, "wr_bufs_mapped {}", VERBS_COUNTERS.mapped_bufs())?;
-        writeln!(out, "resolutions_live {}", path::live_resolutions())?;
+        writeln!(out, "resolutions_live {}", PATH_COUNTERS.live_resolutions())?;
         writeln!(out, "mrs_live {}", VERBS_COUNTERS.live_mrs())?;
         writeln!(
             out,

@@ -27,7 +27,7 @@ use kernel::{
 /// An entry of the connection table: the endpoint, and its id until freed.
 pub(super) struct Conn {
     pub(super) ep: Arc<Endpoint>,
-    pub(super) cm: Option<CmId<Arc<Endpoint>>>,
+    pub(super) cm: Option<CmId<EpHandle>>,
 }
 
 impl Drop for Conn {
@@ -125,7 +125,7 @@ impl Core {
     /// Puts `ep` with its id `cm` in the table as connection `num`:
     /// `ENODEV` if its device has gone, `EEXIST` if `num` is taken. On an
     /// error the id is dropped after the lock (see the lock order).
-    pub(super) fn insert(&self, num: u32, ep: Arc<Endpoint>, cm: CmId<Arc<Endpoint>>) -> Result {
+    pub(super) fn insert(&self, num: u32, ep: Arc<Endpoint>, cm: CmId<EpHandle>) -> Result {
         // Allocated before the lock: a failed allocation under it would drop
         // the id there.
         let node = match RBTreeNodeReservation::new(GFP_KERNEL) {
@@ -197,7 +197,7 @@ impl Core {
         &self,
         num: u32,
         ep: &Arc<Endpoint>,
-        f: impl FnOnce(&CmId<Arc<Endpoint>>) -> Result<R>,
+        f: impl FnOnce(&CmId<EpHandle>) -> Result<R>,
     ) -> Result<R> {
         self.with_conn(num, |cm, e| {
             if !core::ptr::eq(e, &**ep) {
@@ -213,7 +213,7 @@ impl Core {
     pub(super) fn with_conn<R>(
         &self,
         num: u32,
-        f: impl FnOnce(&CmId<Arc<Endpoint>>, &Endpoint) -> Result<R>,
+        f: impl FnOnce(&CmId<EpHandle>, &Endpoint) -> Result<R>,
     ) -> Result<R> {
         let inner = self.inner.lock();
         let conn = inner.conns.get(&num).ok_or(ENOENT)?;

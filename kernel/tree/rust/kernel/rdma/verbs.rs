@@ -168,8 +168,9 @@ struct MrSlot {
 
 /// A completion taken from a CQ, with the buffer of its work request back.
 pub struct Completion {
-    /// `enum ib_wc_status`: 0 is success, `IB_WC_WR_FLUSH_ERR` a flush.
-    pub status: u32,
+    /// How the work request ended: [`WcStatus::Success`], or
+    /// [`WcStatus::WrFlushErr`] for a flush.
+    pub status: WcStatus,
     /// What the work request was (`None`: not one of ours, never expected).
     pub kind: Option<WrKind>,
     /// Bytes received, for a successful receive.
@@ -182,9 +183,253 @@ pub struct Completion {
     pub mr: Option<usize>,
 }
 
-/// `IB_WC_WR_FLUSH_ERR`: the status of work requests flushed by a QP in the
-/// error state.
-pub const WC_WR_FLUSH_ERR: u32 = bindings::ib_wc_status_IB_WC_WR_FLUSH_ERR;
+macro_rules! wc_status {
+    ($($(#[$doc:meta])* $name:ident = $raw:ident,)*) => {
+        /// How a work request (or a MAD the CM sent) ended: `enum ib_wc_status`.
+        ///
+        /// A status the kernel does not define (a driver's bug) is kept as
+        /// [`WcStatus::Unknown`], so that nothing is lost in the conversion.
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// use kernel::{bindings, rdma::verbs::WcStatus};
+        ///
+        /// let flush = WcStatus::from_raw(bindings::ib_wc_status_IB_WC_WR_FLUSH_ERR);
+        /// assert_eq!(flush, WcStatus::WrFlushErr);
+        /// assert_eq!(flush.name(), "WR_FLUSH_ERR");
+        /// assert_eq!(WcStatus::from_raw(flush.to_raw()), flush);
+        /// assert!(WcStatus::from_raw(0).is_success());
+        /// assert_eq!(WcStatus::from_raw(1000), WcStatus::Unknown(1000));
+        /// assert_eq!(WcStatus::Unknown(1000).to_raw(), 1000);
+        /// ```
+        #[derive(Clone, Copy, PartialEq, Eq, Debug)]
+        pub enum WcStatus {
+            $($(#[$doc])* $name,)*
+            /// A value `enum ib_wc_status` does not have.
+            Unknown(u32),
+        }
+
+        impl WcStatus {
+            /// The status of a raw `enum ib_wc_status` value.
+            pub fn from_raw(raw: u32) -> Self {
+                $(if raw == bindings::$raw {
+                    return Self::$name;
+                })*
+                Self::Unknown(raw)
+            }
+
+            /// The raw `enum ib_wc_status` value.
+            pub fn to_raw(self) -> u32 {
+                match self {
+                    $(Self::$name => bindings::$raw,)*
+                    Self::Unknown(raw) => raw,
+                }
+            }
+
+            /// The name the kernel's sources use, without the `IB_WC_` prefix
+            /// (`"UNKNOWN"` for a value they do not have).
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Self::$name => &stringify!($raw)["ib_wc_status_IB_WC_".len()..],)*
+                    Self::Unknown(_) => "UNKNOWN",
+                }
+            }
+        }
+    };
+}
+
+wc_status! {
+    /// The work request completed.
+    Success = ib_wc_status_IB_WC_SUCCESS,
+    /// Local length error.
+    LocLenErr = ib_wc_status_IB_WC_LOC_LEN_ERR,
+    /// Local QP operation error.
+    LocQpOpErr = ib_wc_status_IB_WC_LOC_QP_OP_ERR,
+    /// Local EE context operation error.
+    LocEecOpErr = ib_wc_status_IB_WC_LOC_EEC_OP_ERR,
+    /// Local protection error.
+    LocProtErr = ib_wc_status_IB_WC_LOC_PROT_ERR,
+    /// Flushed: the QP is in the error state.
+    WrFlushErr = ib_wc_status_IB_WC_WR_FLUSH_ERR,
+    /// Memory window bind error.
+    MwBindErr = ib_wc_status_IB_WC_MW_BIND_ERR,
+    /// Bad response.
+    BadRespErr = ib_wc_status_IB_WC_BAD_RESP_ERR,
+    /// Local access error.
+    LocAccessErr = ib_wc_status_IB_WC_LOC_ACCESS_ERR,
+    /// Remote invalid request.
+    RemInvReqErr = ib_wc_status_IB_WC_REM_INV_REQ_ERR,
+    /// Remote access error.
+    RemAccessErr = ib_wc_status_IB_WC_REM_ACCESS_ERR,
+    /// Remote operation error.
+    RemOpErr = ib_wc_status_IB_WC_REM_OP_ERR,
+    /// Transport retries exceeded.
+    RetryExcErr = ib_wc_status_IB_WC_RETRY_EXC_ERR,
+    /// RNR retries exceeded.
+    RnrRetryExcErr = ib_wc_status_IB_WC_RNR_RETRY_EXC_ERR,
+    /// Local RDD violation.
+    LocRddViolErr = ib_wc_status_IB_WC_LOC_RDD_VIOL_ERR,
+    /// Remote invalid RD request.
+    RemInvRdReqErr = ib_wc_status_IB_WC_REM_INV_RD_REQ_ERR,
+    /// Remote abort.
+    RemAbortErr = ib_wc_status_IB_WC_REM_ABORT_ERR,
+    /// Invalid EE context number.
+    InvEecnErr = ib_wc_status_IB_WC_INV_EECN_ERR,
+    /// Invalid EE context state.
+    InvEecStateErr = ib_wc_status_IB_WC_INV_EEC_STATE_ERR,
+    /// Fatal error.
+    FatalErr = ib_wc_status_IB_WC_FATAL_ERR,
+    /// Response timeout: for a MAD, no answer after every retry.
+    RespTimeoutErr = ib_wc_status_IB_WC_RESP_TIMEOUT_ERR,
+    /// General error.
+    GeneralErr = ib_wc_status_IB_WC_GENERAL_ERR,
+}
+
+impl WcStatus {
+    /// Whether the work request completed successfully.
+    pub fn is_success(self) -> bool {
+        self == Self::Success
+    }
+}
+
+/// The state of a QP: `enum ib_qp_state`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum QpState {
+    /// Reset.
+    Reset,
+    /// Initialised: receives may be posted.
+    Init,
+    /// Ready to receive.
+    Rtr,
+    /// Ready to send.
+    Rts,
+    /// Send queue drained.
+    Sqd,
+    /// Send queue error.
+    Sqe,
+    /// Error: every work request is flushed.
+    Err,
+}
+
+impl QpState {
+    pub(crate) fn to_raw(self) -> bindings::ib_qp_state {
+        match self {
+            Self::Reset => bindings::ib_qp_state_IB_QPS_RESET,
+            Self::Init => bindings::ib_qp_state_IB_QPS_INIT,
+            Self::Rtr => bindings::ib_qp_state_IB_QPS_RTR,
+            Self::Rts => bindings::ib_qp_state_IB_QPS_RTS,
+            Self::Sqd => bindings::ib_qp_state_IB_QPS_SQD,
+            Self::Sqe => bindings::ib_qp_state_IB_QPS_SQE,
+            Self::Err => bindings::ib_qp_state_IB_QPS_ERR,
+        }
+    }
+}
+
+/// What the remote end (and local writes) may do to a QP's memory:
+/// `enum ib_access_flags`, combined with `|`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct Access(u32);
+
+impl Access {
+    /// Nothing beyond local reads.
+    pub const NONE: Self = Self(0);
+    /// The device may write local memory (receives, RDMA READ results).
+    pub const LOCAL_WRITE: Self = Self(bindings::ib_access_flags_IB_ACCESS_LOCAL_WRITE);
+    /// The peer may RDMA WRITE.
+    pub const REMOTE_WRITE: Self = Self(bindings::ib_access_flags_IB_ACCESS_REMOTE_WRITE);
+    /// The peer may RDMA READ.
+    pub const REMOTE_READ: Self = Self(bindings::ib_access_flags_IB_ACCESS_REMOTE_READ);
+    /// The peer may use atomics.
+    pub const REMOTE_ATOMIC: Self = Self(bindings::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC);
+}
+
+impl core::ops::BitOr for Access {
+    type Output = Self;
+
+    fn bitor(self, rhs: Self) -> Self {
+        Self(self.0 | rhs.0)
+    }
+}
+
+/// The attributes of one QP transition and the mask of those set: what
+/// `ib_modify_qp()` takes. Made by [`QpAttr::to_init`], [`QpAttr::to_error`]
+/// or by the IB CM for a connection's next state
+/// (`kernel::rdma::cm::CmIdRef::init_qp_attr`).
+///
+/// # Examples
+///
+/// ```
+/// use kernel::rdma::verbs::{Access, QpAttr, QpState};
+///
+/// let attr = QpAttr::to_init(1, 0, Access::REMOTE_READ | Access::REMOTE_WRITE);
+/// assert_eq!(attr.state(), Some(QpState::Init));
+/// assert_eq!(QpAttr::to_error().state(), Some(QpState::Err));
+/// ```
+pub struct QpAttr {
+    attr: bindings::ib_qp_attr,
+    mask: c_int,
+}
+
+impl QpAttr {
+    /// The attributes in `attr` that `mask` names, as the RDMA core or the
+    /// IB CM computed them.
+    pub(crate) fn from_raw(attr: bindings::ib_qp_attr, mask: c_int) -> Self {
+        Self { attr, mask }
+    }
+
+    /// To INIT, on port `port` with P_Key index `pkey_index`, granting the
+    /// peer `access`: an active end's first move (a passive end's comes
+    /// from the CM).
+    pub fn to_init(port: u32, pkey_index: u16, access: Access) -> Self {
+        let attr = bindings::ib_qp_attr {
+            qp_state: QpState::Init.to_raw(),
+            pkey_index,
+            port_num: port,
+            qp_access_flags: access.0 as c_int,
+            ..Default::default()
+        };
+        let mask = bindings::ib_qp_attr_mask_IB_QP_STATE
+            | bindings::ib_qp_attr_mask_IB_QP_PKEY_INDEX
+            | bindings::ib_qp_attr_mask_IB_QP_PORT
+            | bindings::ib_qp_attr_mask_IB_QP_ACCESS_FLAGS;
+        Self::from_raw(attr, mask as c_int)
+    }
+
+    /// To the error state: every posted work request is flushed.
+    pub fn to_error() -> Self {
+        let attr = bindings::ib_qp_attr {
+            qp_state: QpState::Err.to_raw(),
+            ..Default::default()
+        };
+        Self::from_raw(attr, bindings::ib_qp_attr_mask_IB_QP_STATE as c_int)
+    }
+
+    /// The state this moves the QP to, if the transition names one.
+    pub fn state(&self) -> Option<QpState> {
+        if self.mask & bindings::ib_qp_attr_mask_IB_QP_STATE as c_int == 0 {
+            return None;
+        }
+        [
+            QpState::Reset,
+            QpState::Init,
+            QpState::Rtr,
+            QpState::Rts,
+            QpState::Sqd,
+            QpState::Sqe,
+            QpState::Err,
+        ]
+        .into_iter()
+        .find(|s| s.to_raw() == self.attr.qp_state)
+    }
+
+    /// Sets the PSN the QP expects first from its peer (`rq_psn`): for a
+    /// passive end that moves to RTR before its REP tells the CM that PSN.
+    pub fn set_rq_psn(&mut self, psn: u32) {
+        self.attr.rq_psn = psn;
+        self.mask |= bindings::ib_qp_attr_mask_IB_QP_RQ_PSN as c_int;
+    }
+}
 
 /// A kernel buffer DMA-mapped for a device, for one work request.
 ///
@@ -317,20 +562,20 @@ impl QpRef {
         self.0.get()
     }
 
-    /// Modifies the QP (`ib_modify_qp`) with `attr` for the fields in `mask`.
-    pub fn modify(&self, attr: &mut bindings::ib_qp_attr, mask: c_int) -> Result {
-        // SAFETY: By the type invariant the QP is live; `attr` is valid.
-        to_result(unsafe { bindings::ib_modify_qp(self.0.get(), attr, mask) })
+    /// Modifies the QP (`ib_modify_qp`) as `attr` says.
+    pub fn modify(&self, attr: &QpAttr) -> Result {
+        // `ib_modify_qp` takes a mutable pointer but only reads the
+        // attributes: a copy keeps `attr` the caller's.
+        let mut raw = attr.attr;
+        // SAFETY: By the type invariant the QP is live; `raw` is valid for
+        // the call.
+        to_result(unsafe { bindings::ib_modify_qp(self.0.get(), &mut raw, attr.mask) })
     }
 
     /// Moves the QP to the error state: every posted work request completes
-    /// on its CQ with `IB_WC_WR_FLUSH_ERR`.
+    /// on its CQ with [`WcStatus::WrFlushErr`].
     pub fn to_error(&self) -> Result {
-        let mut attr = bindings::ib_qp_attr {
-            qp_state: bindings::ib_qp_state_IB_QPS_ERR,
-            ..Default::default()
-        };
-        self.modify(&mut attr, bindings::ib_qp_attr_mask_IB_QP_STATE as c_int)
+        self.modify(&QpAttr::to_error())
     }
 }
 
@@ -468,9 +713,9 @@ impl RcQp {
         unsafe { QpRef::from_raw(self.qp.as_ptr()) }
     }
 
-    /// Modifies the QP (`ib_modify_qp`) with `attr` for the fields in `mask`.
-    pub fn modify(&self, attr: &mut bindings::ib_qp_attr, mask: c_int) -> Result {
-        self.qp().modify(attr, mask)
+    /// Modifies the QP (`ib_modify_qp`) as `attr` says.
+    pub fn modify(&self, attr: &QpAttr) -> Result {
+        self.qp().modify(attr)
     }
 
     /// The QP's path MTU in bytes, once it has one (RTR or later);
@@ -870,11 +1115,11 @@ impl RcQp {
                 }
                 let mut buf = p.buf.into_buf();
                 if let Some(m) = self.mrs.get_mut(p.mr) {
-                    match (p.kind, wc.status) {
-                        (WrKind::RegMr, 0) => m.state = MrState::Valid,
+                    match (p.kind, WcStatus::from_raw(wc.status)) {
+                        (WrKind::RegMr, WcStatus::Success) => m.state = MrState::Valid,
                         // Invalidated: the peer's rkey no longer reaches the
                         // buffer, which goes back with this completion.
-                        (WrKind::LocalInv, 0) => {
+                        (WrKind::LocalInv, WcStatus::Success) => {
                             buf = m.buf.take().map_or_else(KVec::new, Mapping::into_buf);
                         }
                         (WrKind::RegMr | WrKind::LocalInv, _) => m.state = MrState::Failed,
@@ -886,7 +1131,7 @@ impl RcQp {
             None => (None, KVec::new()),
         };
         Ok(Some(Completion {
-            status: wc.status,
+            status: WcStatus::from_raw(wc.status),
             kind,
             byte_len: wc.byte_len,
             buf,

@@ -20,15 +20,21 @@
 //!   where waiting would deadlock: inside one of the id's own callbacks, or
 //!   inside a REQ callback of a listening id (the CM holds the listener
 //!   until that callback returns). There the destroy is queued on the
-//!   module's [`Reaper`].
+//!   caller's [`Reaper`].
+//!
+//! Policy is the caller's: the timing, retries, flow control and resources
+//! of a connection are fields of [`Req`] and [`Rep`] (with rdma_cm's values
+//! as defaults), the count of live ids is the [`Reaper`]'s, which the caller
+//! owns.
 //!
 //! # Who destroys an id, and who waits for it
 //!
-//! Module code runs in three kinds of context: the module's own (init,
-//! exit, control file writes, the `ib_client`'s add and remove), a CM
-//! callback of one of our ids, and a work item of the [`Reaper`] (a queued
-//! destroy, or a job a callback handed off: [`ReaperRef::spawn_job`]). An id is
-//! destroyed on exactly one of these paths:
+//! The user's code (a module's) runs in three kinds of context: its own
+//! (module init and exit, its file operations, its `ib_client`'s add and
+//! remove), a CM callback of one of its ids, and a work item of its
+//! [`Reaper`] (a queued destroy, or a job a callback handed off:
+//! [`ReaperRef::spawn_job`]). An id is destroyed on exactly one of these
+//! paths:
 //!
 //! 1. [`CmId`] dropped elsewhere than below: `ib_destroy_cm_id` at once,
 //!    which returns only when no callback of the id runs (the CM holds a
@@ -38,8 +44,8 @@
 //!    inside one of its REQ callbacks, or [`CmId::destroy_deferred`]: a work
 //!    item of the [`Reaper`] destroys it as in 1, waiting for the callback
 //!    that dropped it. Device removal flushes the reaper (`ReaperRef::flush`),
-//!    and the reaper's drop at module exit runs everything queued and waits
-//!    until no id that could still be queued exists.
+//!    and the reaper's drop (at module exit) runs everything queued and
+//!    waits until no id that could still be queued exists.
 //! 3. A REQ's new id that the handler does not accept (or accepts and drops
 //!    before returning): non-zero return (the handler's errno), the CM
 //!    destroys it (a REJ, none for `-ENOMEM` in `REQ_RCVD`) inside
@@ -50,10 +56,12 @@
 //!    until our handler has returned, so the listener's destroy waits for
 //!    it. No consumer code runs for it.
 //!
-//! So once the module's own contexts have destroyed every id they hold (1)
+//! So once the user's own contexts have destroyed every id they hold (1)
 //! and the reaper is gone (2, and 3 and 4 through the listeners), no CM
-//! callback and no work item runs module code. What a handler may drop:
-//! any [`CmId`], its own and its listener's included; no [`Reaper`].
+//! callback and no work item runs the user's code: a module that makes its
+//! [`Reaper`] at init and drops it last at exit cannot be unloaded under
+//! one. What a handler may drop: any [`CmId`], its own and its listener's
+//! included; no [`Reaper`].
 //!
 //! One gap is the CM's: for the `*_ERROR` events (REQ, REP, DREQ timed
 //! out), 6.12's `cm_process_send_error` drops its reference on the id
@@ -67,9 +75,22 @@
 //!
 //! C header: [`include/rdma/ib_cm.h`](srctree/include/rdma/ib_cm.h)
 
-use crate::{
-    ib_client::Device,
+use super::{
+    device::Device,
     path::{Route, Timing},
+    verbs::{QpAttr, QpState, WcStatus},
+};
+use crate::{
+    bindings, c_str,
+    error::{from_err_ptr, to_result},
+    ffi::{c_int, c_void},
+    new_mutex, new_work,
+    prelude::*,
+    str::CStr,
+    sync::{Arc, Mutex},
+    task::Task,
+    types::Opaque,
+    workqueue::{Queue, Work, WorkItem},
 };
 use core::{
     cell::Cell,
@@ -78,129 +99,332 @@ use core::{
     ptr::NonNull,
     sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering},
 };
-use kernel::{
-    bindings,
-    error::{code::*, from_err_ptr, to_result},
-    ffi::{c_int, c_void},
-    new_mutex, new_work,
-    prelude::*,
-    sync::{Arc, Mutex},
-    task::Task,
-    types::Opaque,
-    workqueue::{Queue, Work, WorkItem},
-};
-
 /// Bytes of private data a DREQ carries (`IB_CM_DREQ_PRIVATE_DATA_SIZE`).
-pub(crate) const DREQ_PRIVATE_DATA_SIZE: usize =
+pub const DREQ_PRIVATE_DATA_SIZE: usize =
     bindings::ib_cm_data_size_IB_CM_DREQ_PRIVATE_DATA_SIZE as usize;
 /// Bytes of private data a DREP carries (`IB_CM_DREP_PRIVATE_DATA_SIZE`).
-pub(crate) const DREP_PRIVATE_DATA_SIZE: usize =
+pub const DREP_PRIVATE_DATA_SIZE: usize =
     bindings::ib_cm_data_size_IB_CM_DREP_PRIVATE_DATA_SIZE as usize;
-/// Bytes of private data a REQ carries.
-pub(crate) const REQ_PRIVATE_DATA_SIZE: usize =
+/// Bytes of private data a REQ carries (`IB_CM_REQ_PRIVATE_DATA_SIZE`).
+pub const REQ_PRIVATE_DATA_SIZE: usize =
     bindings::ib_cm_data_size_IB_CM_REQ_PRIVATE_DATA_SIZE as usize;
-/// Bytes of private data a REP carries.
-pub(crate) const REP_PRIVATE_DATA_SIZE: usize =
+/// Bytes of private data a REP carries (`IB_CM_REP_PRIVATE_DATA_SIZE`).
+pub const REP_PRIVATE_DATA_SIZE: usize =
     bindings::ib_cm_data_size_IB_CM_REP_PRIVATE_DATA_SIZE as usize;
-/// Bytes of private data an RTU carries.
-pub(crate) const RTU_PRIVATE_DATA_SIZE: usize =
+/// Bytes of private data an RTU carries (`IB_CM_RTU_PRIVATE_DATA_SIZE`).
+pub const RTU_PRIVATE_DATA_SIZE: usize =
     bindings::ib_cm_data_size_IB_CM_RTU_PRIVATE_DATA_SIZE as usize;
-/// Bytes of private data a REJ carries.
-pub(crate) const REJ_PRIVATE_DATA_SIZE: usize =
+/// Bytes of private data a REJ carries (`IB_CM_REJ_PRIVATE_DATA_SIZE`).
+pub const REJ_PRIVATE_DATA_SIZE: usize =
     bindings::ib_cm_data_size_IB_CM_REJ_PRIVATE_DATA_SIZE as usize;
 
-/// `(pointer, length)` for the CM's `(const void *, u8)` private data
-/// arguments, or `EINVAL` if `data` does not fit a field of `max` bytes.
+/// A CM message that carries private data, and the size of its field.
 ///
-/// Every field is shorter than 256 bytes, so a length that fits the field
-/// also fits the `u8`: nothing is ever truncated. An empty slice is passed
-/// as `NULL`, which is how the CM spells "no private data".
-fn private_data(data: &[u8], max: usize) -> Result<(*const c_void, u8)> {
-    if data.len() > max {
-        return Err(EINVAL);
-    }
-    let len = u8::try_from(data.len()).map_err(|_| EINVAL)?;
-    let ptr = if data.is_empty() {
-        core::ptr::null()
-    } else {
-        data.as_ptr().cast()
-    };
-    Ok((ptr, len))
-}
-
-/// The state of an id, as the CM keeps it (`enum ib_cm_state`).
+/// The CM takes private data as `(const void *, u8)`: a length over 255
+/// would be truncated by the C caller's cast, and one over the field's size
+/// is rejected by some messages and not others (6.12's `ib_send_cm_drep()`
+/// leaks its copy then). Here every send checks the slice against its
+/// message's field first ([`Message::check`]), and every field is shorter
+/// than 256 bytes, so a length that fits the field also fits the `u8`.
+///
+/// # Examples
+///
+/// ```
+/// use kernel::rdma::cm::{Message, DREQ_PRIVATE_DATA_SIZE};
+///
+/// assert_eq!(Message::Dreq.private_data_size(), 220);
+/// assert_eq!(Message::Drep.private_data_size(), 224);
+/// assert_eq!(Message::Req.private_data_size(), 92);
+/// // The whole field fits; one byte more is `EINVAL`, whatever the length.
+/// assert_eq!(Message::Dreq.check(&[7u8; DREQ_PRIVATE_DATA_SIZE]), Ok(220));
+/// assert_eq!(Message::Dreq.check(&[7u8; 221]), Err(EINVAL));
+/// assert_eq!(Message::Drep.check(&[0u8; 300]), Err(EINVAL));
+/// // 300 would be 44 as a `u8`: never truncated, rejected.
+/// assert_eq!(Message::Rej.check(&[0u8; 256 + 44]), Err(EINVAL));
+/// // An empty slice sends no private data (the peer sees zeros).
+/// assert_eq!(Message::Rtu.check(&[]), Ok(0));
+/// ```
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(crate) enum State {
-    Idle,
-    Listen,
-    ReqSent,
-    ReqRcvd,
-    MraReqSent,
-    MraReqRcvd,
-    RepSent,
-    RepRcvd,
-    MraRepSent,
-    MraRepRcvd,
-    Established,
-    DreqSent,
-    DreqRcvd,
-    Timewait,
-    SidrReqSent,
-    SidrReqRcvd,
+pub enum Message {
+    /// A connection request.
+    Req,
+    /// A connection reply.
+    Rep,
+    /// Ready to use: the active end's last message.
+    Rtu,
+    /// A rejection of a REQ or REP.
+    Rej,
+    /// A disconnection request.
+    Dreq,
+    /// A disconnection reply.
+    Drep,
 }
 
-impl State {
-    fn from_raw(state: bindings::ib_cm_state) -> Self {
-        match state {
-            bindings::ib_cm_state_IB_CM_LISTEN => Self::Listen,
-            bindings::ib_cm_state_IB_CM_REQ_SENT => Self::ReqSent,
-            bindings::ib_cm_state_IB_CM_REQ_RCVD => Self::ReqRcvd,
-            bindings::ib_cm_state_IB_CM_MRA_REQ_SENT => Self::MraReqSent,
-            bindings::ib_cm_state_IB_CM_MRA_REQ_RCVD => Self::MraReqRcvd,
-            bindings::ib_cm_state_IB_CM_REP_SENT => Self::RepSent,
-            bindings::ib_cm_state_IB_CM_REP_RCVD => Self::RepRcvd,
-            bindings::ib_cm_state_IB_CM_MRA_REP_SENT => Self::MraRepSent,
-            bindings::ib_cm_state_IB_CM_MRA_REP_RCVD => Self::MraRepRcvd,
-            bindings::ib_cm_state_IB_CM_ESTABLISHED => Self::Established,
-            bindings::ib_cm_state_IB_CM_DREQ_SENT => Self::DreqSent,
-            bindings::ib_cm_state_IB_CM_DREQ_RCVD => Self::DreqRcvd,
-            bindings::ib_cm_state_IB_CM_TIMEWAIT => Self::Timewait,
-            bindings::ib_cm_state_IB_CM_SIDR_REQ_SENT => Self::SidrReqSent,
-            bindings::ib_cm_state_IB_CM_SIDR_REQ_RCVD => Self::SidrReqRcvd,
-            _ => Self::Idle,
-        }
-    }
-
-    /// The name the CM's own sources use, without the `IB_CM_` prefix.
-    pub(crate) fn name(self) -> &'static str {
+impl Message {
+    /// Bytes of private data the message carries.
+    pub const fn private_data_size(self) -> usize {
         match self {
-            Self::Idle => "IDLE",
-            Self::Listen => "LISTEN",
-            Self::ReqSent => "REQ_SENT",
-            Self::ReqRcvd => "REQ_RCVD",
-            Self::MraReqSent => "MRA_REQ_SENT",
-            Self::MraReqRcvd => "MRA_REQ_RCVD",
-            Self::RepSent => "REP_SENT",
-            Self::RepRcvd => "REP_RCVD",
-            Self::MraRepSent => "MRA_REP_SENT",
-            Self::MraRepRcvd => "MRA_REP_RCVD",
-            Self::Established => "ESTABLISHED",
-            Self::DreqSent => "DREQ_SENT",
-            Self::DreqRcvd => "DREQ_RCVD",
-            Self::Timewait => "TIMEWAIT",
-            Self::SidrReqSent => "SIDR_REQ_SENT",
-            Self::SidrReqRcvd => "SIDR_REQ_RCVD",
+            Self::Req => REQ_PRIVATE_DATA_SIZE,
+            Self::Rep => REP_PRIVATE_DATA_SIZE,
+            Self::Rtu => RTU_PRIVATE_DATA_SIZE,
+            Self::Rej => REJ_PRIVATE_DATA_SIZE,
+            Self::Dreq => DREQ_PRIVATE_DATA_SIZE,
+            Self::Drep => DREP_PRIVATE_DATA_SIZE,
         }
+    }
+
+    /// The length the CM is given for `data` in this message, or `EINVAL`
+    /// if `data` is longer than the message's field.
+    pub fn check(self, data: &[u8]) -> Result<u8> {
+        if data.len() > self.private_data_size() {
+            return Err(EINVAL);
+        }
+        u8::try_from(data.len()).map_err(|_| EINVAL)
+    }
+
+    /// `(pointer, length)` for the CM's `(const void *, u8)` private data
+    /// arguments, or `EINVAL` (see [`Message::check`]). An empty slice is
+    /// passed as `NULL`, which is how the CM spells "no private data".
+    fn raw(self, data: &[u8]) -> Result<(*const c_void, u8)> {
+        let len = self.check(data)?;
+        let ptr = if data.is_empty() {
+            core::ptr::null()
+        } else {
+            data.as_ptr().cast()
+        };
+        Ok((ptr, len))
     }
 }
 
-/// The number of ids this module holds (created or accepted, not yet
-/// destroyed): what tests look at to see that every id was freed.
-static LIVE_IDS: AtomicUsize = AtomicUsize::new(0);
+macro_rules! raw_enum {
+    (
+        $(#[$meta:meta])*
+        pub enum $ty:ident: $raw_ty:ty, $prefix:literal {
+            $($(#[$doc:meta])* $name:ident = $raw:ident,)*
+        }
+        $unknown:ident
+    ) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, PartialEq, Eq, Debug)]
+        pub enum $ty {
+            $($(#[$doc])* $name,)*
+            /// A value the kernel's enum does not have.
+            $unknown($raw_ty),
+        }
 
-/// How many `struct ib_cm_id`s this module holds right now.
-pub(crate) fn live_ids() -> usize {
-    LIVE_IDS.load(Ordering::Relaxed)
+        impl $ty {
+            /// The value of a raw C enum value.
+            pub fn from_raw(raw: $raw_ty) -> Self {
+                $(if raw == bindings::$raw {
+                    return Self::$name;
+                })*
+                Self::$unknown(raw)
+            }
+
+            /// The raw C enum value.
+            pub fn to_raw(self) -> $raw_ty {
+                match self {
+                    $(Self::$name => bindings::$raw,)*
+                    Self::$unknown(raw) => raw,
+                }
+            }
+
+            /// The name the kernel's sources use, without their prefix
+            /// (`"UNKNOWN"` for a value they do not have).
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Self::$name => &stringify!($raw)[$prefix.len()..],)*
+                    Self::$unknown(_) => "UNKNOWN",
+                }
+            }
+        }
+    };
+}
+
+raw_enum! {
+    /// The state of an id, as the CM keeps it (`enum ib_cm_state`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use kernel::{bindings, rdma::cm::State};
+    ///
+    /// let s = State::from_raw(bindings::ib_cm_state_IB_CM_DREQ_SENT);
+    /// assert_eq!(s, State::DreqSent);
+    /// assert_eq!(s.name(), "DREQ_SENT");
+    /// assert_eq!(State::from_raw(s.to_raw()), s);
+    /// assert_eq!(State::from_raw(bindings::ib_cm_state_IB_CM_IDLE), State::Idle);
+    /// assert_eq!(State::from_raw(1000), State::Unknown(1000));
+    /// assert_eq!(State::Unknown(1000).name(), "UNKNOWN");
+    /// ```
+    pub enum State: u32, "ib_cm_state_IB_CM_" {
+        /// No connection: new, or after a REJ or a failed handshake.
+        Idle = ib_cm_state_IB_CM_IDLE,
+        /// Listening for REQs.
+        Listen = ib_cm_state_IB_CM_LISTEN,
+        /// A REQ sent, no answer yet.
+        ReqSent = ib_cm_state_IB_CM_REQ_SENT,
+        /// A REQ received (a listener's new id).
+        ReqRcvd = ib_cm_state_IB_CM_REQ_RCVD,
+        /// An MRA sent for the REQ received.
+        MraReqSent = ib_cm_state_IB_CM_MRA_REQ_SENT,
+        /// An MRA received for the REQ sent.
+        MraReqRcvd = ib_cm_state_IB_CM_MRA_REQ_RCVD,
+        /// A REP sent, waiting for the RTU.
+        RepSent = ib_cm_state_IB_CM_REP_SENT,
+        /// A REP received, the RTU not sent yet.
+        RepRcvd = ib_cm_state_IB_CM_REP_RCVD,
+        /// An MRA sent for the REP received.
+        MraRepSent = ib_cm_state_IB_CM_MRA_REP_SENT,
+        /// An MRA received for the REP sent.
+        MraRepRcvd = ib_cm_state_IB_CM_MRA_REP_RCVD,
+        /// Connected.
+        Established = ib_cm_state_IB_CM_ESTABLISHED,
+        /// A DREQ sent, waiting for the DREP.
+        DreqSent = ib_cm_state_IB_CM_DREQ_SENT,
+        /// A DREQ received, not answered yet.
+        DreqRcvd = ib_cm_state_IB_CM_DREQ_RCVD,
+        /// Disconnected, waiting for stray packets to die out.
+        Timewait = ib_cm_state_IB_CM_TIMEWAIT,
+        /// A SIDR REQ sent.
+        SidrReqSent = ib_cm_state_IB_CM_SIDR_REQ_SENT,
+        /// A SIDR REQ received.
+        SidrReqRcvd = ib_cm_state_IB_CM_SIDR_REQ_RCVD,
+    }
+    Unknown
+}
+
+raw_enum! {
+    /// Why the peer rejected a REQ or REP (`enum ib_cm_rej_reason`), as its
+    /// REJ says. The wire field is 16 bits: a value the kernel does not
+    /// name is kept as [`RejReason::Unknown`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use kernel::rdma::cm::RejReason;
+    ///
+    /// let r = RejReason::from_raw(28);
+    /// assert_eq!(r, RejReason::ConsumerDefined);
+    /// assert_eq!(r.name(), "CONSUMER_DEFINED");
+    /// assert_eq!(RejReason::InvalidServiceId.to_raw(), 8);
+    /// assert_eq!(RejReason::from_raw(34), RejReason::Unknown(34));
+    /// assert_eq!(RejReason::from_raw(RejReason::Unknown(34).to_raw()), RejReason::Unknown(34));
+    /// ```
+    pub enum RejReason: u32, "ib_cm_rej_reason_IB_CM_REJ_" {
+        /// No QP available.
+        NoQp = ib_cm_rej_reason_IB_CM_REJ_NO_QP,
+        /// No EE context available.
+        NoEec = ib_cm_rej_reason_IB_CM_REJ_NO_EEC,
+        /// No resources available.
+        NoResources = ib_cm_rej_reason_IB_CM_REJ_NO_RESOURCES,
+        /// A timeout: the peer's CM gave up waiting (also a local REJ).
+        Timeout = ib_cm_rej_reason_IB_CM_REJ_TIMEOUT,
+        /// Unsupported request.
+        Unsupported = ib_cm_rej_reason_IB_CM_REJ_UNSUPPORTED,
+        /// Invalid communication id.
+        InvalidCommId = ib_cm_rej_reason_IB_CM_REJ_INVALID_COMM_ID,
+        /// Invalid communication instance.
+        InvalidCommInstance = ib_cm_rej_reason_IB_CM_REJ_INVALID_COMM_INSTANCE,
+        /// Nobody listens on the service id.
+        InvalidServiceId = ib_cm_rej_reason_IB_CM_REJ_INVALID_SERVICE_ID,
+        /// Invalid transport type.
+        InvalidTransportType = ib_cm_rej_reason_IB_CM_REJ_INVALID_TRANSPORT_TYPE,
+        /// Stale connection.
+        StaleConn = ib_cm_rej_reason_IB_CM_REJ_STALE_CONN,
+        /// The RD channel does not exist.
+        RdcNotExist = ib_cm_rej_reason_IB_CM_REJ_RDC_NOT_EXIST,
+        /// Invalid GID.
+        InvalidGid = ib_cm_rej_reason_IB_CM_REJ_INVALID_GID,
+        /// Invalid LID.
+        InvalidLid = ib_cm_rej_reason_IB_CM_REJ_INVALID_LID,
+        /// Invalid SL.
+        InvalidSl = ib_cm_rej_reason_IB_CM_REJ_INVALID_SL,
+        /// Invalid traffic class.
+        InvalidTrafficClass = ib_cm_rej_reason_IB_CM_REJ_INVALID_TRAFFIC_CLASS,
+        /// Invalid hop limit.
+        InvalidHopLimit = ib_cm_rej_reason_IB_CM_REJ_INVALID_HOP_LIMIT,
+        /// Invalid packet rate.
+        InvalidPacketRate = ib_cm_rej_reason_IB_CM_REJ_INVALID_PACKET_RATE,
+        /// Invalid alternate GID.
+        InvalidAltGid = ib_cm_rej_reason_IB_CM_REJ_INVALID_ALT_GID,
+        /// Invalid alternate LID.
+        InvalidAltLid = ib_cm_rej_reason_IB_CM_REJ_INVALID_ALT_LID,
+        /// Invalid alternate SL.
+        InvalidAltSl = ib_cm_rej_reason_IB_CM_REJ_INVALID_ALT_SL,
+        /// Invalid alternate traffic class.
+        InvalidAltTrafficClass = ib_cm_rej_reason_IB_CM_REJ_INVALID_ALT_TRAFFIC_CLASS,
+        /// Invalid alternate hop limit.
+        InvalidAltHopLimit = ib_cm_rej_reason_IB_CM_REJ_INVALID_ALT_HOP_LIMIT,
+        /// Invalid alternate packet rate.
+        InvalidAltPacketRate = ib_cm_rej_reason_IB_CM_REJ_INVALID_ALT_PACKET_RATE,
+        /// Port CM redirect.
+        PortCmRedirect = ib_cm_rej_reason_IB_CM_REJ_PORT_CM_REDIRECT,
+        /// Port redirect.
+        PortRedirect = ib_cm_rej_reason_IB_CM_REJ_PORT_REDIRECT,
+        /// Invalid MTU.
+        InvalidMtu = ib_cm_rej_reason_IB_CM_REJ_INVALID_MTU,
+        /// Insufficient responder resources.
+        InsufficientRespResources = ib_cm_rej_reason_IB_CM_REJ_INSUFFICIENT_RESP_RESOURCES,
+        /// The peer's consumer rejected it ([`CmIdRef::send_rej`]).
+        ConsumerDefined = ib_cm_rej_reason_IB_CM_REJ_CONSUMER_DEFINED,
+        /// Invalid RNR retry count.
+        InvalidRnrRetry = ib_cm_rej_reason_IB_CM_REJ_INVALID_RNR_RETRY,
+        /// Duplicate local communication id.
+        DuplicateLocalCommId = ib_cm_rej_reason_IB_CM_REJ_DUPLICATE_LOCAL_COMM_ID,
+        /// Invalid class version.
+        InvalidClassVersion = ib_cm_rej_reason_IB_CM_REJ_INVALID_CLASS_VERSION,
+        /// Invalid flow label.
+        InvalidFlowLabel = ib_cm_rej_reason_IB_CM_REJ_INVALID_FLOW_LABEL,
+        /// Invalid alternate flow label.
+        InvalidAltFlowLabel = ib_cm_rej_reason_IB_CM_REJ_INVALID_ALT_FLOW_LABEL,
+        /// Vendor option not supported.
+        VendorOptionNotSupported = ib_cm_rej_reason_IB_CM_REJ_VENDOR_OPTION_NOT_SUPPORTED,
+    }
+    Unknown
+}
+
+/// An rdma_cm port space (`enum rdma_ucm_port_space`), for raw IB CM users
+/// that talk to rdma_cm peers: rdma_cm listens on and connects to the
+/// service id `(port space << 16) + port`.
+///
+/// # Examples
+///
+/// ```
+/// use kernel::rdma::cm::PortSpace;
+///
+/// assert_eq!(PortSpace::Tcp.service_id(7471), 0x0106_1d2f);
+/// assert_eq!(PortSpace::of(PortSpace::Udp.service_id(9)), Some(PortSpace::Udp));
+/// assert_eq!(PortSpace::of(0x1234), None);
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum PortSpace {
+    /// `RDMA_PS_TCP`: RC connections.
+    Tcp,
+    /// `RDMA_PS_UDP`: UD, resolved with SIDR REQ/REP (rdma_cm rejects an RC
+    /// REQ there).
+    Udp,
+}
+
+impl PortSpace {
+    fn to_raw(self) -> u32 {
+        match self {
+            Self::Tcp => bindings::rdma_ucm_port_space_RDMA_PS_TCP,
+            Self::Udp => bindings::rdma_ucm_port_space_RDMA_PS_UDP,
+        }
+    }
+
+    /// rdma_cm's service id for `port` in this port space (host order).
+    pub fn service_id(self, port: u16) -> u64 {
+        (u64::from(self.to_raw()) << 16) + u64::from(port)
+    }
+
+    /// The port space `service_id` (host order) is in, if one of these.
+    pub fn of(service_id: u64) -> Option<Self> {
+        [Self::Tcp, Self::Udp]
+            .into_iter()
+            .find(|ps| service_id >> 16 == u64::from(ps.to_raw()))
+    }
 }
 
 /// An id borrowed from the CM: during a callback, or from a [`CmId`].
@@ -213,60 +437,70 @@ pub(crate) fn live_ids() -> usize {
 /// The wrapped `struct ib_cm_id` is valid (not destroyed) for the lifetime of
 /// every `&CmIdRef`.
 #[repr(transparent)]
-pub(crate) struct CmIdRef(Opaque<bindings::ib_cm_id>);
+pub struct CmIdRef(Opaque<bindings::ib_cm_id>);
 
 impl CmIdRef {
+    /// Creates a reference to a [`CmIdRef`] from a raw pointer: for C code
+    /// that hands its own ids to Rust.
+    ///
     /// # Safety
     ///
     /// `ptr` must be a valid `struct ib_cm_id` that is not destroyed during
     /// `'a`.
-    pub(crate) unsafe fn from_raw<'a>(ptr: *mut bindings::ib_cm_id) -> &'a Self {
+    pub unsafe fn from_raw<'a>(ptr: *mut bindings::ib_cm_id) -> &'a Self {
         // SAFETY: `CmIdRef` is a transparent wrapper; the caller guarantees
         // validity for `'a`.
         unsafe { &*ptr.cast() }
     }
 
-    pub(crate) fn as_raw(&self) -> *mut bindings::ib_cm_id {
+    /// Returns the raw `struct ib_cm_id` pointer.
+    pub fn as_raw(&self) -> *mut bindings::ib_cm_id {
         self.0.get()
     }
 
     /// The id's state as the CM last set it (a snapshot: the CM changes it
     /// under its own lock as messages arrive).
-    pub(crate) fn state(&self) -> State {
+    pub fn state(&self) -> State {
         // SAFETY: By the type invariant the id is valid. The CM writes `state`
         // under its spinlock; a volatile read gives one consistent value.
         State::from_raw(unsafe { core::ptr::addr_of!((*self.as_raw()).state).read_volatile() })
     }
 
     /// The local communication id (host order), as in the CM's messages.
-    pub(crate) fn local_id(&self) -> u32 {
+    pub fn local_id(&self) -> u32 {
         // SAFETY: By the type invariant the id is valid; set at creation.
         u32::from_be(unsafe { (*self.as_raw()).local_id })
     }
 
     /// The peer's communication id (host order), once known.
-    pub(crate) fn remote_id(&self) -> u32 {
+    pub fn remote_id(&self) -> u32 {
         // SAFETY: By the type invariant the id is valid. Written once by the
         // CM when the REQ or REP arrives; a volatile read sees 0 or that value.
         u32::from_be(unsafe { core::ptr::addr_of!((*self.as_raw()).remote_id).read_volatile() })
     }
 
     /// The RDMA device the id lives on.
-    pub(crate) fn device(&self) -> &Device {
+    pub fn device(&self) -> &Device {
         // SAFETY: The id is valid (type invariant) and its device outlives it: clients destroy
         // their ids in their `remove`, before the device is unregistered.
         unsafe { Device::from_raw((*self.as_raw()).device) }
     }
 
     /// Starts listening for REQs to `service_id` (host order).
-    pub(crate) fn listen(&self, service_id: u64) -> Result {
+    pub fn listen(&self, service_id: u64) -> Result {
         // SAFETY: By the type invariant the id is valid.
         to_result(unsafe { bindings::ib_cm_listen(self.as_raw(), service_id.to_be()) })
     }
 
-    /// Sends a REQ for `qp_num` along `route` to `service_id` (host order).
-    pub(crate) fn send_req(&self, req: &Req<'_>) -> Result {
-        let (ptr, len) = private_data(req.private_data, REQ_PRIVATE_DATA_SIZE)?;
+    /// Sends a REQ as `req` says: for its QP along its route to its service
+    /// id. `EINVAL` if a field does not fit the message (private data, the
+    /// 3-bit retry counts, the timing), before anything is sent.
+    pub fn send_req(&self, req: &Req<'_>) -> Result {
+        let (ptr, len) = Message::Req.raw(req.private_data)?;
+        req.timing.check()?;
+        if req.retry_count > 7 || req.rnr_retry_count > 7 {
+            return Err(EINVAL);
+        }
         let mut path = req.route.path;
         let mut param = bindings::ib_cm_req_param {
             primary_path: &mut path,
@@ -277,13 +511,13 @@ impl CmIdRef {
             starting_psn: req.starting_psn,
             private_data: ptr,
             private_data_len: len,
-            responder_resources: 1,
-            initiator_depth: 1,
+            responder_resources: req.responder_resources,
+            initiator_depth: req.initiator_depth,
             remote_cm_response_timeout: req.timing.cm_response_timeout,
             local_cm_response_timeout: req.timing.cm_response_timeout,
-            flow_control: 1,
-            retry_count: 7,
-            rnr_retry_count: 7,
+            flow_control: req.flow_control.into(),
+            retry_count: req.retry_count,
+            rnr_retry_count: req.rnr_retry_count,
             max_cm_retries: req.timing.max_cm_retries,
             ..Default::default()
         };
@@ -292,9 +526,13 @@ impl CmIdRef {
         to_result(unsafe { bindings::ib_send_cm_req(self.as_raw(), &mut param) })
     }
 
-    /// Answers a REQ with a REP for `qp_num`.
-    pub(crate) fn send_rep(&self, rep: &Rep<'_>) -> Result {
-        let (ptr, len) = private_data(rep.private_data, REP_PRIVATE_DATA_SIZE)?;
+    /// Answers a REQ with a REP as `rep` says. `EINVAL` if a field does not
+    /// fit the message, before anything is sent.
+    pub fn send_rep(&self, rep: &Rep<'_>) -> Result {
+        let (ptr, len) = Message::Rep.raw(rep.private_data)?;
+        if rep.rnr_retry_count > 7 {
+            return Err(EINVAL);
+        }
         let mut param = bindings::ib_cm_rep_param {
             qp_num: rep.qp_num,
             starting_psn: rep.starting_psn,
@@ -302,8 +540,8 @@ impl CmIdRef {
             private_data_len: len,
             responder_resources: rep.responder_resources,
             initiator_depth: rep.initiator_depth,
-            flow_control: 1,
-            rnr_retry_count: 7,
+            flow_control: rep.flow_control.into(),
+            rnr_retry_count: rep.rnr_retry_count,
             ..Default::default()
         };
         // SAFETY: By the type invariant the id is valid; `param` and the
@@ -312,17 +550,17 @@ impl CmIdRef {
     }
 
     /// Sends the RTU that completes an active connection.
-    pub(crate) fn send_rtu(&self, data: &[u8]) -> Result {
-        let (ptr, len) = private_data(data, RTU_PRIVATE_DATA_SIZE)?;
+    pub fn send_rtu(&self, data: &[u8]) -> Result {
+        let (ptr, len) = Message::Rtu.raw(data)?;
         // SAFETY: By the type invariant the id is valid; `ptr` is NULL or
         // valid for `len` bytes.
         to_result(unsafe { bindings::ib_send_cm_rtu(self.as_raw(), ptr, len) })
     }
 
-    /// Rejects a connection (REQ or REP received) with a consumer-defined
-    /// reason.
-    pub(crate) fn send_rej(&self, data: &[u8]) -> Result {
-        let (ptr, len) = private_data(data, REJ_PRIVATE_DATA_SIZE)?;
+    /// Rejects a connection (REQ or REP received) with the reason
+    /// [`RejReason::ConsumerDefined`] and `data` (at most 148 bytes).
+    pub fn send_rej(&self, data: &[u8]) -> Result {
+        let (ptr, len) = Message::Rej.raw(data)?;
         // SAFETY: As in `send_rtu`; no ARI is passed.
         to_result(unsafe {
             bindings::ib_send_cm_rej(
@@ -337,7 +575,7 @@ impl CmIdRef {
     }
 
     /// Tells the peer that our answer will take a while (a Message Receipt
-    /// Acknowledgement), so that its CM waits `service_timeout` (the CM
+    /// Acknowledgment), so that its CM waits `service_timeout` (the CM
     /// computes `1 << (service_timeout - 8)` ms, `cm_convert_to_ms`) plus
     /// its packet lifetime for each of its remaining retries instead of the
     /// message's own timeout. The peer's CM takes only the first MRA
@@ -351,7 +589,7 @@ impl CmIdRef {
     /// the message with the MRA (rdma_cm's `CMA_CM_MRA_SETTING`), so a quick
     /// answer costs no MAD, and the call cannot fail for want of memory
     /// (no private data is copied).
-    pub(crate) fn send_mra(&self, service_timeout: u8, delay: bool) -> Result {
+    pub fn send_mra(&self, service_timeout: u8, delay: bool) -> Result {
         if service_timeout > 31 {
             return Err(EINVAL);
         }
@@ -374,8 +612,8 @@ impl CmIdRef {
     /// it is: `EINVAL` unless the id is `ESTABLISHED` (a second DREQ, one
     /// after the peer's DREQ, one before the RTU), `ENOMEM` or a MAD error
     /// (the id then enters timewait). Callable from atomic context.
-    pub(crate) fn send_dreq(&self, data: &[u8]) -> Result {
-        let (ptr, len) = private_data(data, DREQ_PRIVATE_DATA_SIZE)?;
+    pub fn send_dreq(&self, data: &[u8]) -> Result {
+        let (ptr, len) = Message::Dreq.raw(data)?;
         // SAFETY: By the type invariant the id is valid; `ptr` is NULL or
         // valid for `len` bytes, which the CM copies into the MAD.
         to_result(unsafe { bindings::ib_send_cm_dreq(self.as_raw(), ptr, len) })
@@ -388,47 +626,134 @@ impl CmIdRef {
     /// here because 6.12's `ib_send_cm_drep` leaks its copy of the data in
     /// that case; `EINVAL` from the CM unless the id is `DREQ_RCVD`. May
     /// sleep (the CM copies the data with `GFP_KERNEL`).
-    pub(crate) fn send_drep(&self, data: &[u8]) -> Result {
-        let (ptr, len) = private_data(data, DREP_PRIVATE_DATA_SIZE)?;
+    pub fn send_drep(&self, data: &[u8]) -> Result {
+        let (ptr, len) = Message::Drep.raw(data)?;
         // SAFETY: As in `send_dreq`.
         to_result(unsafe { bindings::ib_send_cm_drep(self.as_raw(), ptr, len) })
     }
 
-    /// The QP attributes for moving the connection's QP to `state`, and the
-    /// mask of those set, as `ib_cm_init_qp_attr` computes them.
-    pub(crate) fn init_qp_attr(
-        &self,
-        state: bindings::ib_qp_state,
-    ) -> Result<(bindings::ib_qp_attr, c_int)> {
+    /// The QP attributes for moving the connection's QP to `state`, as
+    /// `ib_cm_init_qp_attr` computes them from the REQ and REP.
+    pub fn init_qp_attr(&self, state: QpState) -> Result<QpAttr> {
         let mut attr = bindings::ib_qp_attr {
-            qp_state: state,
+            qp_state: state.to_raw(),
             ..Default::default()
         };
         let mut mask: c_int = 0;
         // SAFETY: By the type invariant the id is valid; `attr` and `mask` are
         // valid for writes.
         to_result(unsafe { bindings::ib_cm_init_qp_attr(self.as_raw(), &mut attr, &mut mask) })?;
-        Ok((attr, mask))
+        Ok(QpAttr::from_raw(attr, mask))
     }
 }
 
-/// What [`CmIdRef::send_req`] sends.
-pub(crate) struct Req<'a> {
-    pub(crate) route: &'a Route,
-    pub(crate) service_id: u64,
-    pub(crate) qp_num: u32,
-    pub(crate) starting_psn: u32,
-    pub(crate) timing: Timing,
-    pub(crate) private_data: &'a [u8],
+/// What [`CmIdRef::send_req`] sends: the connection's addressing, and its
+/// policy (resources, retries, flow control, timing) with rdma_cm's values
+/// from [`Req::new`].
+///
+/// # Examples
+///
+/// ```
+/// use kernel::rdma::{cm::Req, path::{Route, Timing}};
+///
+/// fn req<'a>(route: &'a Route, qp_num: u32) -> Req<'a> {
+///     Req {
+///         private_data: b"hello",
+///         timing: Timing { max_cm_retries: 2, ..Timing::default() },
+///         ..Req::new(route, 0x1234, qp_num)
+///     }
+/// }
+/// # let _ = req;
+/// ```
+pub struct Req<'a> {
+    /// The path to the peer, and the GID entry it leaves from.
+    pub route: &'a Route,
+    /// The service id the peer listens on (host order).
+    pub service_id: u64,
+    /// Our QP's number.
+    pub qp_num: u32,
+    /// The PSN our QP starts sending with.
+    pub starting_psn: u32,
+    /// The CM's timing and retries ([`Timing::cm_response_timeout`],
+    /// [`Timing::max_cm_retries`]).
+    pub timing: Timing,
+    /// RDMA READs the peer may have outstanding at our QP.
+    pub responder_resources: u8,
+    /// RDMA READs our QP may have outstanding at the peer.
+    pub initiator_depth: u8,
+    /// Whether our QP's receive queue takes part in end-to-end flow control.
+    pub flow_control: bool,
+    /// Transport retries of the QPs (0..=7).
+    pub retry_count: u8,
+    /// RNR retries of the QPs (0..=7; 7 is "forever").
+    pub rnr_retry_count: u8,
+    /// The REQ's private data (at most [`REQ_PRIVATE_DATA_SIZE`] bytes).
+    pub private_data: &'a [u8],
 }
 
-/// What [`CmIdRef::send_rep`] sends.
-pub(crate) struct Rep<'a> {
-    pub(crate) qp_num: u32,
-    pub(crate) starting_psn: u32,
-    pub(crate) responder_resources: u8,
-    pub(crate) initiator_depth: u8,
-    pub(crate) private_data: &'a [u8],
+impl<'a> Req<'a> {
+    /// A REQ for `qp_num` along `route` to `service_id`, starting at PSN
+    /// `qp_num`, with rdma_cm's policy: one RDMA READ each way, flow
+    /// control, 7 retries of each kind, [`Timing::RDMA_CM`], no private
+    /// data.
+    pub fn new(route: &'a Route, service_id: u64, qp_num: u32) -> Self {
+        Self {
+            route,
+            service_id,
+            qp_num,
+            starting_psn: qp_num,
+            timing: Timing::RDMA_CM,
+            responder_resources: 1,
+            initiator_depth: 1,
+            flow_control: true,
+            retry_count: 7,
+            rnr_retry_count: 7,
+            private_data: &[],
+        }
+    }
+}
+
+/// What [`CmIdRef::send_rep`] sends; [`Default`] is rdma_cm's policy (flow
+/// control, RNR retries forever) with zeros and no private data.
+///
+/// # Examples
+///
+/// ```
+/// use kernel::rdma::cm::Rep;
+///
+/// let rep = Rep { qp_num: 17, starting_psn: 17, ..Rep::default() };
+/// assert!(rep.flow_control);
+/// assert_eq!(rep.rnr_retry_count, 7);
+/// ```
+pub struct Rep<'a> {
+    /// Our QP's number.
+    pub qp_num: u32,
+    /// The PSN our QP starts sending with.
+    pub starting_psn: u32,
+    /// RDMA READs the peer may have outstanding at our QP.
+    pub responder_resources: u8,
+    /// RDMA READs our QP may have outstanding at the peer.
+    pub initiator_depth: u8,
+    /// Whether our QP's receive queue takes part in end-to-end flow control.
+    pub flow_control: bool,
+    /// RNR retries of the QPs (0..=7; 7 is "forever").
+    pub rnr_retry_count: u8,
+    /// The REP's private data (at most [`REP_PRIVATE_DATA_SIZE`] bytes).
+    pub private_data: &'a [u8],
+}
+
+impl Default for Rep<'_> {
+    fn default() -> Self {
+        Self {
+            qp_num: 0,
+            starting_psn: 0,
+            responder_resources: 0,
+            initiator_depth: 0,
+            flow_control: true,
+            rnr_retry_count: 7,
+            private_data: &[],
+        }
+    }
 }
 
 /// What the CM tells the owner of an id. Every method has a default that
@@ -439,7 +764,7 @@ pub(crate) struct Rep<'a> {
 /// layer's completion for the `*_error` events. A handler may drop any
 /// [`CmId`], its own and its listener's included (see [`CmId`]).
 #[vtable]
-pub(crate) trait Handler: Sized + Send + Sync + 'static {
+pub trait Handler: Sized + Send + Sync + 'static {
     /// A REQ for a listening id: accept it with [`Request::accept`] (and send
     /// a REP), or return an error (or drop the request) to reject it. An
     /// id accepted and then dropped before returning is destroyed by the CM
@@ -457,68 +782,97 @@ pub(crate) trait Handler: Sized + Send + Sync + 'static {
     fn rep_received(&self, _id: &CmIdRef, _remote_qpn: u32) {}
     /// The RTU for our REP (or `ib_cm_notify` of a first packet).
     fn established(&self, _id: &CmIdRef) {}
-    /// The peer rejected our REQ or REP (`reason` is `enum ib_cm_rej_reason`).
-    fn rej_received(&self, _id: &CmIdRef, _reason: u32, _private_data: &[u8]) {}
+    /// The peer rejected our REQ or REP (or the CM did: [`RejReason::Timeout`]
+    /// when the peer's MRA time ran out), with the REJ's 148 bytes of
+    /// private data.
+    fn rej_received(&self, _id: &CmIdRef, _reason: RejReason, _private_data: &[u8]) {}
     /// The peer's DREQ, with its 220 bytes of private data. The CM sends no
     /// DREP by itself: answer with [`CmIdRef::send_drep`].
     fn dreq_received(&self, _id: &CmIdRef, _private_data: &[u8]) {}
     /// The DREP for our DREQ, with its 224 bytes of private data.
     fn drep_received(&self, _id: &CmIdRef, _private_data: &[u8]) {}
-    /// Our DREQ got no answer after all retries (`send_status` is the MAD's
-    /// `enum ib_wc_status`). The id is in timewait.
-    fn dreq_error(&self, _id: &CmIdRef, _send_status: u32) {}
+    /// Our DREQ got no answer after all retries (`send_status` is how the
+    /// MAD ended, [`WcStatus::RespTimeoutErr`] for no answer). The id is in
+    /// timewait.
+    fn dreq_error(&self, _id: &CmIdRef, _send_status: WcStatus) {}
     /// Our REQ or REP got no answer (`send_status` as for `dreq_error`).
     /// The id is idle: the CM has forgotten the peer.
-    fn connect_error(&self, _id: &CmIdRef, _send_status: u32) {}
+    fn connect_error(&self, _id: &CmIdRef, _send_status: WcStatus) {}
     /// The id left timewait: the connection is gone for good.
     fn timewait_exit(&self, _id: &CmIdRef) {}
 }
 
-/// A workqueue of this module's that destroys the ids whose [`CmId`] was
-/// dropped where `ib_destroy_cm_id` would wait for the caller itself (see
+/// The caller's workqueue that destroys the ids whose [`CmId`] was dropped
+/// where `ib_destroy_cm_id` would wait for the caller itself (see
 /// [`CmId`]), and an ordered one for the jobs CM callbacks hand off
 /// ([`ReaperRef::spawn_job`]).
 ///
-/// Made at module init and dropped last at module exit; everything that
-/// makes ids holds a [`ReaperRef`]. Dropping it waits until no
-/// [`ReaperRef`] is left (every id it could destroy is gone), then destroys
-/// the workqueue, which runs what is still queued first. It is never
-/// reference counted by its own work items: the last owner is the module.
+/// Its work items run the caller's code (the drop of a [`Handler`], a job's
+/// closure), so the caller owns it: a module makes it at init and drops it
+/// last at exit, which makes the module's text outlive every work item.
+/// Everything that makes ids holds a [`ReaperRef`]. Dropping it waits until
+/// no [`ReaperRef`] is left (every id it could destroy is gone), then
+/// destroys the workqueues, which run what is still queued first. It is
+/// never reference counted by its own work items: the last owner is the
+/// caller.
+///
+/// It also counts the ids made with it that are not destroyed yet
+/// ([`Reaper::live_ids`]), for a caller that checks that none is left.
 ///
 /// # Invariants
 ///
-/// `wq` and `jobs` are workqueues made by `rcd_reaper_alloc` and
-/// `rcd_jobs_alloc`, destroyed only in `drop`;
-/// `refs` counts the live [`ReaperRef`]s, which point at `self`.
-pub(crate) struct Reaper {
+/// `wq` and `jobs` are workqueues made by `alloc_workqueue()`, destroyed
+/// only in `drop`; `refs` counts the live [`ReaperRef`]s, which point at
+/// `self`; `ids` counts the ids made through them and not yet destroyed.
+pub struct Reaper {
     wq: NonNull<bindings::workqueue_struct>,
     /// Ordered: the work a CM callback hands off ([`ReaperRef::spawn_job`]).
     jobs: NonNull<bindings::workqueue_struct>,
     refs: AtomicUsize,
+    ids: AtomicUsize,
     _pin: PhantomPinned,
 }
 
-extern "C" {
-    /// In `rust_cm_disconnect_exports.c`: `alloc_workqueue` (variadic, and
-    /// its flags are macros).
-    fn rcd_reaper_alloc() -> *mut bindings::workqueue_struct;
-    /// The same for `alloc_ordered_workqueue`.
-    fn rcd_jobs_alloc() -> *mut bindings::workqueue_struct;
-}
-
 // SAFETY: The workqueue is used only through the workqueue API, which is
-// thread-safe; `refs` is atomic.
+// thread-safe; `refs` and `ids` are atomic.
 unsafe impl Send for Reaper {}
 // SAFETY: As for `Send`.
 unsafe impl Sync for Reaper {}
 
+/// Sleeps for `ms` milliseconds.
+fn msleep(ms: u32) {
+    // SAFETY: `msleep` takes any value; every caller here is in process
+    // context (a destroy, which may sleep).
+    unsafe { bindings::msleep(ms) }
+}
+
 impl Reaper {
-    /// Makes the workqueue.
-    pub(crate) fn new() -> Result<Pin<KBox<Self>>> {
-        // SAFETY: Process context (module init); no arguments.
-        let wq = NonNull::new(unsafe { rcd_reaper_alloc() }).ok_or(ENOMEM)?;
-        // SAFETY: As above.
-        let Some(jobs) = NonNull::new(unsafe { rcd_jobs_alloc() }) else {
+    /// Makes the workqueues, named `name` (the destroys: unbound, as a
+    /// destroy waits for a CM callback, which may sleep, and many may wait
+    /// at once) and `jobs` (ordered: jobs that each take a CPU for a while
+    /// run one after the other instead of as hundreds of kworkers).
+    /// Process context.
+    pub fn new(name: &'static CStr, jobs: &'static CStr) -> Result<Pin<KBox<Self>>> {
+        // SAFETY: Process context; `"%s"` with one NUL-terminated string.
+        let wq = NonNull::new(unsafe {
+            bindings::alloc_workqueue(
+                c_str!("%s").as_char_ptr(),
+                bindings::wq_flags_WQ_UNBOUND,
+                0,
+                name.as_char_ptr(),
+            )
+        })
+        .ok_or(ENOMEM)?;
+        // SAFETY: As above; these are `alloc_ordered_workqueue()`'s flags and
+        // limit.
+        let Some(jobs) = NonNull::new(unsafe {
+            bindings::alloc_workqueue(
+                c_str!("%s").as_char_ptr(),
+                bindings::wq_flags_WQ_UNBOUND | bindings::wq_flags___WQ_ORDERED,
+                1,
+                jobs.as_char_ptr(),
+            )
+        }) else {
             // SAFETY: Made just above, nothing queued on it.
             unsafe { bindings::destroy_workqueue(wq.as_ptr()) };
             return Err(ENOMEM);
@@ -527,20 +881,27 @@ impl Reaper {
             wq,
             jobs,
             refs: AtomicUsize::new(0),
+            ids: AtomicUsize::new(0),
             _pin: PhantomPinned,
         };
-        // On failure `reaper` is dropped, which destroys the empty queue.
+        // On failure `reaper` is dropped, which destroys the empty queues.
         Ok(KBox::pin(reaper, GFP_KERNEL)?)
     }
 
     /// A counted reference, for those that make ids.
-    pub(crate) fn get(self: Pin<&Self>) -> ReaperRef {
+    pub fn get(self: Pin<&Self>) -> ReaperRef {
         self.refs.fetch_add(1, Ordering::Relaxed);
         // INVARIANT: counted just above; `self` is pinned, so it stays where
         // it is until `drop`, which waits for the count to fall to 0.
         ReaperRef {
             reaper: NonNull::from(self.get_ref()),
         }
+    }
+
+    /// How many ids made with this reaper (created, or accepted from a
+    /// REQ) are not destroyed yet.
+    pub fn live_ids(&self) -> usize {
+        self.ids.load(Ordering::Relaxed)
     }
 
     /// Runs what is queued on both queues: the jobs first, since a job may
@@ -569,12 +930,12 @@ impl Drop for Reaper {
             // under it).
             if waited % 100 == 0 {
                 pr_warn!(
-                    "reaper: waiting for {} id owner(s)\n",
+                    "cm: reaper waiting for {} id owner(s)\n",
                     self.refs.load(Ordering::Relaxed)
                 );
             }
             waited = waited.wrapping_add(1);
-            crate::delay::msleep(100);
+            msleep(100);
         }
         // SAFETY: `jobs` and `wq` are live (type invariant) and nothing can
         // queue on them any more (no `ReaperRef` is left); `destroy_workqueue`
@@ -587,13 +948,13 @@ impl Drop for Reaper {
     }
 }
 
-/// A counted reference on the module's [`Reaper`].
+/// A counted reference on the caller's [`Reaper`].
 ///
 /// # Invariants
 ///
 /// `reaper` points at a live, pinned [`Reaper`] whose `refs` counts this
 /// reference.
-pub(crate) struct ReaperRef {
+pub struct ReaperRef {
     reaper: NonNull<Reaper>,
 }
 
@@ -614,30 +975,46 @@ impl ReaperRef {
         unsafe { Queue::from_raw(self.reaper().wq.as_ptr()) }
     }
 
-    /// Runs `f` once on the reaper's workqueue: module work that the
-    /// module's exit and device removal wait for (they flush the reaper).
-    pub(crate) fn spawn(&self, f: impl FnOnce() + Send + 'static) -> Result {
+    /// Runs `f` once on the reaper's workqueue: the caller's work that its
+    /// teardown waits for (by [`ReaperRef::flush`], or the reaper's drop).
+    pub fn spawn(&self, f: impl FnOnce() + Send + 'static) -> Result {
         self.queue().try_spawn(GFP_KERNEL, f).map_err(|_| ENOMEM)
+    }
+
+    /// How many ids made with the reaper are not destroyed yet
+    /// ([`Reaper::live_ids`]).
+    pub fn live_ids(&self) -> usize {
+        self.reaper().live_ids()
+    }
+
+    /// Counts an id made (created, or accepted from a REQ).
+    fn id_made(&self) {
+        self.reaper().ids.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts an id destroyed.
+    fn id_destroyed(&self) {
+        self.reaper().ids.fetch_sub(1, Ordering::Relaxed);
     }
 
     /// Waits until every job and every destroy queued so far is done: every
     /// id dropped before the call is destroyed and its callbacks have
     /// returned. Must not be called from a CM callback (a queued destroy
     /// waits for it) or from a job.
-    pub(crate) fn flush(&self) {
+    pub fn flush(&self) {
         self.reaper().flush();
     }
 
-    /// Runs `f` later on the module's job queue, one job at a time in the
+    /// Runs `f` later on the reaper's job queue, one job at a time in the
     /// order queued, in process context: for work a CM callback must not do
     /// itself. The IB CM runs every callback of every id on its own
     /// workqueue, one at a time per CPU (`alloc_workqueue("ib_cm", 0, 1)`):
     /// a callback that takes long (making a QP under a debug kernel) holds
     /// up every REQ, REP, RTU and timer event behind it, and the peers'
-    /// timers run out. Unload waits for every job (the reaper's drop
-    /// flushes, then destroys the queue), device removal too
-    /// ([`ReaperRef::flush`]). `ENOMEM` if the job cannot be allocated.
-    pub(crate) fn spawn_job(&self, f: impl FnOnce() + Send + 'static) -> Result {
+    /// timers run out. The reaper's drop waits for every job (it flushes,
+    /// then destroys the queue), [`ReaperRef::flush`] too. `ENOMEM` if the
+    /// job cannot be allocated.
+    pub fn spawn_job(&self, f: impl FnOnce() + Send + 'static) -> Result {
         // SAFETY: `jobs` lives as long as the reaper, so as `self`.
         let queue = unsafe { Queue::from_raw(self.reaper().jobs.as_ptr()) };
         queue.try_spawn(GFP_KERNEL, f).map_err(|_| ENOMEM)
@@ -728,7 +1105,7 @@ impl<T: Handler> Inner<T> {
     /// hold the id for (see `running`) to leave the trampoline.
     fn wait_callbacks(&self) {
         while self.running.load(Ordering::Acquire) != 0 {
-            crate::delay::msleep(1);
+            msleep(1);
         }
     }
 
@@ -750,7 +1127,7 @@ impl<T: Handler> WorkItem for Inner<T> {
         // them, the one that dropped the `CmId` included.
         unsafe { bindings::ib_destroy_cm_id(id) };
         this.wait_callbacks();
-        LIVE_IDS.fetch_sub(1, Ordering::Relaxed);
+        this.reaper.id_destroyed();
         let ctx: *const Inner<T> = &*this;
         // SAFETY: The id's `context` reference (`CmId`'s invariant); the id
         // is gone, so no callback uses it any more.
@@ -761,9 +1138,9 @@ impl<T: Handler> WorkItem for Inner<T> {
     }
 }
 
+/// The running task's address, only ever compared, never dereferenced.
 fn current_task() -> *mut c_void {
-    // SAFETY: The task is only compared by address, never dereferenced.
-    let task: *const Task = unsafe { &*Task::current() };
+    let task: *const Task = crate::current!();
     task.cast_mut().cast()
 }
 
@@ -775,7 +1152,7 @@ fn current_task() -> *mut c_void {
 ///   once, which waits for the id's callbacks in progress;
 /// - inside one of the id's own callbacks, or inside a REQ callback of the
 ///   id (a listener) while the CM holds the listener for it: waiting would
-///   deadlock, so the destroy is queued on the module's [`Reaper`] and runs
+///   deadlock, so the destroy is queued on the caller's [`Reaper`] and runs
 ///   as soon as the callback has returned; no further event reaches `T`
 ///   (REQs to a listener are rejected);
 /// - inside the REQ callback that accepted it ([`Request::accept`]): the
@@ -789,7 +1166,7 @@ fn current_task() -> *mut c_void {
 ///
 /// `inner.id` is a live id whose handler is `Adapter::<T>::handler` and whose
 /// `context` holds a reference on `inner` taken with [`Arc::into_raw`].
-pub(crate) struct CmId<T: Handler> {
+pub struct CmId<T: Handler> {
     inner: Arc<Inner<T>>,
     /// Queue the destroy whatever the context ([`CmId::destroy_deferred`]).
     deferred: bool,
@@ -797,12 +1174,13 @@ pub(crate) struct CmId<T: Handler> {
 
 impl<T: Handler> CmId<T> {
     /// Bytes this abstraction allocates per id (the consumer's data included),
-    /// besides what the CM allocates for the id itself.
-    pub(crate) const ALLOC_BYTES: usize = core::mem::size_of::<Inner<T>>();
+    /// besides what the CM allocates for the id itself: for a caller that
+    /// accounts for its memory.
+    pub const ALLOC_BYTES: usize = core::mem::size_of::<Inner<T>>();
 
     /// Creates an id on `device` for an active connection or a listener;
     /// `reaper` destroys it if it is dropped in a callback.
-    pub(crate) fn new(device: &Device, reaper: &ReaperRef, data: T) -> Result<Self> {
+    pub fn new(device: &Device, reaper: &ReaperRef, data: T) -> Result<Self> {
         let inner = Inner::new(core::ptr::null_mut(), false, reaper.clone(), data)?;
         let ctx = Arc::into_raw(inner.clone());
         // SAFETY: `device` is registered; `ctx` stays valid until the id is destroyed (`Drop`).
@@ -822,7 +1200,7 @@ impl<T: Handler> CmId<T> {
                 return Err(e);
             }
         }
-        LIVE_IDS.fetch_add(1, Ordering::Relaxed);
+        reaper.id_made();
         // INVARIANT: the id is live, with our handler and `ctx`.
         Ok(Self {
             inner,
@@ -830,10 +1208,10 @@ impl<T: Handler> CmId<T> {
         })
     }
 
-    /// Destroys the id from the module's [`Reaper`], never waiting here: for
+    /// Destroys the id from the caller's [`Reaper`], never waiting here: for
     /// callers that hold a lock a callback of the id may need. The id gets
     /// no more events; [`ReaperRef::flush`] waits for the destroy.
-    pub(crate) fn destroy_deferred(mut self) {
+    pub fn destroy_deferred(mut self) {
         self.deferred = true;
     }
 
@@ -888,7 +1266,7 @@ impl<T: Handler> Drop for CmId<T> {
         // its callbacks, so this waits for them and then frees the id.
         unsafe { bindings::ib_destroy_cm_id(id) };
         self.inner.wait_callbacks();
-        LIVE_IDS.fetch_sub(1, Ordering::Relaxed);
+        self.inner.reaper.id_destroyed();
         let ctx: *const Inner<T> = &*self.inner;
         // SAFETY: The id's `context` reference (type invariant; `Arc::into_raw` gave the address
         // `Deref` gives). The id is gone, so no callback uses it any more.
@@ -900,7 +1278,7 @@ impl<T: Handler> Drop for CmId<T> {
 ///
 /// The new id it carries belongs to nobody until [`Request::accept`]: if the
 /// handler does not accept it, the CM destroys it and sends a REJ.
-pub(crate) struct Request<'a, T: Handler> {
+pub struct Request<'a, T: Handler> {
     id: &'a CmIdRef,
     event: &'a bindings::ib_cm_event,
     listener: &'a Inner<T>,
@@ -909,7 +1287,7 @@ pub(crate) struct Request<'a, T: Handler> {
 
 impl<'a, T: Handler> Request<'a, T> {
     /// The new id, to reject the REQ with a private message.
-    pub(crate) fn id(&self) -> &CmIdRef {
+    pub fn id(&self) -> &CmIdRef {
         self.id
     }
 
@@ -920,7 +1298,7 @@ impl<'a, T: Handler> Request<'a, T> {
     }
 
     /// The 92 bytes of the REQ's private data.
-    pub(crate) fn private_data(&self) -> &[u8] {
+    pub fn private_data(&self) -> &[u8] {
         // SAFETY: For a REQ the CM points `private_data` at the MAD's field of
         // `REQ_PRIVATE_DATA_SIZE` bytes, alive during the callback.
         unsafe { event_private_data(self.event, REQ_PRIVATE_DATA_SIZE) }
@@ -928,37 +1306,37 @@ impl<'a, T: Handler> Request<'a, T> {
 
     /// Whether the REQ asks for a reliable connection (the transport type
     /// field says RC, not UC or XRC).
-    pub(crate) fn is_rc(&self) -> bool {
+    pub fn is_rc(&self) -> bool {
         self.param().qp_type == bindings::ib_qp_type_IB_QPT_RC
     }
 
     /// The service id the REQ was sent to (host order).
-    pub(crate) fn service_id(&self) -> u64 {
+    pub fn service_id(&self) -> u64 {
         // SAFETY: The new id is valid during its REQ callback; the CM set
         // `service_id` from the REQ before it delivered the event.
         u64::from_be(unsafe { (*self.id.as_raw()).service_id })
     }
 
     /// The initiator depth the peer asked for.
-    pub(crate) fn initiator_depth(&self) -> u8 {
+    pub fn initiator_depth(&self) -> u8 {
         self.param().initiator_depth
     }
 
     /// The responder resources the peer offers.
-    pub(crate) fn responder_resources(&self) -> u8 {
+    pub fn responder_resources(&self) -> u8 {
         self.param().responder_resources
     }
 
     /// Takes the new id, with `data` as its data, and returns its owner.
     /// Dropped before the REQ callback returns, it rejects the REQ.
-    pub(crate) fn accept(self, data: T) -> Result<CmId<T>> {
+    pub fn accept(self, data: T) -> Result<CmId<T>> {
         // In this id's REQ callback already (`in_req`).
         let inner = Inner::new(self.id.as_raw(), true, self.listener.reaper.clone(), data)?;
         let ctx = Arc::into_raw(inner.clone());
         // SAFETY: The new id is valid in its REQ callback and events on one id are serialised:
         // nothing reads `context` until we return. From now on it holds our reference.
         unsafe { (*self.id.as_raw()).context = ctx.cast_mut().cast() };
-        LIVE_IDS.fetch_add(1, Ordering::Relaxed);
+        inner.reaper.id_made();
         self.accepted.set(Some(inner.clone()));
         // INVARIANT: The id is live, has our handler (inherited from the
         // listener) and its context holds `ctx`.
@@ -1198,7 +1576,8 @@ impl<T: Handler> Adapter<T> {
         if !unsafe { &*ctx }.destroy_on_return.load(Ordering::Acquire) {
             return 0;
         }
-        LIVE_IDS.fetch_sub(1, Ordering::Relaxed);
+        // SAFETY: `ctx` is the id's context, alive until released below.
+        unsafe { &*ctx }.reaper.id_destroyed();
         // SAFETY: The context's reference: the owner is gone and the CM
         // destroys the id without further callbacks when we return non-zero,
         // inside `cm_req_handler`, before it lets go of the listener.
@@ -1216,7 +1595,7 @@ impl<T: Handler> Adapter<T> {
             EventType::RtuReceived | EventType::UserEstablished => data.established(id),
             EventType::RejReceived => {
                 // SAFETY: `rej_rcvd` is the member the CM fills for a REJ.
-                let reason = unsafe { event.param.rej_rcvd.reason };
+                let reason = RejReason::from_raw(unsafe { event.param.rej_rcvd.reason });
                 // SAFETY: A received REJ's private data is its MAD's field of
                 // `REJ_PRIVATE_DATA_SIZE` bytes, alive during the callback.
                 let pd = unsafe { event_private_data(event, REJ_PRIVATE_DATA_SIZE) };
@@ -1234,12 +1613,12 @@ impl<T: Handler> Adapter<T> {
             }
             EventType::DreqError => {
                 // SAFETY: `send_status` is the member the CM fills for errors.
-                let status = unsafe { event.param.send_status };
+                let status = WcStatus::from_raw(unsafe { event.param.send_status });
                 data.dreq_error(id, status)
             }
             EventType::ReqError | EventType::RepError => {
                 // SAFETY: As for DREQ_ERROR.
-                let status = unsafe { event.param.send_status };
+                let status = WcStatus::from_raw(unsafe { event.param.send_status });
                 data.connect_error(id, status)
             }
             EventType::TimewaitExit => data.timewait_exit(id),

@@ -28,66 +28,111 @@
 //! route, `-ETIMEDOUT` when no neighbour answered in time). [`next_hop`]
 //! waits for that callback, bounded, and then always calls
 //! `rdma_addr_cancel()`, which returns only when no callback for the request
-//! runs and none will: so no callback of ours outlives the call (the module
-//! cannot unload under one: `next_hop` runs in a control write, which unload
-//! waits for), and a waiter that gives up (its bound, a signal) takes the
+//! runs and none will: so no callback outlives the call (nor the caller's
+//! data), and a waiter that gives up (its bound, a signal) takes the
 //! request back before it frees anything. The callback owns a reference on
-//! the [`Resolution`] it completes (the `context` ib_core hands back), so its
+//! the resolution it completes (the `context` ib_core hands back), so its
 //! memory is alive whenever the callback runs; a callback cancelled before
 //! it ran leaves that reference to the waiter.
 //!
 //! C headers: [`include/rdma/ib_addr.h`](srctree/include/rdma/ib_addr.h),
 //! [`include/rdma/ib_cache.h`](srctree/include/rdma/ib_cache.h)
 
-use crate::{errno, ib_client::Device};
-use core::{
-    ptr::NonNull,
-    sync::atomic::{AtomicUsize, Ordering},
-};
-use kernel::{
+use super::device::Device;
+use crate::{
     bindings,
-    error::{code::*, from_err_ptr, to_result},
+    error::{from_err_ptr, to_result},
     ffi::{c_int, c_void},
     new_condvar, new_mutex,
     prelude::*,
     sync::{Arc, CondVar, CondVarTimeoutResult, Mutex},
     time::msecs_to_jiffies,
-    types::Opaque,
+    types::{ARef, AlwaysRefCounted, Opaque},
+};
+use core::{
+    ptr::NonNull,
+    sync::atomic::{AtomicUsize, Ordering},
 };
 
-/// How long a connect waits for the neighbour by default, in ms (what
-/// rdma-core's tools give `rdma_resolve_addr`).
-pub(crate) const RESOLVE_MS_DEFAULT: u32 = 2000;
-/// The longest wait a connect may ask for, in ms.
-pub(crate) const RESOLVE_MS_MAX: u32 = 60_000;
 /// How much longer than the resolution's own bound its waiter waits for the
 /// callback (ib_core's workqueue may run late on a busy machine).
 const WAIT_SLACK_MS: u32 = 1000;
 
-extern "C" {
-    /// In `rust_cm_disconnect_exports.c`: the ifindex of the netdev of a GID
-    /// entry, read under RCU (`rdma_read_gid_attr_ndev_rcu()`), or a negative
-    /// errno if the entry has none any more. (`attr` is a `struct
-    /// ib_gid_attr`, passed untyped: its binding is not FFI-safe.)
-    fn rcd_gid_attr_ifindex(attr: *const c_void) -> c_int;
+/// `-ETIMEDOUT`, which `kernel::error::code` has no constant for.
+fn etimedout() -> Error {
+    Error::from_errno(-(bindings::ETIMEDOUT as c_int))
 }
 
-/// Resolutions alive ([`Resolution`]s not yet freed): 0 whenever no connect
-/// is resolving, unless a request outlived its waiter.
-static LIVE_RESOLUTIONS: AtomicUsize = AtomicUsize::new(0);
-
-/// How many resolutions are alive right now (`stats`: `resolutions_live`).
-pub(crate) fn live_resolutions() -> usize {
-    LIVE_RESOLUTIONS.load(Ordering::Relaxed)
+/// `-EHOSTUNREACH`, which `kernel::error::code` has no constant for.
+fn ehostunreach() -> Error {
+    Error::from_errno(-(bindings::EHOSTUNREACH as c_int))
 }
 
-/// The IPv4-mapped GID `::ffff:a.b.c.d`, as RoCE v2 uses for IPv4.
-pub(crate) fn ipv4_gid(ip: [u8; 4]) -> bindings::ib_gid {
-    let mut raw = [0u8; 16];
-    raw[10] = 0xff;
-    raw[11] = 0xff;
-    raw[12..].copy_from_slice(&ip);
-    bindings::ib_gid { raw }
+/// Counts of one user's resolutions, for a user that wants them (its
+/// statistics, or a check that nothing outlived its waiter): keep one in a
+/// `static` and pass it to [`next_hop`].
+///
+/// # Examples
+///
+/// ```
+/// use kernel::rdma::path::Counters;
+///
+/// static COUNTERS: Counters = Counters::new();
+/// assert_eq!(COUNTERS.live_resolutions(), 0);
+/// ```
+pub struct Counters {
+    resolutions: AtomicUsize,
+}
+
+impl Counters {
+    /// All zero.
+    pub const fn new() -> Self {
+        Self {
+            resolutions: AtomicUsize::new(0),
+        }
+    }
+
+    /// Resolutions alive right now: 0 whenever no [`next_hop`] runs, unless
+    /// a request outlived its waiter (a bug).
+    pub fn live_resolutions(&self) -> usize {
+        self.resolutions.load(Ordering::Relaxed)
+    }
+}
+
+impl Default for Counters {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A GID: a port's 128-bit address (for RoCE v2 over IPv4, the IPv4-mapped
+/// IPv6 address of one of the netdev's addresses).
+///
+/// # Examples
+///
+/// ```
+/// use kernel::rdma::path::Gid;
+///
+/// let gid = Gid::ipv4_mapped([192, 168, 1, 2]);
+/// assert_eq!(gid.0[..12], [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff]);
+/// assert_eq!(gid.0[12..], [192, 168, 1, 2]);
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Gid(pub [u8; 16]);
+
+impl Gid {
+    /// The IPv4-mapped GID `::ffff:a.b.c.d`, as RoCE v2 uses for IPv4.
+    pub fn ipv4_mapped(ip: [u8; 4]) -> Self {
+        let mut raw = [0u8; 16];
+        raw[10] = 0xff;
+        raw[11] = 0xff;
+        raw[12..].copy_from_slice(&ip);
+        Self(raw)
+    }
+
+    fn to_raw(self) -> bindings::ib_gid {
+        bindings::ib_gid { raw: self.0 }
+    }
 }
 
 /// A `struct sockaddr_in` for `ip`, port 0.
@@ -103,91 +148,159 @@ fn sockaddr_in(ip: [u8; 4]) -> bindings::sockaddr_in {
     }
 }
 
-/// A reference on a GID table entry.
+/// An entry of a port's GID table (`struct ib_gid_attr`), held by an
+/// [`ARef`]: its GID, its type and the netdev its traffic leaves from.
 ///
 /// # Invariants
 ///
-/// Holds a reference on a valid `struct ib_gid_attr`, put in `drop`.
-pub(crate) struct GidAttr(NonNull<bindings::ib_gid_attr>);
+/// The wrapped `struct ib_gid_attr` is valid for the lifetime of every
+/// `&GidAttr`: a reference on it (`rdma_hold_gid_attr()`) is held.
+#[repr(transparent)]
+pub struct GidAttr(Opaque<bindings::ib_gid_attr>);
 
 impl GidAttr {
-    /// The RoCE v2 entry for `gid` on `device` port `port`, or `ENOENT`.
-    pub(crate) fn find_roce_v2(device: &Device, gid: &bindings::ib_gid, port: u32) -> Result<Self> {
+    /// The RoCE v2 entry for `gid` on `device` port `port`, held, or
+    /// `ENOENT`.
+    pub fn find_roce_v2(device: &Device, gid: &Gid, port: u32) -> Result<ARef<Self>> {
         let gid_type = bindings::ib_gid_type_IB_GID_TYPE_ROCE_UDP_ENCAP;
-        // SAFETY: `device` is registered and `gid` valid; no netdev filter.
+        let raw = gid.to_raw();
+        // SAFETY: `device` is registered and `raw` valid for the call; no
+        // netdev filter.
         let attr = unsafe {
             bindings::rdma_find_gid_by_port(
                 device.as_raw(),
-                gid,
+                &raw,
                 gid_type,
                 port,
                 core::ptr::null_mut(),
             )
         };
         let attr = from_err_ptr(attr.cast_mut())?;
-        // INVARIANT: the lookup returns a held entry on success.
-        NonNull::new(attr).map(Self).ok_or(ENOENT)
+        let attr = NonNull::new(attr).ok_or(ENOENT)?;
+        // SAFETY: The lookup returned a held entry, whose reference the
+        // `ARef` owns from here; `GidAttr` is a transparent wrapper.
+        Ok(unsafe { ARef::from_raw(attr.cast()) })
     }
 
-    pub(crate) fn as_raw(&self) -> *const bindings::ib_gid_attr {
-        self.0.as_ptr()
+    /// Returns the raw `struct ib_gid_attr` pointer.
+    pub fn as_raw(&self) -> *const bindings::ib_gid_attr {
+        self.0.get()
     }
 
     /// The ifindex of the netdev this entry's traffic leaves from; `ENODEV`
-    /// if the entry has lost its netdev (being deleted). `device` is the
-    /// device the entry was found on.
-    fn ifindex(&self, device: &Device) -> Result<c_int> {
-        // SAFETY: The entry is held (type invariant); the C side reads its
-        // device's GID table, and that device is `device` (both callers in
-        // this file found the entry on it), registered while `&Device` lives.
-        let ret = unsafe { rcd_gid_attr_ifindex(self.as_raw().cast()) };
-        let _ = device;
-        if ret < 0 {
-            return Err(Error::from_errno(ret));
-        }
-        Ok(ret)
+    /// if the entry has lost its netdev (being deleted).
+    pub fn ifindex(&self) -> Result<c_int> {
+        // SAFETY: `rcu_read_lock` may be called in any context; it is
+        // unlocked below, on the only path out of this function.
+        unsafe { bindings::rcu_read_lock() };
+        // SAFETY: The entry is held (type invariant), and read under RCU as
+        // `rdma_read_gid_attr_ndev_rcu()` wants.
+        let ndev = unsafe { bindings::rdma_read_gid_attr_ndev_rcu(self.as_raw()) };
+        let ret = match from_err_ptr(ndev) {
+            // SAFETY: A netdev the entry pointed at under RCU stays valid
+            // until `rcu_read_unlock()`; `ifindex` is set at registration.
+            Ok(ndev) if !ndev.is_null() => Ok(unsafe { (*ndev).ifindex }),
+            _ => Err(ENODEV),
+        };
+        // SAFETY: Locked above, in this function.
+        unsafe { bindings::rcu_read_unlock() };
+        ret
     }
 }
 
-impl Drop for GidAttr {
-    fn drop(&mut self) {
-        // SAFETY: The reference taken by the lookup (type invariant).
-        unsafe { bindings::rdma_put_gid_attr(self.0.as_ptr()) };
+// SAFETY: A reference on an entry keeps it valid: `inc_ref` and `dec_ref`
+// are `rdma_hold_gid_attr()` and `rdma_put_gid_attr()`.
+unsafe impl AlwaysRefCounted for GidAttr {
+    fn inc_ref(&self) {
+        // SAFETY: By the type invariant the entry is held, so valid.
+        unsafe { bindings::rdma_hold_gid_attr(self.as_raw()) };
+    }
+
+    unsafe fn dec_ref(obj: NonNull<Self>) {
+        // SAFETY: The caller owns a reference (`AlwaysRefCounted`'s contract).
+        unsafe { bindings::rdma_put_gid_attr(obj.as_ref().as_raw()) };
     }
 }
+
+// SAFETY: A GID entry does not change once published (its netdev is read
+// under RCU); its reference count is atomic.
+unsafe impl Send for GidAttr {}
+// SAFETY: As for `Send`.
+unsafe impl Sync for GidAttr {}
 
 /// CM timing of a connection: what its DREQ (and REQ, REP) retries wait.
 ///
 /// The CM waits `2 * 4.096 us * 2^packet_life_time + 4.096 us *
 /// 2^cm_response_timeout` per try and tries `max_cm_retries + 1` times.
-#[derive(Clone, Copy)]
-pub(crate) struct Timing {
-    pub(crate) packet_life_time: u8,
-    pub(crate) cm_response_timeout: u8,
-    pub(crate) max_cm_retries: u8,
+/// The path record carries `packet_life_time` ([`route`]), the REQ the
+/// other two (`kernel::rdma::cm::Req`).
+///
+/// # Examples
+///
+/// ```
+/// use kernel::rdma::path::Timing;
+///
+/// let t = Timing { max_cm_retries: 2, ..Timing::default() };
+/// assert_eq!(t.cm_response_timeout, Timing::RDMA_CM.cm_response_timeout);
+/// assert!(t.check().is_ok());
+/// assert!(Timing { max_cm_retries: 16, ..t }.check().is_err());
+/// assert!(Timing { packet_life_time: 32, ..t }.check().is_err());
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Timing {
+    /// The path's packet lifetime, `4.096 us * 2^packet_life_time` (0..=31).
+    pub packet_life_time: u8,
+    /// How long the peer's CM may take to answer,
+    /// `4.096 us * 2^cm_response_timeout` (0..=31).
+    pub cm_response_timeout: u8,
+    /// How often the CM resends an unanswered REQ, REP or DREQ (0..=15).
+    pub max_cm_retries: u8,
 }
 
 impl Timing {
     /// rdma_cm's values for RoCE (`CMA_IBOE_PACKET_LIFETIME`,
     /// `CMA_CM_RESPONSE_TIMEOUT`, `CMA_MAX_CM_RETRIES`).
-    pub(crate) const RDMA_CM: Self = Self {
+    pub const RDMA_CM: Self = Self {
         packet_life_time: 16,
         cm_response_timeout: 20,
         max_cm_retries: 15,
     };
+
+    /// `EINVAL` unless every field fits its wire field (5, 5 and 4 bits).
+    pub fn check(&self) -> Result {
+        if self.packet_life_time > 31 || self.cm_response_timeout > 31 || self.max_cm_retries > 15 {
+            return Err(EINVAL);
+        }
+        Ok(())
+    }
 }
 
-/// A path to a peer and the source GID entry it leaves from.
-pub(crate) struct Route {
+impl Default for Timing {
+    /// [`Timing::RDMA_CM`].
+    fn default() -> Self {
+        Self::RDMA_CM
+    }
+}
+
+/// A path to a peer and the source GID entry it leaves from, as [`route`]
+/// resolves it: what a REQ is sent along.
+pub struct Route {
     pub(crate) path: bindings::sa_path_rec,
-    pub(crate) sgid_attr: GidAttr,
+    pub(crate) sgid_attr: ARef<GidAttr>,
+}
+
+impl Route {
+    /// The source GID entry the connection leaves from.
+    pub fn sgid_attr(&self) -> &GidAttr {
+        &self.sgid_attr
+    }
 }
 
 /// The ifindex of the netdev that `src`, a RoCE v2 address of `device` port
 /// `port`, leaves from: what [`next_hop`] is bound to. `ENOENT` if `src` is
 /// not such an address.
-pub(crate) fn source_netdev(device: &Device, port: u32, src: [u8; 4]) -> Result<c_int> {
-    GidAttr::find_roce_v2(device, &ipv4_gid(src), port)?.ifindex(device)
+pub fn source_netdev(device: &Device, port: u32, src: [u8; 4]) -> Result<c_int> {
+    GidAttr::find_roce_v2(device, &Gid::ipv4_mapped(src), port)?.ifindex()
 }
 
 /// The next hop from `src` to `dst` out of netdev `ifindex`, by the kernel's
@@ -197,20 +310,25 @@ pub(crate) fn source_netdev(device: &Device, port: u32, src: [u8; 4]) -> Result<
 /// Errors: the route's (`ENETUNREACH`, `EHOSTUNREACH`, ...); `EHOSTUNREACH`
 /// if no neighbour answered within `resolve_ms`; `ETIMEDOUT` if the
 /// resolution did not report within a second more; `EINTR` on a signal.
-pub(crate) fn next_hop(
+/// `counters`, if given, counts the resolution while it is alive.
+///
+/// Process context; sleeps.
+pub fn next_hop(
     ifindex: c_int,
     src: [u8; 4],
     dst: [u8; 4],
     resolve_ms: u32,
+    counters: Option<&'static Counters>,
 ) -> Result<NextHop> {
-    Resolution::run(ifindex, src, dst, resolve_ms)
+    Resolution::run(ifindex, src, dst, resolve_ms, counters)
 }
 
 /// The path record from `src` on `device` port `port` to `dst` through
 /// `hop` (from [`next_hop`]), as rdma_cm fills it in: the source GID entry
 /// (looked up again: `ENOENT` if `src` is gone from the port, `ENODEV` if
-/// it now leaves from another netdev than the one resolved), the port's MTU.
-pub(crate) fn route(
+/// it now leaves from another netdev than the one resolved), the port's MTU,
+/// and `timing`'s packet lifetime (`EINVAL` if `timing` does not fit).
+pub fn route(
     device: &Device,
     port: u32,
     src: [u8; 4],
@@ -218,9 +336,10 @@ pub(crate) fn route(
     hop: &NextHop,
     timing: Timing,
 ) -> Result<Route> {
-    let sgid = ipv4_gid(src);
+    timing.check()?;
+    let sgid = Gid::ipv4_mapped(src);
     let sgid_attr = GidAttr::find_roce_v2(device, &sgid, port)?;
-    if sgid_attr.ifindex(device)? != hop.ifindex {
+    if sgid_attr.ifindex()? != hop.ifindex {
         return Err(ENODEV);
     }
     let mut port_attr = bindings::ib_port_attr::default();
@@ -229,8 +348,8 @@ pub(crate) fn route(
     to_result(unsafe { bindings::ib_query_port(device.as_raw(), port, &mut port_attr) })?;
 
     let mut path = bindings::sa_path_rec {
-        sgid,
-        dgid: ipv4_gid(dst),
+        sgid: sgid.to_raw(),
+        dgid: Gid::ipv4_mapped(dst).to_raw(),
         rec_type: bindings::sa_path_rec_type_SA_PATH_REC_TYPE_ROCE_V2,
         reversible: 1,
         pkey: 0xffffu16.to_be(),
@@ -250,28 +369,32 @@ pub(crate) fn route(
     Ok(Route { path, sgid_attr })
 }
 
-/// What the neighbour resolution found.
-pub(crate) struct NextHop {
+/// What the neighbour resolution found ([`next_hop`]).
+pub struct NextHop {
     /// The next hop's MAC.
-    pub(crate) dmac: [u8; 6],
+    pub dmac: [u8; 6],
     hop_limit: u8,
     /// The netdev the resolution was bound to.
     ifindex: c_int,
 }
 
-/// Counts itself in [`LIVE_RESOLUTIONS`] while it exists.
-struct Live;
+/// Counts itself in its user's [`Counters`], if any, while it exists.
+struct Live(Option<&'static Counters>);
 
 impl Live {
-    fn new() -> Self {
-        LIVE_RESOLUTIONS.fetch_add(1, Ordering::Relaxed);
-        Live
+    fn new(counters: Option<&'static Counters>) -> Self {
+        if let Some(c) = counters {
+            c.resolutions.fetch_add(1, Ordering::Relaxed);
+        }
+        Live(counters)
     }
 }
 
 impl Drop for Live {
     fn drop(&mut self) {
-        LIVE_RESOLUTIONS.fetch_sub(1, Ordering::Relaxed);
+        if let Some(c) = self.0 {
+            c.resolutions.fetch_sub(1, Ordering::Relaxed);
+        }
     }
 }
 
@@ -298,12 +421,18 @@ struct Resolution {
 impl Resolution {
     /// Resolves `dst`'s next hop from `src`, through netdev `ifindex`,
     /// waiting for the callback at most `resolve_ms` and a second.
-    fn run(ifindex: c_int, src: [u8; 4], dst: [u8; 4], resolve_ms: u32) -> Result<NextHop> {
+    fn run(
+        ifindex: c_int,
+        src: [u8; 4],
+        dst: [u8; 4],
+        resolve_ms: u32,
+        counters: Option<&'static Counters>,
+    ) -> Result<NextHop> {
         let init = bindings::rdma_dev_addr {
             // Bound to the source's netdev, as `rdma_resolve_addr()` binds a
             // request (`resolve_by_gid_attr` false below): no GID entry is
-            // held while the request waits. The test bed's addresses are in
-            // the initial namespace.
+            // held while the request waits. Addresses are looked up in the
+            // initial network namespace.
             net: core::ptr::addr_of_mut!(bindings::init_net),
             bound_dev_if: ifindex,
             ..Default::default()
@@ -313,7 +442,7 @@ impl Resolution {
                 addr: Opaque::new(init),
                 status <- new_mutex!(None),
                 done <- new_condvar!("path::Resolution::done"),
-                _live: Live::new(),
+                _live: Live::new(counters),
             }),
             GFP_KERNEL,
         )?;
@@ -356,7 +485,7 @@ impl Resolution {
                 waited?;
                 // The callback was seen (`waited` is `Ok` only then), so a
                 // status is there: not reached.
-                return Err(errno::etimedout());
+                return Err(etimedout());
             }
         };
         match -status {
@@ -365,7 +494,7 @@ impl Resolution {
             // `-ENODATA` if the last try found none): the address is not
             // reachable, as a socket's connect reports it.
             e if e == bindings::ETIMEDOUT as c_int || e == bindings::ENODATA as c_int => {
-                return Err(errno::ehostunreach())
+                return Err(ehostunreach())
             }
             _ => return Err(Error::from_errno(status)),
         }
@@ -389,7 +518,7 @@ impl Resolution {
         while status.is_none() {
             match self.done.wait_interruptible_timeout(&mut status, left) {
                 CondVarTimeoutResult::Woken { jiffies } => left = jiffies,
-                CondVarTimeoutResult::Timeout => return Err(errno::etimedout()),
+                CondVarTimeoutResult::Timeout => return Err(etimedout()),
                 CondVarTimeoutResult::Signal { .. } => return Err(EINTR),
             }
         }
