@@ -117,13 +117,37 @@ void rcd_might_sleep(void)
 	might_sleep();
 }
 
-/* The C API (include/rust_cm_disconnect.h), implemented in shim/capi.rs. */
+/*
+ * The C API (include/rust_cm_disconnect.h, documented there), implemented
+ * in shim/capi.rs: Rust cannot export a symbol, so each is defined here too.
+ */
+int rcd_send_dreq(struct ib_cm_id *cm_id, const void *private_data, size_t len)
+{
+	return rcd_rs_send_dreq(cm_id, private_data, len);
+}
 EXPORT_SYMBOL_GPL(rcd_send_dreq);
+
+int rcd_send_drep(struct ib_cm_id *cm_id, const void *private_data, size_t len)
+{
+	return rcd_rs_send_drep(cm_id, private_data, len);
+}
 EXPORT_SYMBOL_GPL(rcd_send_drep);
+
+int rcd_disconnect(struct ib_cm_id *cm_id, struct ib_qp *qp,
+		   const void *private_data, size_t len)
+{
+	return rcd_rs_disconnect(cm_id, qp, private_data, len);
+}
 EXPORT_SYMBOL_GPL(rcd_disconnect);
 
 /*
  * Test-only (tests/modules/rcd_test.h), in its own namespace: a module must
  * MODULE_IMPORT_NS(RCD_TEST) to link against it.
  */
+int rcd_test_with_conn(u32 num,
+		       int (*fn)(struct ib_cm_id *id, struct ib_qp *qp, void *arg),
+		       void *arg)
+{
+	return rcd_rs_test_with_conn(num, fn, arg);
+}
 EXPORT_SYMBOL_NS_GPL(rcd_test_with_conn, RCD_TEST);

@@ -34,12 +34,26 @@ struct ib_cm_id;
 struct ib_qp;
 
 /*
- * The test-only entry point, exported in namespace RCD_TEST; consumers see
- * it in tests/modules/rcd_test.h (documented there), never in include/.
+ * The C API's implementations (shim/capi.rs), which rust_cm_disconnect_exports.c
+ * defines and exports under their public names (include/rust_cm_disconnect.h):
+ * Rust cannot export a symbol.
+ */
+int rcd_rs_send_dreq(struct ib_cm_id *cm_id, const void *private_data, size_t len);
+int rcd_rs_send_drep(struct ib_cm_id *cm_id, const void *private_data, size_t len);
+int rcd_rs_disconnect(struct ib_cm_id *cm_id, struct ib_qp *qp,
+		      const void *private_data, size_t len);
+
+/*
+ * The test-only entry point, exported in namespace RCD_TEST as
+ * rcd_test_with_conn(); consumers see it in tests/modules/rcd_test.h
+ * (documented there), never in include/.
  */
 int rcd_test_with_conn(u32 num,
 		       int (*fn)(struct ib_cm_id *id, struct ib_qp *qp, void *arg),
 		       void *arg);
+int rcd_rs_test_with_conn(u32 num,
+			  int (*fn)(struct ib_cm_id *id, struct ib_qp *qp, void *arg),
+			  void *arg);
 
 /* might_sleep(): the kernel's report for a caller in atomic context. */
 void rcd_might_sleep(void);

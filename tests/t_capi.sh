@@ -5,7 +5,7 @@
 # the module's own connections through the test-only rcd_test_with_conn()
 # (tests/modules/rcd_test.h, symbol namespace RCD_TEST).
 
-CONSUMER=${RCD_TOP}/tests/modules/rcd_consumer.ko
+CONSUMER=$RCD_MODS/rcd_consumer.ko
 
 consumer_failures() { dmesg | grep -c 'rcd_consumer: FAIL'; }
 
@@ -119,9 +119,9 @@ test_capi_atomic_context() {
 	local callers
 	callers=$(awk '/BUG: sleeping function called from invalid context/ { on = 1; ct = 0; f = ""; next }
 		on && /Call Trace:/ { ct = 1; next }
-		ct && f == "" && match($0, /checked_send|rcd_send_drep|rcd_disconnect|rcd_test_with_conn/) { f = substr($0, RSTART, RLENGTH) }
+		ct && f == "" && match($0, /checked_send|rcd_(rs_)?(send_drep|disconnect|test_with_conn)/) { f = substr($0, RSTART, RLENGTH) }
 		ct && /run_steps|step_atomic/ { print f; on = ct = 0 }' <<<"$win" |
-		sed 's/checked_send/rcd_send_drep/' | tr '\n' ' ')
+		sed 's/checked_send/rcd_send_drep/; s/rcd_rs_/rcd_/' | tr '\n' ' ')
 	log "wrong-context reports, by the function called: $callers"
 	awk '/BUG: sleeping function/ { n++ } n == 1 && /Call Trace:/ { on = 1 } on && /run_steps|step_atomic/ { print; exit } on' <<<"$win" | sed 's/^/#   first report: /'
 	check "three might_sleep() reports" test "$(grep -c 'BUG: sleeping function called from invalid context' <<<"$win")" = 3 || return 1

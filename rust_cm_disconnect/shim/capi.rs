@@ -79,7 +79,7 @@ unsafe fn borrow_id<'a>(id: *mut bindings::ib_cm_id) -> Result<&'a CmIdRef> {
 ///
 /// # Safety
 ///
-/// As for [`rcd_send_dreq`].
+/// As for [`rcd_rs_send_dreq`].
 unsafe fn checked_send(
     cm_id: *mut bindings::ib_cm_id,
     private_data: *const c_void,
@@ -102,14 +102,15 @@ unsafe fn checked_send(
     })
 }
 
-/// `rcd_send_dreq()`: see `include/rust_cm_disconnect.h`.
+/// `rcd_send_dreq()` (`rust_cm_disconnect_exports.c` exports it): see
+/// `include/rust_cm_disconnect.h`.
 ///
 /// # Safety
 ///
 /// `cm_id` must be NULL or a live id of the caller, not destroyed during the
 /// call; `private_data` NULL or valid for `len` bytes.
 #[no_mangle]
-pub(crate) unsafe extern "C" fn rcd_send_dreq(
+pub(crate) unsafe extern "C" fn rcd_rs_send_dreq(
     cm_id: *mut bindings::ib_cm_id,
     private_data: *const c_void,
     len: usize,
@@ -118,13 +119,14 @@ pub(crate) unsafe extern "C" fn rcd_send_dreq(
     unsafe { checked_send(cm_id, private_data, len, Message::Dreq) }
 }
 
-/// `rcd_send_drep()`: see `include/rust_cm_disconnect.h`.
+/// `rcd_send_drep()` (`rust_cm_disconnect_exports.c` exports it): see
+/// `include/rust_cm_disconnect.h`.
 ///
 /// # Safety
 ///
-/// As for [`rcd_send_dreq`]; the caller may sleep.
+/// As for [`rcd_rs_send_dreq`]; the caller may sleep.
 #[no_mangle]
-pub(crate) unsafe extern "C" fn rcd_send_drep(
+pub(crate) unsafe extern "C" fn rcd_rs_send_drep(
     cm_id: *mut bindings::ib_cm_id,
     private_data: *const c_void,
     len: usize,
@@ -133,14 +135,15 @@ pub(crate) unsafe extern "C" fn rcd_send_drep(
     unsafe { checked_send(cm_id, private_data, len, Message::Drep) }
 }
 
-/// `rcd_disconnect()`: see `include/rust_cm_disconnect.h`.
+/// `rcd_disconnect()` (`rust_cm_disconnect_exports.c` exports it): see
+/// `include/rust_cm_disconnect.h`.
 ///
 /// # Safety
 ///
-/// As for [`rcd_send_dreq`]; `qp` must be NULL or the connection's live QP;
+/// As for [`rcd_rs_send_dreq`]; `qp` must be NULL or the connection's live QP;
 /// the caller may sleep.
 #[no_mangle]
-pub(crate) unsafe extern "C" fn rcd_disconnect(
+pub(crate) unsafe extern "C" fn rcd_rs_disconnect(
     cm_id: *mut bindings::ib_cm_id,
     qp: *mut bindings::ib_qp,
     private_data: *const c_void,
@@ -212,7 +215,7 @@ type WithConnFn = unsafe extern "C" fn(
 /// and neither posts on the QP nor polls its CQ (the module trusts every
 /// completion's `wr_id` to be one of its own requests: `RcQp::poll_one`).
 #[no_mangle]
-pub(crate) unsafe extern "C" fn rcd_test_with_conn(
+pub(crate) unsafe extern "C" fn rcd_rs_test_with_conn(
     num: u32,
     f: Option<WithConnFn>,
     arg: *mut c_void,
