@@ -20,6 +20,7 @@ pkgs=(
 	clang-19 lld-19 llvm-19 libclang-19-dev
 	bc flex bison libelf-dev libssl-dev cpio kmod xz-utils make gcc python3-venv
 	qemu-system-x86 udev iproute2 rdmacm-utils ibverbs-utils ibverbs-providers
+	librdmacm-dev
 )
 
 missing=()

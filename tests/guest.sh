@@ -23,10 +23,13 @@
 #   RESULT ok NAME | RESULT not ok NAME | RESULT ok NAME # SKIP reason
 # A test returns 0 (pass), 4 (skip: it prints "# SKIP reason") or anything
 # else (fail).
-RCD_TOP=$(cd "$(dirname "$0")/.." && pwd)
-export RCD_TOP
-. "$RCD_TOP/tests/lib.sh"
-for f in "$RCD_TOP"/tests/t_*.sh; do . "$f"; done
+# RCD_TESTS: the tests to run, this directory by default; `make
+# check-intree` passes the kernel tree's copy
+# (tools/testing/selftests/rdma/rust_cm_disconnect/), which finds the module
+# its tree built (tests/lib.sh).
+RCD_TESTS=${RCD_TESTS:-$(cd "$(dirname "$0")" && pwd)}
+. "$RCD_TESTS/lib.sh"
+for f in "$RCD_TESTS"/t_*.sh; do . "$f"; done
 
 if [ "${1:-}" = --one ]; then
 	set -o pipefail
@@ -85,7 +88,7 @@ run_host_test() {
 	else
 		tmo=timeout_$t; tmo=${!tmo:-${RCD_TEST_TIMEOUT:-300}}
 		t1=$SECONDS
-		timeout --kill-after=10 "$tmo" bash "$0" --one "$t" </dev/null 2>&1 |
+		timeout --kill-after=10 "$tmo" bash "$RCD_TESTS/ksft.sh" --one "$t" </dev/null 2>&1 |
 			tee /run/rcd-test.out | sed -u 's/^\([^#]\)/# \1/; s/^$/#/'
 		rc=${PIPESTATUS[0]}
 		[ $rc -ne 124 ] || echo "# timed out after $tmo s"
@@ -125,5 +128,5 @@ BASE_DIR=$RCD_KSFT
 	export RCD_QUEUE=$queue
 	logfile=/proc/self/fd/1
 	kselftest_override_timeout=${RCD_VM_TIMEOUT:-4500}
-	run_one rdma/rust_cm_disconnect "$RCD_TOP/tests/rust_cm_disconnect.sh" 1
+	run_one rdma/rust_cm_disconnect "$RCD_TESTS/rust_cm_disconnect.sh" 1
 ) 2>&1 < /dev/null | sed -u 's/^# //; /^RESULT /!s/^\([^#]\)/# \1/; s/^$/#/'

@@ -32,8 +32,6 @@
 # when it sits in a kernel tree.
 
 RCD_TESTS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-RCD_TOP=${RCD_TOP:-$(cd "$RCD_TESTS/.." && pwd)}
-export RCD_TOP
 . "$RCD_TESTS/lib.sh"
 for f in "$RCD_TESTS"/t_*.sh; do . "$f"; done
 unset f

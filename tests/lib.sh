@@ -4,7 +4,29 @@
 # function may use them. A failed check prints why and returns 1.
 
 RCD_DBG=/sys/kernel/debug/rust_cm_disconnect
-RCD_KO=${RCD_KO:-$RCD_TOP/rust_cm_disconnect.ko}
+# Where things are, in the two places the tests live:
+#   out of tree   RCD_TESTS is the repository's tests/, the module's sources
+#                 and its .ko one level up;
+#   in a kernel   RCD_TESTS is tools/testing/selftests/rdma/rust_cm_disconnect/
+#   tree          (the series' last patch), the module's sources
+#                 drivers/infiniband/ulp/rust_cm_disconnect/, where an in-tree
+#                 build leaves its .ko.
+# RCD_TOP: the module's sources (the C API's header). RCD_KO: the module to
+# load, else the one built next to its sources, else the installed one
+# (modprobe). RCD_MODS: the C test modules (TEST_GEN_MODS_DIR, built there
+# by the selftests' make, or by the module's make out of tree).
+RCD_TESTS=${RCD_TESTS:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}
+if [ -z "${RCD_TOP:-}" ]; then
+	if [ -f "$RCD_TESTS/../rust_cm_disconnect.rs" ]; then
+		RCD_TOP=$(cd "$RCD_TESTS/.." && pwd)
+	else
+		RCD_TOP=$(cd "$RCD_TESTS/../../../../.." && pwd)/drivers/infiniband/ulp/rust_cm_disconnect
+	fi
+fi
+[ -n "${RCD_KO:-}" ] || [ ! -f "$RCD_TOP/rust_cm_disconnect.ko" ] || RCD_KO=$RCD_TOP/rust_cm_disconnect.ko
+RCD_KO=${RCD_KO:-}
+RCD_MODS=$RCD_TESTS/modules
+export RCD_TESTS RCD_TOP RCD_KO
 KSFT_SKIP=4
 
 log() { echo "# $*"; }
@@ -99,7 +121,11 @@ rcd_load() {
 	# Built in on the test kernel (no process needed); modules elsewhere.
 	[ -d /sys/module/ib_cm ] || modprobe ib_cm || return 1
 	[ -d /sys/module/rdma_cm ] || modprobe rdma_cm || return 1
-	insmod "$RCD_KO" || fail "insmod $RCD_KO"
+	if [ -n "$RCD_KO" ]; then
+		insmod "$RCD_KO" || fail "insmod $RCD_KO"
+	else
+		modprobe rust_cm_disconnect || fail "modprobe rust_cm_disconnect (no RCD_KO, no .ko next to the sources)"
+	fi
 }
 
 rcd_unload() {

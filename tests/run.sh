@@ -20,6 +20,9 @@
 # Every size can still be set by hand (RCD_CYCLES, RCD_ROUND, RCD_MANY,
 # RCD_LOADS, RCD_UNLOAD_ROUNDS, RCD_STORM, RCD_FUZZ_SECONDS, RCD_FUZZ_ROUNDS).
 # RCD_KO=/path/to/rust_cm_disconnect.ko tests another build of the module.
+# RCD_TESTS=DIR runs the tests of DIR instead of tests/: `make check-intree`
+# gives the kernel tree's selftests directory, whose tests load the module
+# that tree built (tests/lib.sh).
 set -uo pipefail
 . "$(dirname "$0")/../scripts/prepare.sh"
 
@@ -92,6 +95,12 @@ knobs="$knobs RCD_UNLOAD_ROUNDS=$RCD_UNLOAD_ROUNDS"
 # The kernel's kselftest runner and KTAP helpers, from the test kernel's tree.
 knobs="$knobs RCD_KSFT=$KDIR/tools/testing/selftests"
 knobs="$knobs RCD_FUZZ_SECONDS=$RCD_FUZZ_SECONDS RCD_FUZZ_ROUNDS=$RCD_FUZZ_ROUNDS"
+if [ -n "${RCD_TESTS:-}" ]; then
+	knobs="$knobs RCD_TESTS=$RCD_TESTS"
+	[ -z "${RCD_KO:-}" ] || knobs="$knobs RCD_KO=$RCD_KO"
+else
+	knobs="$knobs RCD_KO=${RCD_KO:-$here/rust_cm_disconnect.ko}"
+fi
 for v in RCD_FUZZ_SEED RCD_TEST_TIMEOUT RCD_STORM; do
 	[ -z "${!v:-}" ] || knobs="$knobs $v=${!v}"
 done
@@ -105,7 +114,7 @@ for ((g = 1; g <= jobs; g++)); do
 			export RCD_VM_NET="udp=127.0.0.1:$((hport + 2 - g)),localaddr=127.0.0.1:$((hport + g - 1))"
 		fi
 		RCD_VM_RWDIR=$q bash "$here/scripts/vm.sh" \
-			"$knobs RCD_KO=${RCD_KO:-$here/rust_cm_disconnect.ko} bash $here/tests/guest.sh --queue $q $g" \
+			"$knobs bash $here/tests/guest.sh --queue $q $g" \
 			2>&1 | sed -u "s/\r//g" > "$q/g$g.log"
 		echo "${PIPESTATUS[0]}" > "$q/g$g.rc"
 		# The other host's barriers fail at once from now on

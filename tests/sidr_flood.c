@@ -12,9 +12,8 @@
  * 1 (no listener); accepted: a SIDR REP with success; timedout: no answer
  * within SECONDS (or the CM's own -ETIMEDOUT); errors: anything else.
  *
- * The librdmacm development headers are not installed on the test
- * machines, so the few declarations needed are written out here (the
- * stable librdmacm ABI, rdma_cma.h).
+ * Built against librdmacm (rdma-core's librdmacm-dev): by the selftests'
+ * make in a kernel tree, in the guest out of tree (tests/t_safety.sh).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -26,51 +25,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
-
-struct rdma_cm_id;
-struct rdma_event_channel {
-	int fd;
-};
-
-enum {
-	ADDR_RESOLVED, ADDR_ERROR, ROUTE_RESOLVED, ROUTE_ERROR,
-	CONNECT_REQUEST, CONNECT_RESPONSE, CONNECT_ERROR, UNREACHABLE,
-	REJECTED, ESTABLISHED,
-};
-
-struct rdma_cm_event {
-	struct rdma_cm_id *id;
-	struct rdma_cm_id *listen_id;
-	int event;
-	int status;
-	/* the param union follows; only read through the library */
-};
-
-struct rdma_conn_param {
-	const void *private_data;
-	uint8_t private_data_len;
-	uint8_t responder_resources;
-	uint8_t initiator_depth;
-	uint8_t flow_control;
-	uint8_t retry_count;
-	uint8_t rnr_retry_count;
-	uint8_t srq;
-	uint32_t qp_num;
-};
-
-#define RDMA_PS_UDP 0x0111
-
-struct rdma_event_channel *rdma_create_event_channel(void);
-int rdma_create_id(struct rdma_event_channel *channel, struct rdma_cm_id **id,
-		   void *context, int ps);
-int rdma_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src,
-		      struct sockaddr *dst, int timeout_ms);
-int rdma_resolve_route(struct rdma_cm_id *id, int timeout_ms);
-int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *param);
-int rdma_get_cm_event(struct rdma_event_channel *channel,
-		      struct rdma_cm_event **event);
-int rdma_ack_cm_event(struct rdma_cm_event *event);
-int rdma_destroy_id(struct rdma_cm_id *id);
+#include <rdma/rdma_cma.h>
 
 int main(int argc, char **argv)
 {
@@ -112,13 +67,13 @@ int main(int argc, char **argv)
 		if (rdma_get_cm_event(ch, &ev))
 			break;
 		switch (ev->event) {
-		case ADDR_RESOLVED:
+		case RDMA_CM_EVENT_ADDR_RESOLVED:
 			if (rdma_resolve_route(ev->id, 5000)) {
 				err++;
 				done++;
 			}
 			break;
-		case ROUTE_RESOLVED:
+		case RDMA_CM_EVENT_ROUTE_RESOLVED:
 			memset(&param, 0, sizeof(param));
 			if (rdma_connect(ev->id, &param)) {
 				err++;
@@ -127,7 +82,7 @@ int main(int argc, char **argv)
 				sent++;
 			}
 			break;
-		case UNREACHABLE:
+		case RDMA_CM_EVENT_UNREACHABLE:
 			if (ev->status == 2)
 				rej++;
 			else if (ev->status == 1)
@@ -138,7 +93,7 @@ int main(int argc, char **argv)
 				err++;
 			done++;
 			break;
-		case ESTABLISHED:
+		case RDMA_CM_EVENT_ESTABLISHED:
 			acc++;
 			done++;
 			break;

@@ -5,7 +5,7 @@
 # callbacks that sleep or call back into the module. The C API's bad
 # callers are in t_capi.sh.
 
-FUZZ=${RCD_TOP}/tests/fuzz.py
+FUZZ=$RCD_TESTS/fuzz.py
 
 # ctl_snapshot: what must not change when a command is refused.
 ctl_snapshot() { cat "$RCD_DBG/conns" "$RCD_DBG/events"; grep -vE '^(dreq_failed|drep_failed) ' "$RCD_DBG/stats"; }

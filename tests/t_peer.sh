@@ -21,7 +21,7 @@ peer_setup() {
 	local mac
 	rxe_add rxe0 v0 && rxe_add rxe1 v1 && veth_cross_routes && rcd_load || return 1
 	read -r mac < /sys/class/net/v0/address
-	insmod "$RCD_TOP/tests/modules/rcd_peer.ko" dev=rxe1 src=10.77.0.2 dst=10.77.0.1 dmac="$mac" ||
+	insmod "$RCD_MODS/rcd_peer.ko" dev=rxe1 src=10.77.0.2 dst=10.77.0.1 dmac="$mac" ||
 		fail "insmod rcd_peer" || return 1
 	ctl listen 1 rxe0 0x1000 auto_drep=- &&
 		ctl listen 2 rxe0 tcp:7474 cma=1 auto_drep=- &&

@@ -37,14 +37,15 @@ safety_kmalloc_bytes() {
 # the check can fail on noise only if the rest of the kernel allocates
 # 100 KB in those caches meanwhile (measured without a listener: 5 KB).
 test_sidr_req_answered_no_id_left() {
-	local n=${RCD_SIDR_REQS:-200} before after rx0 tx0 rx tx res t0 tol=$((100 * 1024)) bin=$RCD_TOP/tests/sidr_flood
+	local n=${RCD_SIDR_REQS:-200} before after rx0 tx0 rx tx res t0 tol=$((100 * 1024)) bin=$RCD_TESTS/sidr_flood
 	command -v udaddy >/dev/null || { echo "# SKIP udaddy (rdmacm-utils) not installed"; return $KSFT_SKIP; }
-	# Built on the host with the module (scripts/prepare.sh): gcc in the
-	# guest costs about 25 s under TCG on the debug kernel.
+	# Built on the host with the module out of tree (scripts/prepare.sh), by
+	# the selftests' make (TEST_GEN_PROGS_EXTENDED) in a kernel tree: gcc in
+	# the guest costs about 25 s under TCG on the debug kernel.
 	if [ ! -x "$bin" ]; then
 		bin=/tmp/sidr_flood
-		gcc -O1 -o $bin "$RCD_TOP/tests/sidr_flood.c" /usr/lib/x86_64-linux-gnu/librdmacm.so.1 ||
-			{ echo "# SKIP cannot build tests/sidr_flood.c (gcc, librdmacm.so.1)"; return $KSFT_SKIP; }
+		gcc -O1 -o $bin "$RCD_TESTS/sidr_flood.c" -lrdmacm ||
+			{ echo "# SKIP cannot build sidr_flood.c (gcc, librdmacm-dev)"; return $KSFT_SKIP; }
 	fi
 	rxe_add rxe0 v0 && rcd_load || return 1
 	ctl listen 1 rxe0 udp:7174 cma=1 || return 1

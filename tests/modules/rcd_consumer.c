@@ -132,9 +132,10 @@ static int run_steps(struct ib_cm_id *id, struct ib_qp *qp, void *arg)
 {
 	char *s, *list, *step;
 
-	list = s = kstrdup(steps, GFP_KERNEL);
-	if (!s)
+	list = kstrdup(steps, GFP_KERNEL);
+	if (!list)
 		return -ENOMEM;
+	s = list;
 	while ((step = strsep(&s, ",")) != NULL) {
 		if (!strcmp(step, "bad")) {
 			step_bad(id, qp);

@@ -285,13 +285,50 @@ static const struct {
 	{ "lap", CM_LAP_ATTR }, { "apr", CM_APR_ATTR },
 };
 
+/* The numeric keys of a command, by name: where in struct cmd, how wide. */
+static const struct {
+	const char *name;
+	size_t off, size;
+} keys[] = {
+	{ "lcid", offsetof(struct cmd, lcid), sizeof_field(struct cmd, lcid) },
+	{ "rcid", offsetof(struct cmd, rcid), sizeof_field(struct cmd, rcid) },
+	{ "qpn", offsetof(struct cmd, qpn), sizeof_field(struct cmd, qpn) },
+	{ "ts", offsetof(struct cmd, ts), sizeof_field(struct cmd, ts) },
+	{ "resp", offsetof(struct cmd, resp), sizeof_field(struct cmd, resp) },
+	{ "retries", offsetof(struct cmd, retries), sizeof_field(struct cmd, retries) },
+	{ "msg", offsetof(struct cmd, msg), sizeof_field(struct cmd, msg) },
+	{ "reason", offsetof(struct cmd, reason), sizeof_field(struct cmd, reason) },
+	{ "timeout", offsetof(struct cmd, timeout), sizeof_field(struct cmd, timeout) },
+	{ "count", offsetof(struct cmd, count), sizeof_field(struct cmd, count) },
+	{ "sid", offsetof(struct cmd, sid), sizeof_field(struct cmd, sid) },
+	{ "guid", offsetof(struct cmd, guid), sizeof_field(struct cmd, guid) },
+	{ "tid", offsetof(struct cmd, tid), sizeof_field(struct cmd, tid) },
+};
+
+/* parse_key: KEY=VAL into c, or -EINVAL for an unknown key. */
+static int parse_key(struct cmd *c, const char *key, const char *val)
+{
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(keys); i++) {
+		void *p = (u8 *)c + keys[i].off;
+
+		if (strcmp(key, keys[i].name))
+			continue;
+		if (keys[i].size == sizeof(u64))
+			return kstrtou64(val, 0, p);
+		return kstrtou32(val, 0, p);
+	}
+	return -EINVAL;
+}
+
 static int parse(char *line, struct cmd *c)
 {
 	char *tok, *val;
 	size_t i;
 	int ret;
 
-	tok = strsep(&line, " \n");
+	tok = strsep(&line, "\n ");
 	if (!tok)
 		return -EINVAL;
 	c->attr = 0;
@@ -308,7 +345,7 @@ static int parse(char *line, struct cmd *c)
 	c->count = 1;
 	c->guid = be64_to_cpu(ibdev->node_guid);
 	c->tid = atomic64_inc_return(&next_tid);
-	while ((tok = strsep(&line, " \n"))) {
+	while ((tok = strsep(&line, "\n "))) {
 		if (!*tok)
 			continue;
 		val = strchr(tok, '=');
@@ -326,24 +363,9 @@ static int parse(char *line, struct cmd *c)
 			c->pd_len = n / 2;
 			continue;
 		}
-#define KEY32(k)                                                  \
-	if (!strcmp(tok, #k)) {                                   \
-		ret = kstrtou32(val, 0, &c->k);                   \
-		if (ret)                                          \
-			return ret;                               \
-		continue;                                         \
-	}
-#define KEY64(k)                                                  \
-	if (!strcmp(tok, #k)) {                                   \
-		ret = kstrtou64(val, 0, &c->k);                   \
-		if (ret)                                          \
-			return ret;                               \
-		continue;                                         \
-	}
-		KEY32(lcid) KEY32(rcid) KEY32(qpn) KEY32(ts) KEY32(resp) KEY32(retries)
-		KEY32(msg) KEY32(reason) KEY32(timeout) KEY32(count)
-		KEY64(sid) KEY64(guid) KEY64(tid)
-		return -EINVAL;
+		ret = parse_key(c, tok, val);
+		if (ret)
+			return ret;
 	}
 	if (c->count == 0 || c->count > 10000)
 		return -EINVAL;
