@@ -7,7 +7,8 @@
 #   make check      the KTAP test suite in QEMU guests over rdma_rxe (T=regex)
 #   make stress     the full-size stress runs (10,000 cycles, 1,000 at once, ...)
 #   make check-intree  the same against the module built in the kernel tree
-#   make intree-patch  the whole change as one patch against a fresh tree
+#   make intree-patch  the whole change as a patch series against a fresh tree
+#   make intree-series-build  each patch of the series builds, one after another
 #   make demo       the main job, in a guest
 #   make bench      module vs C baseline vs cmtime, ratios from one guest run
 #   make clean      remove build outputs from this directory
@@ -33,7 +34,10 @@ stress:
 
 check-intree:
 	set -e; set -- $$(bash scripts/intree.sh build | tail -n 1); \
-	KDIR=$$1 RCD_KO=$$2 bash tests/run.sh '$(T)'
+	KDIR=$$1 RCD_TESTS=$$3 bash tests/run.sh '$(T)'
+
+intree-series-build:
+	bash scripts/intree.sh series-build
 
 intree-patch:
 	bash scripts/intree.sh patch
@@ -59,4 +63,4 @@ rustfmt:
 rustfmtcheck:
 	$(RUSTFMT_CMD) --check $(RUST_SOURCES)
 
-.PHONY: all modules check stress check-intree intree-patch demo bench kernel clean rustfmt rustfmtcheck
+.PHONY: all modules check stress check-intree intree-patch intree-series-build demo bench kernel clean rustfmt rustfmtcheck

@@ -9,20 +9,37 @@
 #                              from kernel/tree/), then the module
 #                              (drivers/infiniband/ulp/rust_cm_disconnect/, its
 #                              Kconfig and Makefile, the wiring in
-#                              drivers/infiniband/{Kconfig,ulp/Makefile});
-#                              check that it applies with `git am` to a fresh
-#                              tree and run checkpatch --strict on each
+#                              drivers/infiniband/{Kconfig,ulp/Makefile}),
+#                              then its selftests
+#                              (tools/testing/selftests/rdma/rust_cm_disconnect/);
+#                              each patch with its MAINTAINERS lines for the
+#                              files it adds. Check that it applies with
+#                              `git am` to a fresh tree and run
+#                              checkpatch --strict on each
+#   scripts/intree.sh series-build
+#                              write the series, then apply it one patch at a
+#                              time to a copy of the cached kernel tree (its
+#                              kernel/*.patch reverse-applied: the fresh
+#                              source, with the test kernel's configuration
+#                              and objects) and build bzImage and modules
+#                              after each (incrementally); the selftests'
+#                              make after the last. Fails at the first patch
+#                              that does not build
 #   scripts/intree.sh build    copy the cached kernel tree (once) to
-#                              $RCD_CACHE/intree/linux, place the module in it,
-#                              set CONFIG_RUST_CM_DISCONNECT=m and build; prints
-#                              the tree and the .ko path last. The test tree
-#                              itself is never changed.
-# `make check-intree` runs the test suite against that in-tree .ko.
+#                              $RCD_CACHE/intree/linux, place the module and
+#                              its selftests in it, set
+#                              CONFIG_RUST_CM_DISCONNECT=m and build, then the
+#                              selftests (the C test modules, sidr_flood);
+#                              prints the tree last. The test tree itself is
+#                              never changed.
+# `make check-intree` runs the test suite from that tree's selftests
+# directory, which loads the module that tree built.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 . "$here/scripts/env.sh"
 
 rel=drivers/infiniband/ulp/rust_cm_disconnect
+sel=tools/testing/selftests/rdma/rust_cm_disconnect
 out=$RCD_CACHE/intree
 mkdir -p "$out"
 
@@ -64,6 +81,68 @@ KCONFIG
 		echo 'obj-$(CONFIG_RUST_CM_DISCONNECT)	+= rust_cm_disconnect/' >> "$t/drivers/infiniband/ulp/Makefile"
 }
 
+# place_tests TREE: the selftests (what tests/Makefile names, the C test
+# modules) into TREE/$sel. Not the host's runner (run.sh, guest.sh), the
+# demo, the bench or the plan's times.
+place_tests() {
+	local t=$1
+	rm -rf "${t:?}/$sel"
+	mkdir -p "$t/$sel/modules"
+	cp "$here"/tests/{Makefile,config,settings,rust_cm_disconnect.sh,ksft.sh,lib.sh,fuzz.py,sidr_flood.c} \
+		"$here"/tests/t_*.sh "$t/$sel/"
+	cp "$here"/tests/modules/{Kbuild,Makefile,*.c,*.h} "$t/$sel/modules/"
+}
+
+# maintainers TREE: MAINTAINERS lines for the files the staged change adds
+# to TREE (a git repository): the kernel crate's RDMA files one by one in
+# INFINIBAND SUBSYSTEM [RUST], the module's and its selftests' directories
+# in RUST CM DISCONNECT DRIVER; each entry made, in its sorted place (after
+# INFINIBAND SUBSYSTEM, after RUST), by the first patch that needs it.
+maintainers() {
+	local t=$1
+	(cd "$t" && git diff --cached --name-only --diff-filter=A) |
+		MAINT=$t/MAINTAINERS IDENT=$ident REL=$rel SEL=$sel python3 -c '
+import os, sys
+ident, rel, sel = os.environ["IDENT"], os.environ["REL"], os.environ["SEL"]
+lists = "L:\tlinux-rdma@vger.kernel.org\nL:\trust-for-linux@vger.kernel.org\nS:\tMaintained\n"
+heads = {
+    "abs": "INFINIBAND SUBSYSTEM [RUST]\nM:\t" + ident + "\n" + lists,
+    "mod": "RUST CM DISCONNECT DRIVER\nM:\t" + ident + "\n" + lists,
+}
+after = {"abs": "INFINIBAND SUBSYSTEM", "mod": "RUST"}
+want = {"abs": set(), "mod": set()}
+for f in sys.stdin.read().split():
+    for d in (rel, sel):
+        if f.startswith(d + "/"):
+            want["mod"].add(d + "/")
+            break
+    else:
+        want["abs"].add(f)
+path = os.environ["MAINT"]
+lines = open(path).read().split("\n")
+for key in ("abs", "mod"):
+    if not want[key]:
+        continue
+    name = heads[key].split("\n")[0]
+    if name not in lines:
+        # After the entry its name sorts next to (MAINTAINERS is not
+        # sorted everywhere: a search would land between others).
+        i = lines.index(after[key]) + 1
+        while lines[i]:
+            i += 1
+        lines[i + 1:i + 1] = heads[key].rstrip("\n").split("\n") + [""]
+    i = lines.index(name) + 1
+    j = i
+    while lines[j]:
+        j += 1
+    files = [l[3:] for l in lines[i:j] if l.startswith("F:\t")]
+    other = [l for l in lines[i:j] if not l.startswith("F:\t")]
+    files = sorted(set(files) | want[key])
+    lines[i:j] = other + ["F:\t" + f for f in files]
+open(path, "w").write("\n".join(lines))
+'
+}
+
 # The module's step of the series: its message.
 module_msg() {
 	cat <<'MSG'
@@ -82,10 +161,33 @@ MSG
 	echo "Signed-off-by: $ident"
 }
 
-case "${1:-}" in
-patch)
-	tmp=$(mktemp -d "$RCD_CACHE/intree/tmp.XXXXXX")
-	trap 'rm -rf "$tmp"' EXIT
+# The selftests' step: its message.
+tests_msg() {
+	cat <<'MSG'
+selftests: rdma: add rust_cm_disconnect tests
+
+rust_cm_disconnect's tests, over soft-RoCE (rdma_rxe) on veth pairs: the
+checked DREQ/DREP private data and its events, rdma_disconnect() semantics,
+the C API through a C consumer module, device removal and unload with
+connections live, hostile CM peers (crafted MADs from a test module) and
+malformed control input, interop with rdma-core's rping, ucmatose, udaddy
+and ibv_rc_pingpong, and, last, kmemleak and the kernel log.
+
+One program, rust_cm_disconnect.sh, runs every test and reports KTAP
+through kselftest/ktap_helpers.sh; rust_cm_disconnect.sh NAME... runs
+those. The C test modules are TEST_GEN_MODS_DIR, sidr_flood (a librdmacm
+SIDR flood) TEST_GEN_PROGS_EXTENDED. They need root, the module (config)
+and rdma-core's tools, so they are not in the default TARGETS:
+
+  make -C tools/testing/selftests TARGETS=rdma/rust_cm_disconnect run_tests
+
+MSG
+	echo "Signed-off-by: $ident"
+}
+
+# write_series: the series into $out/series (see patch), checked with git
+# am and checkpatch --strict (reported: "checkpatch NAME: total: ...").
+write_series() {
 	name=$(git -C "$here" config user.name || true)
 	email=$(git -C "$here" config user.email || true)
 	if [ -n "$name" ] && [ -n "$email" ]; then
@@ -96,8 +198,8 @@ patch)
 	git=(git -c user.name="${ident% <*}" -c user.email="$(echo "${ident##*<}" | tr -d '>')"
 		-c commit.gpgsign=false -c core.abbrev=12)
 	# What the series touches, from a fresh tree, as a git repository.
-	subset="rust drivers/infiniband scripts/checkpatch.pl scripts/spelling.txt
-		scripts/const_structs.checkpatch"
+	subset="MAINTAINERS rust drivers/infiniband scripts/checkpatch.pl
+		scripts/spelling.txt scripts/const_structs.checkpatch"
 	fresh() {
 		mkdir -p "$1"
 		# shellcheck disable=SC2086
@@ -129,15 +231,24 @@ patch)
 		fi
 		git mailinfo "$tmp/msg" /dev/null < "$p" > "$tmp/info"
 		{ sed -n 's/^Subject: //p' "$tmp/info"; echo; cat "$tmp/msg"; } > "$tmp/commit-msg"
+		(cd "$tmp/git" && "${git[@]}" add -A)
+		maintainers "$tmp/git"
 		(cd "$tmp/git" && "${git[@]}" add -A &&
 			"${git[@]}" commit -q --author="$(sed -n 's/^Author: //p' "$tmp/info") <$(sed -n 's/^Email: //p' "$tmp/info")>" \
 				-F "$tmp/commit-msg")
 	done
-	# The module.
+	# The module, then its selftests.
 	place "$tmp/git"
 	module_msg > "$tmp/commit-msg"
+	(cd "$tmp/git" && "${git[@]}" add -A)
+	maintainers "$tmp/git"
 	(cd "$tmp/git" && "${git[@]}" add -A && "${git[@]}" commit -q --author="$ident" -F "$tmp/commit-msg")
-	n=$(( $(ls "$here"/kernel/[0-9]*.patch | wc -l) + 1 ))
+	place_tests "$tmp/git"
+	tests_msg > "$tmp/commit-msg"
+	(cd "$tmp/git" && "${git[@]}" add -A)
+	maintainers "$tmp/git"
+	(cd "$tmp/git" && "${git[@]}" add -A && "${git[@]}" commit -q --author="$ident" -F "$tmp/commit-msg")
+	n=$(( $(ls "$here"/kernel/[0-9]*.patch | wc -l) + 2 ))
 	rm -rf "$out/series"
 	(cd "$tmp/git" && "${git[@]}" format-patch -q -o "$out/series" "HEAD~$n")
 	# Does it apply to a fresh tree with git am?
@@ -147,9 +258,74 @@ patch)
 	# checkpatch --strict, patch by patch (reported, not fatal).
 	for s in "$out"/series/*.patch; do
 		r=$(cd "$tmp/check" && perl scripts/checkpatch.pl --no-tree --strict --terse "$s" || true)
-		echo "checkpatch ${s##*/}: $(echo "$r" | tail -n 1)"
+		# --terse prints nothing for a clean patch.
+		echo "checkpatch ${s##*/}: $(echo "$r" | grep '^total:' || echo "total: 0 errors, 0 warnings, 0 checks (clean)")"
 		echo "$r" | grep -E '^[^ ]+: (ERROR|WARNING|CHECK):' | head -n 20 | sed 's/^/  /' || true
 	done
+}
+
+# series_build: apply $out/series one patch at a time to a copy of the
+# cached kernel tree whose kernel/*.patch is reverse-applied (the fresh
+# source, with the test kernel's .config and objects, so each step builds
+# incrementally), and build bzImage and modules after each, with
+# CONFIG_RUST_CM_DISCONNECT=m once the series has it; after the last, the
+# selftests' make. Stops at the first step that does not build.
+series_build() {
+	local src t=$out/series-linux log=$out/series-build.log p t0 start=$SECONDS
+	src=$(bash "$here/scripts/kernel.sh" | tail -n 1)
+	echo "intree: series-build: copying $src to $t, its kernel patches reverse-applied"
+	rm -rf "$t"
+	cp -a "$src" "$t"
+	patch -d "$t" -p1 -R -s --no-backup-if-mismatch < "$t/.rcd-applied.patch"
+	rm -f "$t/.rcd-applied.patch" "$t/.rcd-stamp"
+	step() { # WHAT
+		t0=$SECONDS
+		if grep -q RUST_CM_DISCONNECT "$t/drivers/infiniband/Kconfig"; then
+			"$t/scripts/config" --file "$t/.config" --module RUST_CM_DISCONNECT
+		fi
+		make -C "$t" -s "${KMAKE_VARS[@]}" olddefconfig
+		if ! grep -q RUST_CM_DISCONNECT "$t/drivers/infiniband/Kconfig" ||
+			grep -qx CONFIG_RUST_CM_DISCONNECT=m "$t/.config"; then :; else
+			echo "intree: series-build: $1: CONFIG_RUST_CM_DISCONNECT=m did not take" >&2
+			exit 1
+		fi
+		if ! make -C "$t" -s "${KMAKE_VARS[@]}" -j"$(nproc)" bzImage modules > "$log" 2>&1; then
+			tail -n 30 "$log" >&2
+			echo "intree: series-build: $1 does not build (log: $log)" >&2
+			exit 1
+		fi
+		# Anything the compilers said (warnings) counts against the step.
+		if grep -E 'warning|error' "$log" | head -n 10 | grep .; then
+			echo "intree: series-build: $1 builds with warnings (log: $log)" >&2
+			exit 1
+		fi
+		echo "intree: series-build: $1 builds ($((SECONDS - t0)) s)"
+	}
+	step "the fresh tree"
+	for p in "$out"/series/*.patch; do
+		patch -d "$t" -p1 -s --no-backup-if-mismatch < "$p"
+		step "${p##*/}"
+	done
+	if [ -f "$t/$sel/Makefile" ]; then
+		t0=$SECONDS
+		make -C "$t/$sel" -s "${KMAKE_VARS[@]}" > "$log" 2>&1 ||
+			{ tail -n 30 "$log" >&2; echo "intree: series-build: the selftests' make fails" >&2; exit 1; }
+		ls "$t/$sel"/modules/*.ko "$t/$sel/sidr_flood" >/dev/null
+		echo "intree: series-build: the selftests' make builds the test modules and sidr_flood ($((SECONDS - t0)) s)"
+	fi
+	echo "intree: series-build: every step builds, $((SECONDS - start)) s"
+}
+
+tmp=$(mktemp -d "$RCD_CACHE/intree/tmp.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+
+case "${1:-}" in
+patch)
+	write_series
+	;;
+series-build)
+	write_series
+	series_build
 	;;
 build)
 	src=$(bash "$here/scripts/kernel.sh" | tail -n 1)
@@ -161,16 +337,20 @@ build)
 		echo "$(cat "$src/.rcd-stamp") $src" > "$KDIR/.rcd-copied-from"
 	fi
 	place "$KDIR"
+	place_tests "$KDIR"
 	"$KDIR/scripts/config" --file "$KDIR/.config" --module RUST_CM_DISCONNECT
 	make -C "$KDIR" -s "${KMAKE_VARS[@]}" olddefconfig
 	grep -qx 'CONFIG_RUST_CM_DISCONNECT=m' "$KDIR/.config" ||
 		{ echo "intree: CONFIG_RUST_CM_DISCONNECT=m did not take" >&2; exit 1; }
 	# A config change rebuilds the Rust crates of vmlinux too: build both.
 	make -C "$KDIR" -s "${KMAKE_VARS[@]}" -j"$(nproc)" bzImage modules >&2
-	echo "$KDIR $KDIR/$rel/rust_cm_disconnect.ko"
+	# The selftests' own make: the C test modules against this tree,
+	# sidr_flood.
+	make -C "$KDIR/$sel" -s "${KMAKE_VARS[@]}" >&2
+	echo "$KDIR $KDIR/$rel/rust_cm_disconnect.ko $KDIR/$sel"
 	;;
 *)
-	echo "usage: $0 patch|build" >&2
+	echo "usage: $0 patch|series-build|build" >&2
 	exit 2
 	;;
 esac
