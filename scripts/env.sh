@@ -4,6 +4,9 @@
 RCD_CACHE=${RCD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rust-cm-disconnect}
 TOOLS=$RCD_CACHE/tools
 RUSTC=/usr/bin/rustc
+# rustdoc of the same toolchain as rustc (make rustdoc, the kernel crate's
+# doctests): a rustup one first in PATH cannot read 1.85's metadata.
+RUSTDOC=/usr/bin/rustdoc
 RUST_LIB_SRC=/usr/src/rustc-1.85.0/library
 BINDGEN=$TOOLS/bin/bindgen
 VNG=$TOOLS/venv/bin/vng
@@ -13,6 +16,7 @@ export RCD_CACHE LIBCLANG_PATH PATH
 # What every kernel `make` gets: Debian's rustc (it ships core/alloc source),
 # LLVM 19, our pinned bindgen.
 KMAKE_VARS=(LLVM=-19 RUSTC="$RUSTC" RUST_LIB_SRC="$RUST_LIB_SRC" BINDGEN="$BINDGEN"
+	RUSTDOC="$RUSTDOC"
 	CLIPPY_DRIVER=/usr/bin/clippy-driver RUSTFMT=/usr/bin/rustfmt
 	HOSTRUSTC="$RUSTC")
 mkdir -p "$RCD_CACHE"

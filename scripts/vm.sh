@@ -10,6 +10,8 @@
 #   RCD_VM_RWDIR              a host directory the guest may write to
 #   RCD_VM_UDEV=1             the real udev coldplug at boot (default: none)
 #   RCD_VM_9P_CACHE           the root's 9p cache mode (default loose; none)
+#   RCD_VM_KUNIT              the KUnit tests run at boot (kunit.filter_glob;
+#                             default kernel::rdma's doctests)
 #   RCD_VM_NET, RCD_VM_MAC    a virtio NIC on a QEMU socket network: RCD_VM_NET
 #                             is the socket's options (udp=HOST:PORT,
 #                             localaddr=HOST:PORT), RCD_VM_MAC its MAC
@@ -33,9 +35,14 @@ case "$here" in /tmp/*) share=(--rodir "$here") ;; esac
 # the host again. The suite starts thousands of processes; a later
 # rootflags= wins, and the host's files do not change while a guest runs
 # (RCD_VM_9P_CACHE=none for virtme-ng's own).
-append=()
+cmdline=
 [ "${RCD_VM_9P_CACHE:-loose}" = none ] ||
-	append=(--append "rootflags=version=9p2000.L,trans=virtio,access=any,msize=524288,cache=${RCD_VM_9P_CACHE:-loose}")
+	cmdline="rootflags=version=9p2000.L,trans=virtio,access=any,msize=524288,cache=${RCD_VM_9P_CACHE:-loose}"
+# The debug kernel runs the kernel crate's doctests (KUnit) at boot: only
+# kernel::rdma's (tests/t_kernel.sh: rdma_doctests reads their results).
+# RCD_VM_KUNIT overrides the glob ("*" for all of them).
+cmdline="$cmdline kunit.filter_glob=${RCD_VM_KUNIT:-rust_doctests_kernel.rust_doctest_kernel_rdma_*}"
+append=(--append "$cmdline")
 vng=("$VNG" --run "$KDIR" --disable-kvm --user root
 	--memory "${RCD_VM_MEM:-2G}" --cpus "${RCD_VM_CPUS:-2}"
 	"${share[@]}" "${append[@]}" --exec "$1")

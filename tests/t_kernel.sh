@@ -36,3 +36,30 @@ test_dmesg_clean() {
 	bad=$(dmesg_outside_expected | grep -E "$DMESG_BAD")
 	[ -z "$bad" ] || { echo "$bad" | head -40 | sed 's/^/# /'; return 1; }
 }
+
+# kernel::rdma's doctests, run by KUnit at boot (CONFIG_RUST_KERNEL_DOCTESTS,
+# kernel/debug.config; scripts/vm.sh keeps only those with
+# kunit.filter_glob): each passed, and there were some. KUnit's debugfs
+# results of the suite are its KTAP; a doctest that fails prints where.
+test_rdma_doctests() {
+	local f=/sys/kernel/debug/kunit/rust_doctests_kernel/results ok=0 bad=0 l n
+	if [ ! -e /sys/kernel/debug/kunit ]; then
+		echo "# SKIP this kernel has no KUnit (CONFIG_KUNIT_DEBUGFS): the plain kernel"
+		return $KSFT_SKIP
+	fi
+	[ -r $f ] || { fail "no $f: the kernel crate's doctests did not run (CONFIG_RUST_KERNEL_DOCTESTS, kunit.filter_glob)"; return 1; }
+	while IFS= read -r l; do
+		l=${l#"${l%%[! ]*}"}
+		case $l in
+		"ok "*rust_doctest_kernel_rdma_*"# SKIP"*) echo "# skipped: $l" ;;
+		"ok "*rust_doctest_kernel_rdma_*) ok=$((ok + 1)) ;;
+		"not ok "*rust_doctest_kernel_*) bad=$((bad + 1)); echo "# $l" ;;
+		"# rust_doctest_kernel_"*"location:"*|"# "*"ASSERTION"*|"# "*"Expected"*) echo "$l" ;;
+		esac
+	done < $f
+	n=$(grep -c 'rust_doctest_kernel_rdma_' $f)
+	log "kernel::rdma doctests: $ok passed, $bad failed (of $n lines naming them)"
+	for l in $(grep -o 'rust_doctest_kernel_rdma_[a-z0-9_]*' $f | sort -u); do log "  $l"; done
+	[ $bad -eq 0 ] || return 1
+	[ $ok -gt 0 ] || fail "no kernel::rdma doctest ran"
+}

@@ -114,6 +114,33 @@ macro_rules! rdma_client_slot {
 
 /// A registered RDMA client; unregistered on drop.
 ///
+/// # Examples
+///
+/// ```
+/// use kernel::rdma::{client::{Client, Registration}, device::Device};
+/// use kernel::{c_str, prelude::*, sync::Arc};
+///
+/// struct Indexes;
+/// kernel::rdma_client_slot!(Indexes);
+///
+/// impl Client for Indexes {
+///     type DeviceData = KBox<u32>;
+///     fn add(&self, device: &Device) -> Result<KBox<u32>> {
+///         Ok(KBox::new(device.index(), GFP_KERNEL)?)
+///     }
+///     fn remove(&self, _device: &Device, _data: KBox<u32>) {}
+/// }
+///
+/// let reg = Registration::new(c_str!("doctest"), Arc::new(Indexes, GFP_KERNEL)?)?;
+/// // One registration per client type at a time: its slot is taken.
+/// let again = Registration::new(c_str!("doctest"), Arc::new(Indexes, GFP_KERNEL)?);
+/// assert_eq!(again.err(), Some(EBUSY));
+/// // Dropping the registration unregistered the client and emptied the slot.
+/// drop(reg);
+/// let _reg = Registration::new(c_str!("doctest"), Arc::new(Indexes, GFP_KERNEL)?)?;
+/// # Ok::<(), Error>(())
+/// ```
+///
 /// # Invariants
 ///
 /// `client` is registered with the RDMA core, `T::slot()`'s `ctx` holds a

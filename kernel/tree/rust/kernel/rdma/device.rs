@@ -41,6 +41,16 @@ impl Device {
     ///
     /// Hold it briefly: the device's unregistration waits for every
     /// reference.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use kernel::{c_str, prelude::*, rdma::device::Device};
+    ///
+    /// // No device has this name (`rdma link` names are at most 63 bytes).
+    /// let name = c_str!("no-such-rdma-device-with-a-name-longer-than-ib-device-name-max-64");
+    /// assert_eq!(Device::get_by_name(name).err(), Some(ENODEV));
+    /// ```
     pub fn get_by_name(name: &CStr) -> Result<ARef<Self>> {
         // SAFETY: `name` is NUL-terminated; any driver matches.
         let ptr = unsafe {

@@ -580,6 +580,20 @@ impl QpRef {
 }
 
 /// What an [`RcQp`] is made with: its queue sizes and the user's choices.
+///
+/// # Examples
+///
+/// ```
+/// use kernel::{c_str, rdma::verbs::{QpSize, MAX_MRS}};
+///
+/// // The defaults: 16 work requests each way, `MAX_MRS` MRs, no counters.
+/// let size = QpSize::default();
+/// assert_eq!((size.send, size.recv, size.max_mrs), (16, 16, MAX_MRS));
+/// assert!(size.counters.is_none());
+/// // A caller names what it changes.
+/// let size = QpSize { recv: 256, caller: c_str!("rping"), ..QpSize::default() };
+/// assert_eq!((size.send, size.recv), (16, 256));
+/// ```
 #[derive(Clone, Copy)]
 pub struct QpSize {
     /// Work requests the send queue holds (completions not yet polled
