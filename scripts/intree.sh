@@ -90,7 +90,11 @@ place_tests() {
 	mkdir -p "$t/$sel/modules"
 	cp "$here"/tests/{Makefile,config,settings,rust_cm_disconnect.sh,ksft.sh,lib.sh,fuzz.py,sidr_flood.c} \
 		"$here"/tests/t_*.sh "$t/$sel/"
-	cp "$here"/tests/modules/{Kbuild,Makefile,*.c,*.h} "$t/$sel/modules/"
+	# The sources only: an out-of-tree build leaves *.mod.c beside them.
+	cp "$here"/tests/modules/{Kbuild,Makefile,*.h} "$t/$sel/modules/"
+	for f in "$here"/tests/modules/*.c; do
+		[[ $f == *.mod.c ]] || cp "$f" "$t/$sel/modules/"
+	done
 }
 
 # maintainers TREE: MAINTAINERS lines for the files the staged change adds
