@@ -155,12 +155,28 @@ veth_up() {
 	ip link set v0 up && ip link set v1 up
 }
 
-# rxe_add NAME NETDEV
+# rxe_add NAME NETDEV: rxe device NAME on NETDEV, port active. A device
+# the guest already has (kept by cleanup) is used as it is; one on another
+# netdev is replaced.
 rxe_add() {
+	if [ -d "/sys/class/infiniband/$1" ]; then
+		! rxe_on "$1" "$2" || return 0
+		rxe_del "$1"
+	fi
 	[ -d /sys/module/rdma_rxe ] || modprobe rdma_rxe || return 1
 	veth_up || return 1
 	rdma link add "$1" type rxe netdev "$2" || return 1
+	# A new device counts from zero.
+	cm_base_forget "$1"
 	wait_for 10 port_active "$1"
+}
+
+# rxe_on DEV NETDEV: DEV is an rxe device on NETDEV (its first GID's
+# netdev), with its port active.
+rxe_on() {
+	local n
+	read -r n < "/sys/class/infiniband/$1/ports/1/gid_attrs/ndevs/0" 2>/dev/null &&
+		[ "$n" = "$2" ] && port_active "$1"
 }
 
 # port_active DEV: port 1 of DEV is ACTIVE.
@@ -171,14 +187,31 @@ port_active() {
 
 rxe_del() { rdma link del "$1" 2>/dev/null; }
 
-# Back to a clean guest: the module out, no rxe link, no qdisc, no policy
-# routes. The hosts' NIC (two-host tests) keeps its address. The veth pair stays, with its addresses: no test changes it, and
-# deleting and re-creating it cost each test seconds under TCG.
+# Back to a clean guest: the module out, no qdisc, no policy routes, no
+# rdma-core program left running, and no rxe device other than rxe0 on v0
+# and rxe1 on v1. Those two stay (with the veth pair and its addresses): a
+# device costs 2-3 s to add and as much to delete under TCG, and a test on
+# two devices paid 10-12 s for them. What a test could read from a device's
+# past, its CM counters, starts from zero again: cleanup records them
+# (/run/rcd-cm-base) and cm_counter subtracts them. A test that needs no
+# device, or a fresh one, says so (rxe_none). RCD_KEEP_DEVICES=0 deletes
+# them every time, as before. The hosts' NIC (two-host tests) keeps its
+# address.
 cleanup() {
-	local d
+	local d p c
 	[ ! -d /sys/module/rcd_consumer ] || rmmod rcd_consumer >/dev/null 2>&1
 	[ ! -d /sys/module/rcd_peer ] || rmmod rcd_peer >/dev/null 2>&1
 	rcd_unload >/dev/null 2>&1
+	# A user-space peer a failed or timed-out test left (timeout kills the
+	# test's shell, not what it started in the background): it would hold
+	# its port and ids on a device that now stays. Builtins only.
+	for p in /proc/[0-9]*; do
+		read -r c < "$p/comm" 2>/dev/null || continue
+		case $c in
+		cmtime|ucmatose|udaddy|rping|rdma_server|rdma_client|sidr_flood)
+			kill -9 "${p#/proc/}" 2>/dev/null;;
+		esac
+	done
 	# One tc for both ends (and the hosts' NIC, tests/t_hosts.sh), whatever
 	# a test left there.
 	# Only when a netem qdisc exists (each holds a reference on sch_netem):
@@ -189,9 +222,61 @@ cleanup() {
 		printf 'qdisc del dev %s root\n' v0 v1 ${RCD_NIC:-} | tc -force -batch - >/dev/null 2>&1
 	veth_cross_routes_undo >/dev/null 2>&1
 	for d in /sys/class/infiniband/*; do
+		[ -e "$d" ] || continue
+		d=${d##*/}
+		if [ "${RCD_KEEP_DEVICES:-1}" = 1 ] &&
+			{ { [ "$d" = rxe0 ] && rxe_on rxe0 v0; } ||
+			{ [ "$d" = rxe1 ] && rxe_on rxe1 v1; }; }; then
+			continue
+		fi
+		rxe_del "$d"
+	done
+	cm_base_record
+	true
+}
+
+# rxe_none: no rxe device (for a test of the module's device tracking).
+rxe_none() {
+	local d
+	for d in /sys/class/infiniband/*; do
 		[ ! -e "$d" ] || rxe_del "${d##*/}"
 	done
-	true
+	rm -f /run/rcd-cm-base
+}
+
+# The CM's counters of the kept devices as cleanup found them, as lines
+# "CM_BASE[DEV/DIR/MSG]=VALUE" for cm_counter (builtins only: about 90
+# files).
+CM_DIRS="cm_tx_msgs cm_tx_retries cm_rx_msgs cm_rx_duplicates"
+cm_base_record() {
+	local d dir f v
+	: > /run/rcd-cm-base
+	for d in /sys/class/infiniband/*; do
+		[ -e "$d/ports/1/cm_tx_msgs" ] || continue
+		for dir in $CM_DIRS; do
+			for f in "$d/ports/1/$dir"/*; do
+				read -r v < "$f" || continue
+				echo "CM_BASE[${d##*/}/$dir/${f##*/}]=$v"
+			done
+		done
+	done > /run/rcd-cm-base
+}
+
+# CM_BASE: what cleanup recorded, read once by the test's shell.
+declare -A CM_BASE
+cm_base_load() {
+	[ -z "${CM_BASE_LOADED:-}" ] || return 0
+	CM_BASE_LOADED=1
+	[ ! -r /run/rcd-cm-base ] || . /run/rcd-cm-base
+}
+
+# cm_base_forget DEV: DEV was created in this test: its counters are its own.
+cm_base_forget() {
+	local k
+	cm_base_load
+	for k in "${!CM_BASE[@]}"; do
+		[[ $k != "$1"/* ]] || unset "CM_BASE[$k]"
+	done
 }
 
 # --- the control interface -------------------------------------------------
@@ -281,8 +366,18 @@ pat_hex() {
 	done
 }
 
-# A port counter of the IB CM: cm_counter DEV DIR MSG (DIR: cm_tx_msgs, ...)
-cm_counter() { cat "/sys/class/infiniband/$1/ports/1/$2/$3"; }
+# A port counter of the IB CM since the test began (cleanup keeps devices:
+# what they counted before is subtracted): cm_counter DEV DIR MSG (DIR:
+# cm_tx_msgs, ...).
+cm_counter() {
+	local v
+	cm_base_load
+	read -r v < "/sys/class/infiniband/$1/ports/1/$2/$3" || return 1
+	echo $((v - ${CM_BASE[$1/$2/$3]:-0}))
+}
+
+# counter_ge DEV DIR MSG N: the counter has reached N (for wait_for).
+counter_ge() { [ "$(cm_counter "$1" "$2" "$3")" -ge "$4" ]; }
 
 # counter_is DEV DIR MSG VALUE: for wait_for (the counter is read each time).
 counter_is() { [ "$(cm_counter "$1" "$2" "$3")" = "$4" ]; }

@@ -14,6 +14,8 @@ test_load_unload() {
 }
 
 test_device_before_load() {
+	# One device, whatever the test before left.
+	rxe_none
 	rxe_add rxe0 v0 || return 1
 	rcd_load || return 1
 	cat "$RCD_DBG/devices" | sed 's/^/# devices: /'
@@ -22,6 +24,7 @@ test_device_before_load() {
 }
 
 test_device_after_load() {
+	rxe_none
 	rcd_load || return 1
 	check "no device yet" test "$(rcd_stat devices_live)" = 0 || return 1
 	rxe_add rxe0 v0 || return 1

@@ -183,7 +183,7 @@ test_peer_duplicate_and_withdrawn_reqs() {
 	peer req lcid=0xd0000001 sid=0x1000 qpn=0x300 tid=0x1234 resp=18 count=3 || return 1
 	peer req lcid=0xd0000001 sid=0x1000 qpn=0x300 tid=0x1235 resp=18 || return 1
 	check "4 REQs received" wait_for 20 rx_reached req $((rq0 + 4)) || return 1
-	check "3 counted as duplicates" wait_for 20 sh -c "[ \$(cat /sys/class/infiniband/rxe0/ports/1/cm_rx_duplicates/req) -ge $((dup0 + 3)) ]" || return 1
+	check "3 counted as duplicates" wait_for 20 counter_ge rxe0 cm_rx_duplicates req $((dup0 + 3)) || return 1
 	check "one passive end for the 4 REQs" test "$(grep -c ' listener=1 ' $RCD_DBG/conns)" = 1 || return 1
 	p=$(awk '/ listener=1 / { print $1 }' $RCD_DBG/conns)
 	check "its REP timed out and it was freed" wait_for 20 sh -c "grep -q '^$p .*state=FREED' $RCD_DBG/conns" || return 1
@@ -199,7 +199,7 @@ test_peer_duplicate_and_withdrawn_reqs() {
 	for ((i = 0; i < 10; i++)); do
 		lcid=$((0xe1000000 + i)); reps=$(cm_counter rxe1 cm_rx_msgs rep)
 		peer req lcid=$lcid qpn=$((0x2000 + i)) sid=0x1000 retries=15 resp=18 || return 1
-		wait_for 20 sh -c "[ \$(cat /sys/class/infiniband/rxe1/ports/1/cm_rx_msgs/rep) -gt $reps ]" ||
+		wait_for 20 counter_ge rxe1 cm_rx_msgs rep $((reps + 1)) ||
 			fail "no REP for REQ $i" || return 1
 		peer rej lcid=$lcid msg=1 reason=4 || return 1
 	done
@@ -210,7 +210,7 @@ test_peer_duplicate_and_withdrawn_reqs() {
 	# id and QP at once, as after a REJ of its REP.
 	lcid=0xe2000000; reps=$(cm_counter rxe1 cm_rx_msgs rep)
 	peer req lcid=$lcid qpn=0x3000 sid=0x1000 retries=15 resp=18 || return 1
-	wait_for 20 sh -c "[ \$(cat /sys/class/infiniband/rxe1/ports/1/cm_rx_msgs/rep) -gt $reps ]" ||
+	wait_for 20 counter_ge rxe1 cm_rx_msgs rep $((reps + 1)) ||
 		fail "no REP for the REQ to reject after its RTU" || return 1
 	p=$(grep ' listener=1 ' $RCD_DBG/conns | grep -v 'state=FREED' | awk '{ print $1 }')
 	local lid; lid=$(conn_field "$p" local_id)
@@ -257,7 +257,7 @@ test_peer_lying_cma_hdr() {
 		name=${b%% *}
 		peer req lcid=$((0xc0000000 + i)) qpn=$((0x3000 + i)) ${b#* } || return 1
 		i=$((i + 1))
-		check "$name: rejected" wait_for 10 sh -c "[ \$(cat /sys/class/infiniband/rxe0/ports/1/cm_tx_msgs/rej) -ge $((rej0 + i)) ]" || return 1
+		check "$name: rejected" wait_for 10 counter_ge rxe0 cm_tx_msgs rej $((rej0 + i)) || return 1
 	done
 	check "no passive end for the $i lies" test "$(grep -c ' listener=' $RCD_DBG/conns)" = 0 || return 1
 	check "no id made ($(rcd_stat cm_ids_live) vs $ids)" test "$(rcd_stat cm_ids_live)" = "$ids" || return 1

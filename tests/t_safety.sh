@@ -62,7 +62,7 @@ test_sidr_req_answered_no_id_left() {
 	log "sidr_flood $n in $((SECONDS - t0)) s: $res"
 	# The tool has its n answers; the CM counts a SIDR REP when its send
 	# completes.
-	wait_for 10 sh -c "[ \$(( \$(cat /sys/class/infiniband/rxe0/ports/1/cm_tx_msgs/sidr_rep) - $tx0 )) -ge $n ]"
+	wait_for 10 counter_ge rxe0 cm_tx_msgs sidr_rep $((tx0 + n))
 	rx=$(( $(cm_counter rxe0 cm_rx_msgs sidr_req) - rx0 ))
 	tx=$(( $(cm_counter rxe0 cm_tx_msgs sidr_rep) - tx0 ))
 	log "CM counters: $rx SIDR REQs received, $tx SIDR REPs sent"
@@ -340,16 +340,18 @@ timeout_test_req_to_rep_window=180
 # REJ tx/rx, and the module's established ends, ids and REQ callbacks.
 storm_sample() {
 	local d=/sys/class/infiniband/rxe0/ports/1 line="t=$((SECONDS - $1))" m g v k
+	# Since the test began (cm_counter's base, without its process).
+	cm_base_load
 	for m in req rep rtu; do
 		line+=" $m"
 		for g in cm_tx_msgs cm_tx_retries cm_rx_msgs cm_rx_duplicates; do
-			read -r v < $d/$g/$m; line+="/$v"
+			read -r v < $d/$g/$m; line+="/$((v - ${CM_BASE[rxe0/$g/$m]:-0}))"
 		done
 	done
 	for m in mra rej; do
 		line+=" $m"
 		for g in cm_tx_msgs cm_rx_msgs; do
-			read -r v < $d/$g/$m; line+="/$v"
+			read -r v < $d/$g/$m; line+="/$((v - ${CM_BASE[rxe0/$g/$m]:-0}))"
 		done
 	done
 	if [ -e $RCD_DBG/stats ]; then
