@@ -37,15 +37,18 @@ safety_kmalloc_bytes() {
 # the check can fail on noise only if the rest of the kernel allocates
 # 100 KB in those caches meanwhile (measured without a listener: 5 KB).
 test_sidr_req_answered_no_id_left() {
-	local n=${RCD_SIDR_REQS:-200} before after rx0 tx0 rx tx res t0 tol=$((100 * 1024)) bin=$RCD_TESTS/sidr_flood
-	command -v udaddy >/dev/null || { echo "# SKIP udaddy (rdmacm-utils) not installed"; return $KSFT_SKIP; }
+	local n=${RCD_SIDR_REQS:-200} before after rx0 tx0 rx tx res t0
+	local tol=$((100 * 1024)) bin=$RCD_TESTS/sidr_flood
+	command -v udaddy >/dev/null ||
+		{ echo "# SKIP udaddy (rdmacm-utils) not installed"; return $KSFT_SKIP; }
 	# Built on the host with the module out of tree (scripts/prepare.sh), by
 	# the selftests' make (TEST_GEN_PROGS_EXTENDED) in a kernel tree: gcc in
 	# the guest costs about 25 s under TCG on the debug kernel.
 	if [ ! -x "$bin" ]; then
 		bin=/tmp/sidr_flood
 		gcc -O1 -o $bin "$RCD_TESTS/sidr_flood.c" -lrdmacm ||
-			{ echo "# SKIP cannot build sidr_flood.c (gcc, librdmacm-dev)"; return $KSFT_SKIP; }
+			{ echo "# SKIP cannot build sidr_flood.c (gcc, librdmacm-dev)"
+			  return $KSFT_SKIP; }
 	fi
 	rxe_add rxe0 v0 && rcd_load || return 1
 	ctl listen 1 rxe0 udp:7174 cma=1 || return 1
@@ -67,11 +70,16 @@ test_sidr_req_answered_no_id_left() {
 	tx=$(( $(cm_counter rxe0 cm_tx_msgs sidr_rep) - tx0 ))
 	log "CM counters: $rx SIDR REQs received, $tx SIDR REPs sent"
 	after=$(safety_kmalloc_bytes)
-	log "kmalloc-512/1k/2k: $before -> $after bytes ($(( (after - before) / 1024 )) KB; limit $((tol / 1024)) KB)"
-	check "udaddy got IB_SIDR_REJECT" grep -q 'RDMA_CM_EVENT_UNREACHABLE, error: 2$' <<< "$udaddy" || return 1
-	check "every SIDR REQ rejected at once" test "$res" = "sent $n rejected $n unsupported 0 accepted 0 timedout 0 errors 0" || return 1
-	check "every SIDR REQ answered ($rx received, $tx SIDR REPs)" test "$rx" -ge "$n" -a "$tx" = "$rx" || return 1
-	check "the ids' caches grew by < $((tol / 1024)) KB" test $((after - before)) -lt $tol || return 1
+	log "kmalloc-512/1k/2k: $before -> $after bytes ($(( (after - before) / 1024 )) KB; limit" \
+		"$((tol / 1024)) KB)"
+	check "udaddy got IB_SIDR_REJECT" \
+		grep -q 'RDMA_CM_EVENT_UNREACHABLE, error: 2$' <<< "$udaddy" || return 1
+	check "every SIDR REQ rejected at once" test "$res" = \
+		"sent $n rejected $n unsupported 0 accepted 0 timedout 0 errors 0" || return 1
+	check "every SIDR REQ answered ($rx received, $tx SIDR REPs)" \
+		test "$rx" -ge "$n" -a "$tx" = "$rx" || return 1
+	check "the ids' caches grew by < $((tol / 1024)) KB" \
+		test $((after - before)) -lt $tol || return 1
 	check "only the listener's id is the module's" test "$(rcd_stat cm_ids_live)" = 1
 }
 timeout_test_sidr_req_answered_no_id_left=300
@@ -95,18 +103,21 @@ test_timewait_exit_frees_its_own_id_only() {
 	# close takes 2 out of the table first, then waits for the callback
 	# (asleep for 4 s): once 2 has left the table, close must still be
 	# waiting.
-	check "close 2 took 2 out of the table" wait_for 10 sh -c "! grep -q '^2 ' $RCD_DBG/conns" || return 1
+	check "close 2 took 2 out of the table" \
+		wait_for 10 sh -c "! grep -q '^2 ' $RCD_DBG/conns" || return 1
 	check "close 2 waits for 2's timewait-exit callback" kill -0 $pid || return 1
 	ctl connect 2 rxe0 10.77.0.1 10.77.0.1 0x1000 || return 1
 	log "the new 2 sent its REQ"
 	wait $pid; rc=$?
 	check "close 2 returned 0 (got $rc)" test $rc = 0 || return 1
-	log "close 2 returned; the new 2: state $(conn_state 2), events: $(grep '^2 ' $RCD_DBG/events | awk '{print $2}' | tr '\n' ' ')"
+	log "close 2 returned; the new 2: state $(conn_state 2), events:" \
+		"$(grep '^2 ' $RCD_DBG/events | awk '{print $2}' | tr '\n' ' ')"
 	check "the new 2 established" wait_for 20 has_event 2 ESTABLISHED || return 1
 	wait_event 20 $p ESTABLISHED || return 1
 	# The old callback has returned (close waited for it, and destroying
 	# an id waits for its callbacks): the new 2 must still have its id.
-	check "the new 2 keeps its id (state $(conn_state 2))" test "$(conn_state 2)" = ESTABLISHED || return 1
+	check "the new 2 keeps its id (state $(conn_state 2))" \
+		test "$(conn_state 2)" = ESTABLISHED || return 1
 	ctl dreq 2 text:still-here || return 1
 	wait_event 20 2 DREP_RECEIVED
 }
@@ -128,7 +139,8 @@ timeout_test_timewait_exit_frees_its_own_id_only=120
 # BUG, Oops or KASAN report: module code run after unload; dmesg_clean
 # checks the rest at the end).
 test_unload_during_timewait_exits() {
-	local rounds=${RCD_UNLOAD_ROUNDS:-20} k=${RCD_UNLOAD_CONNS:-10} r first=10 last t0=$SECONDS qps tw tw_opt bad0
+	local rounds=${RCD_UNLOAD_ROUNDS:-20} k=${RCD_UNLOAD_CONNS:-10} r first=10 last
+	local t0=$SECONDS qps tw tw_opt bad0
 	last=$((first + k - 1))
 	rxe_add rxe0 v0 || return 1
 	# The kernel's own QPs (the MAD layer's), there before the module.
@@ -140,22 +152,27 @@ test_unload_during_timewait_exits() {
 		tw_opt=on_timewait=sleep:100
 		[ $((r % 2)) = 0 ] || tw_opt=on_timewait=after:300
 		connect_range $first $last 10.77.0.1 $tw_opt || return 1
-		wait_for 60 sh -c "[ \$(awk '\$1 == \"established\" { print \$2 }' $RCD_DBG/stats) -ge $((2 * k)) ]" ||
-			fail "round $r: $(rcd_stat established) of $((2 * k)) ends established" || return 1
+		wait_for 60 sh -c "[ \$(awk '\$1 == \"established\" { print \$2 }' $RCD_DBG/stats) \
+			-ge $((2 * k)) ]" ||
+			fail "round $r: $(rcd_stat established) of $((2 * k)) ends established" ||
+			return 1
 		ctl dreq $first-$last || return 1
 		until grep -q ' TIMEWAIT_EXIT ' $RCD_DBG/events; do
-			[ $((SECONDS - t0)) -lt 600 ] || { fail "round $r: no timewait exit"; return 1; }
+			[ $((SECONDS - t0)) -lt 600 ] ||
+				{ fail "round $r: no timewait exit"; return 1; }
 			nap 0.05
 		done
 		[ $((r % 4)) -lt 2 ] || nap 0.3
 		tw=$(grep -c ' TIMEWAIT_EXIT ' $RCD_DBG/events)
 		rmmod rust_cm_disconnect || fail "round $r: rmmod" || return 1
 		check "round $r: no QP of ours left" test "$(rdma_res qp)" = "$qps" || return 1
-		log "round $r ($tw_opt): $((SECONDS - t0)) s, rmmod after $tw of $((2 * k)) timewait exits recorded"
+		log "round $r ($tw_opt): $((SECONDS - t0)) s, rmmod after $tw of $((2 * k))" \
+			"timewait exits recorded"
 	done
 	# The callbacks that slept after freeing their ids have woken up by now.
 	sleep 1
-	check "no BUG, Oops or KASAN report during the rounds" test "$(dmesg | grep -cE 'BUG:|Oops|KASAN')" = "$bad0" || {
+	check "no BUG, Oops or KASAN report during the rounds" \
+		test "$(dmesg | grep -cE 'BUG:|Oops|KASAN')" = "$bad0" || {
 		dmesg | grep -E -A12 'BUG:|Oops|KASAN' | head -40 | sed 's/^/#   /'; return 1; }
 	log "$rounds rounds of $k connections in $((SECONDS - t0)) s"
 }
@@ -175,11 +192,18 @@ test_failed_handshake_frees_passive_end() {
 	ctl listen 1 rxe0 0x1000 || return 1
 	connect_range $a $((a + k / 2 - 1)) 10.77.0.1 on_rep=ignore resp=14 retries=2 || return 1
 	connect_range $((a + k / 2)) $b 10.77.0.1 on_rep=reject || return 1
-	wait_events 60 CONNECT_ERROR $((a + PASSIVE_BASE)) $((a + k / 2 - 1 + PASSIVE_BASE)) $((k / 2)) || return 1
-	wait_events 60 REJ_RECEIVED $((a + k / 2 + PASSIVE_BASE)) $((b + PASSIVE_BASE)) $((k / 2)) || return 1
-	log "passive ends: $(grep -c " listener=1 " $RCD_DBG/conns), FREED $(state_count FREED $((a + PASSIVE_BASE)) $((b + PASSIVE_BASE))); ids $(rcd_stat cm_ids_live), QPs $(rdma_res qp) (kernel's $qps)"
-	check "every passive end freed at once" wait_for 10 sh -c "[ \$(awk '\$1 >= $((a + PASSIVE_BASE)) && / state=FREED / { n++ } END { print n + 0 }' $RCD_DBG/conns) = $k ]" || return 1
-	check "ids: the listener's and the active ends' only" test "$(rcd_stat cm_ids_live)" = $((1 + k)) || return 1
+	wait_events 60 CONNECT_ERROR \
+		$((a + PASSIVE_BASE)) $((a + k / 2 - 1 + PASSIVE_BASE)) $((k / 2)) || return 1
+	wait_events 60 REJ_RECEIVED \
+		$((a + k / 2 + PASSIVE_BASE)) $((b + PASSIVE_BASE)) $((k / 2)) || return 1
+	log "passive ends: $(grep -c " listener=1 " $RCD_DBG/conns), FREED" \
+		"$(state_count FREED $((a + PASSIVE_BASE)) $((b + PASSIVE_BASE))); ids" \
+		"$(rcd_stat cm_ids_live), QPs $(rdma_res qp) (kernel's $qps)"
+	check "every passive end freed at once" \
+		wait_for 10 sh -c "[ \$(awk '\$1 >= $((a + PASSIVE_BASE)) && / state=FREED / { n++ }
+			END { print n + 0 }' $RCD_DBG/conns) = $k ]" || return 1
+	check "ids: the listener's and the active ends' only" \
+		test "$(rcd_stat cm_ids_live)" = $((1 + k)) || return 1
 	check "QPs: the active ends' only" test "$(rdma_res qp)" = $((qps + k)) || return 1
 	ctl close $a-$b || return 1
 	ctl close 1 || return 1
@@ -198,7 +222,8 @@ test_listener_backlog_rejects_excess() {
 	wait_events 30 REJ_RECEIVED 10 17 4 || return 1
 	check "4 passive ends" test "$(grep -c ' listener=1 ' $RCD_DBG/conns)" = 4 || return 1
 	ctl close 10-17 || return 1
-	check "the 4 passive ends freed" wait_for 20 sh -c "[ \$(grep -c ' state=FREED .*listener=1 ' $RCD_DBG/conns) = 4 ]" || return 1
+	check "the 4 passive ends freed" wait_for 20 \
+		sh -c "[ \$(grep -c ' state=FREED .*listener=1 ' $RCD_DBG/conns) = 4 ]" || return 1
 	ctl close "$(awk '/ listener=1 / { print $1 }' $RCD_DBG/conns | paste -sd,)" || return 1
 	ctl connect 20 rxe0 10.77.0.1 10.77.0.1 0x1000 || return 1
 	wait_event 20 20 ESTABLISHED
@@ -356,7 +381,10 @@ storm_sample() {
 	done
 	if [ -e $RCD_DBG/stats ]; then
 		while read -r k v; do
-			case $k in established|cm_ids_live|req_callbacks|req_callback_us_avg|req_callback_us_max|reps_sent|rep_latency_us_max) line+=" $k=$v" ;; esac
+			case $k in
+			established|cm_ids_live|req_callbacks|req_callback_us_avg|\
+			req_callback_us_max|reps_sent|rep_latency_us_max) line+=" $k=$v" ;;
+			esac
 		done < $RCD_DBG/stats
 	fi
 	echo "#   timeline: $line"
@@ -382,12 +410,17 @@ test_storm_cmtime_vs_rdma_cm() {
 	# The module's own floor, whatever cmtime -b does (it crashed at 500 on
 	# one vCPU): every connection, unless RCD_STORM_FLOOR says less.
 	floor=${RCD_STORM_FLOOR:-$n}
-	command -v cmtime >/dev/null || { echo "# SKIP cmtime (rdmacm-utils) not installed"; return $KSFT_SKIP; }
+	command -v cmtime >/dev/null ||
+		{ echo "# SKIP cmtime (rdmacm-utils) not installed"; return $KSFT_SKIP; }
 	rxe_add rxe0 v0 && rcd_load || return 1
 	mkdir -p $out
 	qps=$(rdma_res qp)
 	storm_counters() {
-		echo "REQ retries $(cm_counter rxe0 cm_tx_retries req) (duplicates received $(cm_counter rxe0 cm_rx_duplicates req)), REP sent $(sent rxe0 rep) (retries $(cm_counter rxe0 cm_tx_retries rep)), MRA sent $(sent rxe0 mra), DREQ retries $(cm_counter rxe0 cm_tx_retries dreq), REJ sent $(sent rxe0 rej)"
+		echo "REQ retries $(cm_counter rxe0 cm_tx_retries req) (duplicates received" \
+			"$(cm_counter rxe0 cm_rx_duplicates req)), REP sent $(sent rxe0 rep)" \
+			"(retries $(cm_counter rxe0 cm_tx_retries rep)), MRA sent" \
+			"$(sent rxe0 mra), DREQ retries $(cm_counter rxe0 cm_tx_retries dreq)," \
+			"REJ sent $(sent rxe0 rej)"
 	}
 	local before_rep before_mra before_dreq
 	# 1. rdma_cm's own server.
@@ -398,16 +431,19 @@ test_storm_cmtime_vs_rdma_cm() {
 	timeout 600 cmtime -s 10.77.0.1 -p 7998 -c $n > $out/cli-b.out 2>&1 & cpid=$!
 	storm_timeline $cpid $t0
 	wait $cpid; rc=$?
-	log "cmtime -c $n against cmtime -b: exit $rc in $((SECONDS - t0)) s; $(grep -c 'RDMA_CM_EVENT' $out/cli-b.out) error events"
+	log "cmtime -c $n against cmtime -b: exit $rc in $((SECONDS - t0)) s;" \
+		"$(grep -c 'RDMA_CM_EVENT' $out/cli-b.out) error events"
 	sed 's/^/#   client: /' $out/cli-b.out | head -12
 	# cmtime's server waits for more than its connections: stop it (it
 	# otherwise sits out its whole timeout).
-	kill $pid 2>/dev/null; wait $pid; log "server exit $? (143: stopped here)"; sed 's/^/#   server: /' $out/srv.out | head -12
+	kill $pid 2>/dev/null; wait $pid; log "server exit $? (143: stopped here)"
+	sed 's/^/#   server: /' $out/srv.out | head -12
 	log "after cmtime -b: $(storm_counters); QPs $(rdma_res qp) (kernel's $qps)"
 	# cmtime exits 0 whatever happened: count its failed connections.
 	# (A cmtime that ran out of time printed no error for what it still
 	# waited for: then this is an upper bound.)
-	b_ok=$((n - $(grep -cE 'RDMA_CM_EVENT_(UNREACHABLE|REJECTED|CONNECT_ERROR)' $out/cli-b.out)))
+	local failed='RDMA_CM_EVENT_(UNREACHABLE|REJECTED|CONNECT_ERROR)'
+	b_ok=$((n - $(grep -cE "$failed" $out/cli-b.out)))
 	b_rc=$rc
 	# 2. The module's listener.
 	ctl listen 1 rxe0 tcp:7999 cma=1 auto_drep=- || return 1
@@ -415,29 +451,42 @@ test_storm_cmtime_vs_rdma_cm() {
 	timeout 600 cmtime -s 10.77.0.1 -p 7999 -c $n > $out/cli-m.out 2>&1 & cpid=$!
 	storm_timeline $cpid $t0
 	wait $cpid; rc=$?
-	log "cmtime -c $n against the module: exit $rc in $((SECONDS - t0)) s; $(grep -c 'RDMA_CM_EVENT' $out/cli-m.out) error events"
+	log "cmtime -c $n against the module: exit $rc in $((SECONDS - t0)) s;" \
+		"$(grep -c 'RDMA_CM_EVENT' $out/cli-m.out) error events"
 	sed 's/^/#   client: /' $out/cli-m.out | head -12
 	# Counted the same way on both sides: by the client (a passive end
 	# whose REP timed out before the client's late RTU is connected in the
 	# client's eyes until its DREQ, which the CM answers for an unknown id).
 	# The module's own count, the passive ends that got their RTU, beside it.
-	m_ok=$((n - $(grep -cE 'RDMA_CM_EVENT_(UNREACHABLE|REJECTED|CONNECT_ERROR)' $out/cli-m.out)))
+	m_ok=$((n - $(grep -cE "$failed" $out/cli-m.out)))
 	[ $rc = 0 ] || m_ok=$(rcd_stat established)
-	log "connected (cmtime's count): $m_ok against the module (passive ends that got their RTU: $(rcd_stat established)), $b_ok against cmtime -b$([ $b_rc = 0 ] || echo " (an upper bound: cmtime ran out of time)")"
+	log "connected (cmtime's count): $m_ok against the module (passive ends that got their" \
+		"RTU: $(rcd_stat established)), $b_ok against cmtime" \
+		"-b$([ $b_rc = 0 ] || echo " (an upper bound: cmtime ran out of time)")"
 	# Every passive end has its DREQ (or its REP timed out) and freed its id
 	# once only the listener's is left: the counts below are final then.
 	local est settled=0
 	wait_for 120 stat_is cm_ids_live 1 || settled=1
 	est=$(grep -c ' listener=1 ' $RCD_DBG/conns)
-	log "module: $est passive ends, ESTABLISHED events $(events_in ESTABLISHED 2000000 2999999), CONNECT_ERROR $(events_in CONNECT_ERROR 2000000 2999999), REJ $(events_in REJ_RECEIVED 2000000 2999999), DREQ_RECEIVED $(events_in DREQ_RECEIVED 2000000 2999999)"
+	log "module: $est passive ends, ESTABLISHED events" \
+		"$(events_in ESTABLISHED 2000000 2999999), CONNECT_ERROR" \
+		"$(events_in CONNECT_ERROR 2000000 2999999), REJ" \
+		"$(events_in REJ_RECEIVED 2000000 2999999), DREQ_RECEIVED" \
+		"$(events_in DREQ_RECEIVED 2000000 2999999)"
 	log "after the module: $(storm_counters)"
-	log "left: ids $(rcd_stat cm_ids_live) (the listener's: 1), QPs $(rdma_res qp) (kernel's $qps), not FREED $(grep ' listener=1 ' $RCD_DBG/conns | grep -vc 'state=FREED')"
+	log "left: ids $(rcd_stat cm_ids_live) (the listener's: 1), QPs $(rdma_res qp) (kernel's" \
+		"$qps), not FREED $(grep ' listener=1 ' $RCD_DBG/conns | grep -vc 'state=FREED')"
 	check "every passive end freed within 120 s" test $settled = 0 || return 1
 	check "cmtime against the module exits 0 (got $rc)" test $rc = 0 || return 1
-	check "at least as many connected as against cmtime -b ($m_ok vs $b_ok)" test $m_ok -ge $b_ok || return 1
-	check "at least $floor of $n connected in cmtime's count ($m_ok)" test $m_ok -ge $floor || return 1
-	check "at least $floor of $n passive ends got their RTU ($(rcd_stat established))" test "$(rcd_stat established)" -ge $floor || return 1
-	log "the job queue: $(rcd_stat reps_sent) REPs, $(rcd_stat rep_latency_us_avg) us from the REQ callback to the REP on average, $(rcd_stat rep_latency_us_max) us at most (the MRA asks for 4,096 ms a retry)"
+	check "at least as many connected as against cmtime -b ($m_ok vs $b_ok)" \
+		test $m_ok -ge $b_ok || return 1
+	check "at least $floor of $n connected in cmtime's count ($m_ok)" \
+		test $m_ok -ge $floor || return 1
+	check "at least $floor of $n passive ends got their RTU ($(rcd_stat established))" \
+		test "$(rcd_stat established)" -ge $floor || return 1
+	log "the job queue: $(rcd_stat reps_sent) REPs, $(rcd_stat rep_latency_us_avg) us from" \
+		"the REQ callback to the REP on average, $(rcd_stat rep_latency_us_max) us at" \
+		"most (the MRA asks for 4,096 ms a retry)"
 	# The REQ callback only accepts, sends the MRA and queues a job: it
 	# no longer holds up the CM's workqueue for a QP (measured on the debug
 	# kernel: 1.8 ms on average then, 17 ms with the QP and REP inside).
@@ -464,9 +513,10 @@ test_listener_dropped_in_its_req_callback() {
 	# With no listener, the CM itself answers the REQ with a REJ (reason 8,
 	# invalid service id: cm_req_handler), and makes no passive end.
 	wait_event 20 3 REJ_RECEIVED || return 1
-	check "the REQ rejected by the CM: reason $(event_field 3 REJ_RECEIVED status) (8, invalid service id)" \
+	check "the CM's REJ: reason $(event_field 3 REJ_RECEIVED status) (8, invalid service id)" \
 		test "$(event_field 3 REJ_RECEIVED status)" = 8 || return 1
-	check "no passive end for the second REQ" sh -c "! grep -q '^$((3 + PASSIVE_BASE)) ' $RCD_DBG/conns" || return 1
+	check "no passive end for the second REQ" \
+		sh -c "! grep -q '^$((3 + PASSIVE_BASE)) ' $RCD_DBG/conns" || return 1
 	ctl close 2,3,$((2 + PASSIVE_BASE)) || return 1
 	check "every id freed" test "$(rcd_stat cm_ids_live)" = 0
 }
