@@ -124,7 +124,8 @@ rcd_load() {
 	if [ -n "$RCD_KO" ]; then
 		insmod "$RCD_KO" || fail "insmod $RCD_KO"
 	else
-		modprobe rust_cm_disconnect || fail "modprobe rust_cm_disconnect (no RCD_KO, no .ko next to the sources)"
+		modprobe rust_cm_disconnect ||
+			fail "modprobe rust_cm_disconnect (no RCD_KO, no .ko next to the sources)"
 	fi
 }
 
@@ -478,7 +479,8 @@ twice_in() {
 exactly_once() {
 	local n=$(($3 - $2 + 1)) got dup
 	got=$(events_in "$1" "$2" "$3"); dup=$(twice_in "$1" "$2" "$3")
-	[ "$got" = "$n" ] && [ "$dup" = 0 ] || fail "$1 in $2-$3: $got events for $n endpoints, $dup endpoints more than once"
+	[ "$got" = "$n" ] && [ "$dup" = 0 ] ||
+		fail "$1 in $2-$3: $got events for $n endpoints, $dup endpoints more than once"
 }
 
 # state_count STATE FIRST LAST: endpoints of FIRST..LAST in STATE.

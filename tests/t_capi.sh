@@ -17,17 +17,24 @@ test_capi_exports_and_dependency() {
 	fi
 	rxe_add rxe0 v0 && rcd_load || return 1
 	for f in rcd_send_dreq rcd_send_drep rcd_disconnect rcd_test_with_conn; do
-		check "$f in kallsyms" grep -qE " $f\s+\[rust_cm_disconnect\]" /proc/kallsyms || return 1
+		check "$f in kallsyms" \
+			grep -qE " $f\s+\[rust_cm_disconnect\]" /proc/kallsyms || return 1
 	done
 	# No function hands out a pointer the module may free: the old
 	# rcd_conn_borrow() is gone from the header and the exports.
-	check "no rcd_conn_borrow in the public header" sh -c "! grep -q rcd_conn_borrow $RCD_TOP/include/rust_cm_disconnect.h" || return 1
-	check "no rcd_conn_borrow exported" sh -c "! grep -qE ' rcd_conn_borrow\s' /proc/kallsyms" || return 1
-	check "rcd_test_with_conn only in namespace RCD_TEST" sh -c "modinfo -F import_ns $CONSUMER | grep -qx RCD_TEST" || return 1
-	check "consumer depends on the module" sh -c "modinfo -F depends $CONSUMER | grep -qx rust_cm_disconnect" || return 1
+	check "no rcd_conn_borrow in the public header" \
+		sh -c "! grep -q rcd_conn_borrow $RCD_TOP/include/rust_cm_disconnect.h" || return 1
+	check "no rcd_conn_borrow exported" \
+		sh -c "! grep -qE ' rcd_conn_borrow\s' /proc/kallsyms" || return 1
+	check "rcd_test_with_conn only in namespace RCD_TEST" \
+		sh -c "modinfo -F import_ns $CONSUMER | grep -qx RCD_TEST" || return 1
+	check "consumer depends on the module" \
+		sh -c "modinfo -F depends $CONSUMER | grep -qx rust_cm_disconnect" || return 1
 	ctl listen 1 rxe0 0x1000 || return 1
-	check "a listener's QP is refused" sh -c "! insmod $CONSUMER conn=1 steps=bad 2>/dev/null" || return 1
-	check "the listener has no QP: -ENODEV" sh -c "dmesg | grep -q 'cannot run on connection 1: -19'" || return 1
+	check "a listener's QP is refused" \
+		sh -c "! insmod $CONSUMER conn=1 steps=bad 2>/dev/null" || return 1
+	check "the listener has no QP: -ENODEV" \
+		sh -c "dmesg | grep -q 'cannot run on connection 1: -19'" || return 1
 }
 
 # Bad inputs through the C API: lengths 221 .. SIZE_MAX, NULL with a length,
@@ -42,8 +49,10 @@ test_capi_bad_inputs() {
 	check "no failures" test "$(consumer_failures)" = 0 || return 1
 	check "every check ran" sh -c "dmesg | grep -q 'rcd_consumer: done, 0 failure'" || return 1
 	check "still ESTABLISHED" test "$(conn_state $n)" = ESTABLISHED || return 1
-	check "the peer saw nothing" sh -c "! grep -q '^$p DREQ_RECEIVED' $RCD_DBG/events" || return 1
-	check "unloading the module under its consumer is refused" sh -c "! rmmod rust_cm_disconnect 2>/dev/null" || return 1
+	check "the peer saw nothing" \
+		sh -c "! grep -q '^$p DREQ_RECEIVED' $RCD_DBG/events" || return 1
+	check "unloading the module under its consumer is refused" \
+		sh -c "! rmmod rust_cm_disconnect 2>/dev/null" || return 1
 	check "still loaded" rcd_loaded || return 1
 	rmmod rcd_consumer || return 1
 	ctl dreq $n text:after || return 1
@@ -59,7 +68,8 @@ test_capi_disconnect_live() {
 	insmod "$CONSUMER" conn=$n steps=disc || return 1
 	check "no failures" test "$(consumer_failures)" = 0 || return 1
 	wait_event 20 $p DREQ_RECEIVED || return 1
-	check "the peer got 'from-c' (the whole 220-byte field)" test "$(event_field $p DREQ_RECEIVED data)" = "$(field_hex from-c 220)" || return 1
+	check "the peer got 'from-c' (the whole 220-byte field)" \
+		test "$(event_field $p DREQ_RECEIVED data)" = "$(field_hex from-c 220)" || return 1
 	ctl poll $n || return 1
 	check "8 flushed" test "$(conn_field $n flushed)" = 8 || return 1
 	rmmod rcd_consumer || return 1
@@ -124,12 +134,16 @@ test_capi_atomic_context() {
 		sed 's/checked_send/rcd_send_drep/; s/rcd_rs_/rcd_/' | tr '\n' ' ')
 	log "wrong-context reports, by the function called: $callers"
 	awk '/BUG: sleeping function/ { n++ } n == 1 && /Call Trace:/ { on = 1 } on && /run_steps|step_atomic/ { print; exit } on' <<<"$win" | sed 's/^/#   first report: /'
-	check "three might_sleep() reports" test "$(grep -c 'BUG: sleeping function called from invalid context' <<<"$win")" = 3 || return 1
-	check "from the DREP, the disconnect and with_conn, in that order" test "$callers" = "rcd_send_drep rcd_disconnect rcd_test_with_conn " || return 1
-	check "nothing else reported" test -z "$(grep -E "$DMESG_BAD" <<<"$win" | grep -vE 'BUG: sleeping function called from invalid context|Call Trace')" || return 1
+	check "three might_sleep() reports" \
+		test "$(grep -c 'BUG: sleeping function called from invalid context' <<<"$win")" = 3 || return 1
+	check "from the DREP, the disconnect and with_conn, in that order" \
+		test "$callers" = "rcd_send_drep rcd_disconnect rcd_test_with_conn " || return 1
+	check "nothing else reported" \
+		test -z "$(grep -E "$DMESG_BAD" <<<"$win" | grep -vE 'BUG: sleeping function called from invalid context|Call Trace')" || return 1
 	rmmod rcd_consumer || return 1
 	wait_event 20 $p DREQ_RECEIVED || return 1
-	check "the peer got 'atomic' (the whole 220-byte field)" test "$(event_field $p DREQ_RECEIVED data)" = "$(field_hex atomic 220)" || return 1
+	check "the peer got 'atomic' (the whole 220-byte field)" \
+		test "$(event_field $p DREQ_RECEIVED data)" = "$(field_hex atomic 220)" || return 1
 	# Had a refused call reached the CM (the disconnect's DREQ, with no
 	# data), it would have come first and the later DREQ would have failed.
 	check "exactly one DREQ" test "$(event_count $p DREQ_RECEIVED)" = 1
@@ -142,6 +156,7 @@ test_capi_closed_connection() {
 	local n=240
 	cm_pair $n || return 1
 	ctl close $n || return 1
-	check "a closed connection is refused" sh -c "! insmod $CONSUMER conn=$n steps=dreq 2>/dev/null" || return 1
+	check "a closed connection is refused" \
+		sh -c "! insmod $CONSUMER conn=$n steps=dreq 2>/dev/null" || return 1
 	check "-ENOENT" sh -c "dmesg | grep -q 'cannot run on connection $n: -2'"
 }

@@ -29,7 +29,8 @@ test_dreq_drep_private_data() {
 		got=$(event_field $p DREQ_RECEIVED data)
 		[ "$got" = "$(pat_hex $size 220)" ] ||
 			fail "DREQ of $size bytes: peer saw ${got:0:80}..." || return 1
-		check "DREQ field is 220 bytes" test "$(event_field $p DREQ_RECEIVED len)" = 220 || return 1
+		check "DREQ field is 220 bytes" \
+			test "$(event_field $p DREQ_RECEIVED len)" = 220 || return 1
 		check "passive in DREQ_RCVD" test "$(conn_state $p)" = DREQ_RCVD || return 1
 		drep=0; [ $size -lt 200 ] || drep=224
 		ctl drep $p pat:$drep || return 1
@@ -43,7 +44,8 @@ test_dreq_drep_private_data() {
 		wait_event 30 $n TIMEWAIT_EXIT || return 1
 		wait_event 30 $((n + PASSIVE_BASE)) TIMEWAIT_EXIT || return 1
 		check "$n freed" test "$(conn_state $n)" = FREED || return 1
-		check "$((n + PASSIVE_BASE)) freed" test "$(conn_state $((n + PASSIVE_BASE)))" = FREED || return 1
+		check "$((n + PASSIVE_BASE)) freed" \
+			test "$(conn_state $((n + PASSIVE_BASE)))" = FREED || return 1
 	done
 	# Only the listener still holds an id.
 	check "ids freed (cm_ids_live=$(rcd_stat cm_ids_live))" test "$(rcd_stat cm_ids_live)" = 1
@@ -57,13 +59,16 @@ test_dreq_too_long_is_einval() {
 	tx=$(sent rxe0 dreq)
 	for size in 221 255 256 300 65536; do
 		expect_errno EINVAL "dreq $n pat:$size" || return 1
-		check "still ESTABLISHED after $size" test "$(conn_state $n)" = ESTABLISHED || return 1
+		check "still ESTABLISHED after $size" \
+			test "$(conn_state $n)" = ESTABLISHED || return 1
 	done
 	check "no DREQ sent" test "$(sent rxe0 dreq)" = "$tx" || return 1
-	check "no DREQ seen by the peer" sh -c "! grep -q '^$p DREQ_RECEIVED' $RCD_DBG/events" || return 1
+	check "no DREQ seen by the peer" \
+		sh -c "! grep -q '^$p DREQ_RECEIVED' $RCD_DBG/events" || return 1
 	ctl dreq $n pat:5 || return 1
 	wait_event 20 $p DREQ_RECEIVED || return 1
-	check "the peer got the valid DREQ's 5 bytes" test "$(event_field $p DREQ_RECEIVED data)" = "$(pat_hex 5 220)" || return 1
+	check "the peer got the valid DREQ's 5 bytes" \
+		test "$(event_field $p DREQ_RECEIVED data)" = "$(pat_hex 5 220)" || return 1
 	# cm.c counts a DREQ when its send completes, which is when its DREP
 	# (the response) arrives.
 	ctl drep $p || return 1
@@ -127,14 +132,16 @@ test_crossing_dreqs() {
 	local n=50 p=$((50 + PASSIVE_BASE)) e
 	CONNECT_OPTS=auto_drep=text:bye cm_pair2 $n auto_drep=text:bye || return 1
 	modprobe sch_netem || return 1
-	tc qdisc add dev v0 root netem delay 100ms && tc qdisc add dev v1 root netem delay 100ms || return 1
+	tc qdisc add dev v0 root netem delay 100ms &&
+		tc qdisc add dev v1 root netem delay 100ms || return 1
 	ctl dreq $n,$p text:cross || return 1
 	for e in $n $p; do
 		wait_event 20 $e DREQ_RECEIVED && wait_event 20 $e DREP_SENT || return 1
 	done
 	wait_event 30 $n TIMEWAIT_EXIT && wait_event 30 $p TIMEWAIT_EXIT || return 1
 	grep -E "^($n|$p) " "$RCD_DBG/events" | cut -c1-60 | sed 's/^/# /'
-	check "no DREP_RECEIVED after a crossing" sh -c "! grep -qE '^($n|$p) DREP_RECEIVED' $RCD_DBG/events" || return 1
+	check "no DREP_RECEIVED after a crossing" \
+		sh -c "! grep -qE '^($n|$p) DREP_RECEIVED' $RCD_DBG/events" || return 1
 	for e in $n $p; do
 		check "$e: one DISCONNECTED" test "$(event_count $e DISCONNECTED)" = 1 || return 1
 	done
@@ -153,7 +160,8 @@ test_peer_destroys_id() {
 	after_peer_destroy $n $rx0 || return 1
 	local st
 	st=$(conn_state $n)
-	log "initiator after the peer's destroy: $st; events: $(grep "^$n " $RCD_DBG/events | awk '{print $2}' | tr '\n' ' ')"
+	log "initiator after the peer's destroy: $st; events:" \
+		"$(grep "^$n " $RCD_DBG/events | awk '{print $2}' | tr '\n' ' ')"
 	# Either the peer's DREQ was cancelled (still ESTABLISHED: our DREQ
 	# finds no peer id) or it came (DREQ_RCVD: our DREP answers it). Any
 	# other state means neither path ran: fail rather than pass untested.
@@ -265,7 +273,8 @@ test_connect_resolution() {
 	check "not before resolve_ms ($ms ms)" test "$ms" -ge 1500 || return 1
 	check "bounded ($ms ms)" test "$ms" -lt 4000 || return 1
 	read -r got ms < <(ctl_errno_alarm 1 "connect 3 rxe0 10.77.0.1 10.77.0.9 0x1000 resolve_ms=30000")
-	log "interrupted after 1 s while resolving (resolve_ms=30000): $got after $ms ms; resolutions_live $(rcd_stat resolutions_live) right after"
+	log "interrupted after 1 s while resolving (resolve_ms=30000): $got after $ms ms;" \
+		"resolutions_live $(rcd_stat resolutions_live) right after"
 	check "EINTR (got $got)" test "$got" = EINTR || return 1
 	check "at once ($ms ms)" test "$ms" -lt 5000 || return 1
 	check "the request cancelled, not left to run out" stat_is resolutions_live 0 || return 1
@@ -304,7 +313,8 @@ test_connect_resolution() {
 	read -r got _ < /run/rcd-resolve.out
 	log "rxe0 deleted in $ms s while a writer resolved; the writer, signalled after: $got"
 	check "the deletion did not wait for the writer ($ms s)" test $ms -lt 10 || return 1
-	check "the writer: EINTR or ENODEV (got $got)" test "$got" = EINTR -o "$got" = ENODEV || return 1
+	check "the writer: EINTR or ENODEV (got $got)" \
+		test "$got" = EINTR -o "$got" = ENODEV || return 1
 	check "nothing resolving" stat_is resolutions_live 0 || return 1
 	check "no connection 5" test -z "$(conn_state 5)" || return 1
 	rxe_add rxe0 v0 || return 1
@@ -313,7 +323,8 @@ test_connect_resolution() {
 	# once the write has returned, the module unloads.
 	ctl_errno_alarm 60 "connect 5 rxe0 10.77.0.1 10.77.0.9 0x1000 resolve_ms=3000" > /run/rcd-resolve.out &
 	wait_for 20 perl_in_write || fail "the writer never got into its write" || return 1
-	! rmmod rust_cm_disconnect 2>/dev/null || fail "rmmod went through under a waiting writer" || return 1
+	! rmmod rust_cm_disconnect 2>/dev/null ||
+		fail "rmmod went through under a waiting writer" || return 1
 	check "the module is still there" rcd_loaded || return 1
 	wait
 	read -r got ms < /run/rcd-resolve.out

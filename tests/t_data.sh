@@ -24,7 +24,8 @@ balanced() {
 	echo "poll $1" 2>/dev/null > "$RCD_DBG/ctl" || true
 	line=$(grep "^$1 " "$RCD_DBG/conns")
 	awk -v n="$1" '{ for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] } }
-		END { ok = v["posted"] == v["completed"] + v["flushed"] && v["failed"] == 0 && v["dropped"] == 0
+		END { ok = v["posted"] == v["completed"] + v["flushed"] && v["failed"] == 0 &&
+			v["dropped"] == 0
 		      if (!ok) print "# FAIL: " n ": posted " v["posted"] " != completed " v["completed"] " + flushed " v["flushed"] " (failed " v["failed"] ", dropped " v["dropped"] ")"
 		      exit !ok }' <<< "$line"
 }
@@ -40,8 +41,10 @@ test_data_module_to_module() {
 	ctl post $p $k 0 size=$sz && ctl post $n $k 0 size=$sz || return 1
 	check "$k buffers mapped on each side" stat_is wr_bufs_mapped $((2 * k)) || return 1
 	ctl post $n 0 $k size=$sz && ctl post $p 0 $k size=$sz || return 1
-	check "active: $k sent, $k received" wait_for 20 polled_is $n completed $((2 * k)) || return 1
-	check "passive: $k sent, $k received" wait_for 20 polled_is $p completed $((2 * k)) || return 1
+	check "active: $k sent, $k received" \
+		wait_for 20 polled_is $n completed $((2 * k)) || return 1
+	check "passive: $k sent, $k received" \
+		wait_for 20 polled_is $p completed $((2 * k)) || return 1
 	log "$k x $sz B each way in $((SECONDS - t0)) s"
 	log "active:  $(wr_line $n)"
 	log "passive: $(wr_line $p)"
@@ -49,12 +52,15 @@ test_data_module_to_module() {
 		test "$(conn_field $p rx_bytes)/$(conn_field $p rx_msgs)" = "$((k * sz))/$k" || return 1
 	check "what the active end sent is what arrived (FNV-1a)" \
 		test "$(conn_field $n tx_sum)" = "$(conn_field $p rx_sum)" || return 1
-	check "and the other way" test "$(conn_field $p tx_sum)" = "$(conn_field $n rx_sum)" || return 1
-	check "the messages start with the pattern" test "$(conn_field $p rx_last)" = "$(pat_hex 16 16)" || return 1
+	check "and the other way" \
+		test "$(conn_field $p tx_sum)" = "$(conn_field $n rx_sum)" || return 1
+	check "the messages start with the pattern" \
+		test "$(conn_field $p rx_last)" = "$(pat_hex 16 16)" || return 1
 	check "nothing mapped any more" stat_is wr_bufs_mapped 0 || return 1
 	# DATA as the payload; a receive larger than the message.
 	ctl post $p 1 0 size=64 && ctl post $n 0 1 data=text:hello-rdma || return 1
-	check "the text arrived" wait_for 20 polled_is $p rx_last "$(text_hex hello-rdma)" || return 1
+	check "the text arrived" \
+		wait_for 20 polled_is $p rx_last "$(text_hex hello-rdma)" || return 1
 	check "10 bytes more" test "$(conn_field $p rx_bytes)" = $((k * sz + 10)) || return 1
 	# Refused, nothing posted.
 	expect_errno EMSGSIZE "post $n 0 1 size=$((sz + 1))" || return 1
@@ -65,7 +71,8 @@ test_data_module_to_module() {
 	expect_errno EINVAL "post $n 1 0 size=x" || return 1
 	expect_errno EINVAL "post $n 1 0 colour=blue" || return 1
 	expect_errno E2BIG "post $n 1 0 size=99999999" || return 1
-	check "nothing posted by the refused ones" test "$(conn_field $n posted)" = $((2 * k + 1)) || return 1
+	check "nothing posted by the refused ones" \
+		test "$(conn_field $n posted)" = $((2 * k + 1)) || return 1
 	check "still established" test "$(conn_state $n)" = ESTABLISHED || return 1
 	log "what an endpoint holds: $(grep -E '^(endpoint_fixed_bytes|endpoint_bytes_avg) ' $RCD_DBG/stats | tr '\n' ' ')"
 	balanced $n && balanced $p
@@ -99,7 +106,8 @@ test_data_disconnect_flushes_buffers() {
 	ctl post $n 4 4 size=512 && ctl post $p 4 4 size=512 || return 1
 	check "4 + 4 completed on each side" wait_for 20 polled_is $n completed 8 || return 1
 	check "(passive)" wait_for 20 polled_is $p completed 8 || return 1
-	ctl post $n $k 0 size=1024 && ctl post $p $k 0 size=1024 && ctl post $m $k 0 size=1024 || return 1
+	ctl post $n $k 0 size=1024 && ctl post $p $k 0 size=1024 &&
+		ctl post $m $k 0 size=1024 || return 1
 	check "$((3 * k)) buffers mapped" stat_is wr_bufs_mapped $((3 * k)) || return 1
 	ctl disconnect $n || return 1
 	check "initiator: $k flushed" wait_for 10 polled_is $n flushed $k || return 1
@@ -108,14 +116,17 @@ test_data_disconnect_flushes_buffers() {
 	check "responder: $k flushed" wait_for 10 polled_is $p flushed $k || return 1
 	ctl dreq $q text:bye || return 1
 	wait_event 20 $q DREP_RECEIVED || return 1
-	wait_event 30 $n TIMEWAIT_EXIT && wait_event 30 $p TIMEWAIT_EXIT && wait_event 30 $m TIMEWAIT_EXIT || return 1
-	check "auto_drep end: its $k receives flushed at timewait exit" test "$(conn_field $m flushed)" = $k || return 1
+	wait_event 30 $n TIMEWAIT_EXIT && wait_event 30 $p TIMEWAIT_EXIT &&
+		wait_event 30 $m TIMEWAIT_EXIT || return 1
+	check "auto_drep end: its $k receives flushed at timewait exit" \
+		test "$(conn_field $m flushed)" = $k || return 1
 	log "initiator: $(wr_line $n)"
 	log "responder: $(wr_line $p)"
 	log "auto_drep: $(wr_line $m)"
 	balanced $n && balanced $p && balanced $m || return 1
 	check "nothing mapped" stat_is wr_bufs_mapped 0 || return 1
-	exactly_once DISCONNECTED $n $n && exactly_once DISCONNECTED $p $p && exactly_once DISCONNECTED $m $m
+	exactly_once DISCONNECTED $n $n && exactly_once DISCONNECTED $p $p &&
+		exactly_once DISCONNECTED $m $m
 }
 
 # Device removal and unload with buffers posted: 10 connections over the
@@ -127,7 +138,8 @@ test_data_device_removed_and_unload() {
 	local a=320 b=329 pa=$((320 + PASSIVE_BASE)) pb=$((329 + PASSIVE_BASE)) i t0
 	pair2_range $a $b $FAST || return 1
 	for ((i = a; i <= b; i++)); do
-		ctl post $i 8 2 size=1024 && ctl post $((i + PASSIVE_BASE)) 8 2 size=1024 || return 1
+		ctl post $i 8 2 size=1024 &&
+			ctl post $((i + PASSIVE_BASE)) 8 2 size=1024 || return 1
 	done
 	log "mapped before: $(rcd_stat wr_bufs_mapped)"
 	t0=$SECONDS
@@ -136,9 +148,12 @@ test_data_device_removed_and_unload() {
 	check "all of rxe1's ends freed" test "$(state_count FREED $pa $pb)" = 10 || return 1
 	for ((i = pa; i <= pb; i++)); do balanced $i || return 1; done
 	log "rxe1's ends: flushed $(awk -v a=$pa -v b=$pb '$1 >= a && $1 <= b { for (i = 2; i <= NF; i++) if ($i ~ /^(flushed|completed)=/) { split($i, kv, "="); s[kv[1]] += kv[2] } } END { print s["flushed"] ", completed " s["completed"] }' "$RCD_DBG/conns")"
-	log "mapped after: $(rcd_stat wr_bufs_mapped) (rxe0's receives, and its SENDs not yet polled)"
+	log "mapped after: $(rcd_stat wr_bufs_mapped) (rxe0's receives, and its SENDs not yet" \
+		"polled)"
 	t0=$SECONDS
-	check "the module unloads with buffers posted" timeout 120 rmmod rust_cm_disconnect || return 1
+	check "the module unloads with buffers posted" \
+		timeout 120 rmmod rust_cm_disconnect || return 1
 	log "unloaded in $((SECONDS - t0)) s"
-	check "no QP of ours left" test "$(rdma resource show qp 2>/dev/null | grep -c rust_cm_disconnect)" = 0
+	check "no QP of ours left" \
+		test "$(rdma resource show qp 2>/dev/null | grep -c rust_cm_disconnect)" = 0
 }

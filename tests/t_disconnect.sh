@@ -26,10 +26,13 @@ test_disconnect_flushes_and_events() {
 	ctl disconnect $p text:responder || return 1
 	check "responder: $K flushed" test "$(flushed $p)" = $K || return 1
 	wait_event 20 $n DISCONNECTED || return 1
-	check "the DREP carried the responder's data (the whole 224-byte field)" test "$(event_field $n DREP_RECEIVED data)" = "$(field_hex responder 224)" || return 1
+	check "the DREP carried the responder's data (the whole 224-byte field)" \
+		test "$(event_field $n DREP_RECEIVED data)" = "$(field_hex responder 224)" || return 1
 	wait_event 30 $n TIMEWAIT_EXIT && wait_event 30 $p TIMEWAIT_EXIT || return 1
-	check "one DISCONNECTED for the initiator" test "$(event_count $n DISCONNECTED)" = 1 || return 1
-	check "one DISCONNECTED for the responder" test "$(event_count $p DISCONNECTED)" = 1 || return 1
+	check "one DISCONNECTED for the initiator" \
+		test "$(event_count $n DISCONNECTED)" = 1 || return 1
+	check "one DISCONNECTED for the responder" \
+		test "$(event_count $p DISCONNECTED)" = 1 || return 1
 	check "initiator's event status 0" test "$(event_field $n DISCONNECTED status)" = 0
 }
 
@@ -82,7 +85,8 @@ test_disconnect_peer_vanished() {
 	ctl disconnect $n || return 1
 	check "$K flushed at once" test "$(flushed $n)" = $K || return 1
 	wait_event 60 $n DISCONNECTED || return 1
-	check "DISCONNECTED with -ETIMEDOUT" test "$(event_field $n DISCONNECTED status)" = -110 || return 1
+	check "DISCONNECTED with -ETIMEDOUT" \
+		test "$(event_field $n DISCONNECTED status)" = -110 || return 1
 	check "one DISCONNECTED" test "$(event_count $n DISCONNECTED)" = 1 || return 1
 	wait_event 30 $n TIMEWAIT_EXIT
 }
@@ -96,8 +100,10 @@ test_disconnect_flushes_sends() {
 	ctl post $n $K $S || return 1
 	check "nothing completed before" test "$(flushed $n)" = 0 || return 1
 	ctl disconnect $n || return 1
-	check "initiator: $K receives + $S sends flushed" test "$(flushed $n)" = $((K + S)) || return 1
-	check "no other completion" test "$(conn_field $n completed)" = 0 -a "$(conn_field $n failed)" = 0
+	check "initiator: $K receives + $S sends flushed" \
+		test "$(flushed $n)" = $((K + S)) || return 1
+	check "no other completion" \
+		test "$(conn_field $n completed)" = 0 -a "$(conn_field $n failed)" = 0
 }
 
 # Data flows before the disconnect: SENDs from each end meet receives posted
@@ -112,7 +118,8 @@ test_disconnect_after_data() {
 	check "active: 3 completions" wait_for 20 completed_is $n 3 || return 1
 	# The passive end: 2 receives and its SEND.
 	check "passive: 3 completions" wait_for 20 completed_is $p 3 || return 1
-	check "no errors" test "$(conn_field $n failed)$(conn_field $p failed)$(flushed $n)$(flushed $p)" = 0000 || return 1
+	check "no errors" \
+		test "$(conn_field $n failed)$(conn_field $p failed)$(flushed $n)$(flushed $p)" = 0000 || return 1
 	ctl disconnect $n || return 1
 	check "active: its 1 receive left flushed" test "$(flushed $n)" = 1 || return 1
 	wait_event 20 $p DISCONNECTED || return 1

@@ -30,13 +30,16 @@ test_loss_30_percent() {
 	pa=$((a + PASSIVE_BASE)); pb=$((b + PASSIVE_BASE))
 	LISTEN_OPTS=auto_drep=text:bye pair2_range $a $b $FAST retries=15 || return 1
 	modprobe sch_netem || return 1
-	tc qdisc add dev v0 root netem loss 30% && tc qdisc add dev v1 root netem loss 30% || return 1
+	tc qdisc add dev v0 root netem loss 30% &&
+		tc qdisc add dev v1 root netem loss 30% || return 1
 	ctl dreq $a-$b text:lossy || return 1
 	wait_events 300 DREP_RECEIVED $a $b 20 || return 1
-	wait_events 120 TIMEWAIT_EXIT $a $b 20 && wait_events 120 TIMEWAIT_EXIT $pa $pb 20 || return 1
+	wait_events 120 TIMEWAIT_EXIT $a $b 20 &&
+		wait_events 120 TIMEWAIT_EXIT $pa $pb 20 || return 1
 	retries=$(cm_counter rxe0 cm_tx_retries dreq)
 	dups=$(cm_counter rxe1 cm_rx_duplicates dreq)
-	log "20 DREPs through 30% loss; rxe0 DREQ retries $retries, rxe1 duplicate DREQs $dups, DREPs sent by rxe1 $(cm_counter rxe1 cm_tx_msgs drep)"
+	log "20 DREPs through 30% loss; rxe0 DREQ retries $retries, rxe1 duplicate DREQs $dups," \
+		"DREPs sent by rxe1 $(cm_counter rxe1 cm_tx_msgs drep)"
 	check "the CM retried" test "$retries" -ge 1 || return 1
 	exactly_once DREQ_RECEIVED $pa $pb && exactly_once DREP_RECEIVED $a $b || return 1
 	exactly_once DISCONNECTED $a $b && exactly_once DISCONNECTED $pa $pb || return 1
@@ -54,19 +57,27 @@ test_delay_and_reorder() {
 	pa=$((a + PASSIVE_BASE)); pb=$((b + PASSIVE_BASE))
 	pair2_range $a $b $FAST retries=15 || return 1
 	modprobe sch_netem || return 1
-	tc qdisc add dev v0 root netem delay 100ms 50ms && tc qdisc add dev v1 root netem delay 100ms 50ms || return 1
+	tc qdisc add dev v0 root netem delay 100ms 50ms &&
+		tc qdisc add dev v1 root netem delay 100ms 50ms || return 1
 	local left right rc_left rc_right
 	ctl disconnect $a-$b text:left & left=$!
 	ctl disconnect $pa-$pb text:right & right=$!
 	# Each writer's own status: either side's refused disconnect fails.
 	wait $left; rc_left=$?
 	wait $right; rc_right=$?
-	check "both sides' disconnects accepted (left $rc_left, right $rc_right)" test "$rc_left$rc_right" = 00 || return 1
-	wait_events 300 TIMEWAIT_EXIT $a $b 20 && wait_events 300 TIMEWAIT_EXIT $pa $pb 20 || return 1
-	log "DREQ retries rxe0 $(cm_counter rxe0 cm_tx_retries dreq) rxe1 $(cm_counter rxe1 cm_tx_retries dreq); duplicates rxe0 $(cm_counter rxe0 cm_rx_duplicates dreq) rxe1 $(cm_counter rxe1 cm_rx_duplicates dreq); crossed (DREQ_RECEIVED) $(events_in DREQ_RECEIVED $a $b) + $(events_in DREQ_RECEIVED $pa $pb)"
+	check "both sides' disconnects accepted (left $rc_left, right $rc_right)" \
+		test "$rc_left$rc_right" = 00 || return 1
+	wait_events 300 TIMEWAIT_EXIT $a $b 20 &&
+		wait_events 300 TIMEWAIT_EXIT $pa $pb 20 || return 1
+	log "DREQ retries rxe0 $(cm_counter rxe0 cm_tx_retries dreq) rxe1" \
+		"$(cm_counter rxe1 cm_tx_retries dreq); duplicates rxe0" \
+		"$(cm_counter rxe0 cm_rx_duplicates dreq) rxe1" \
+		"$(cm_counter rxe1 cm_rx_duplicates dreq); crossed (DREQ_RECEIVED)" \
+		"$(events_in DREQ_RECEIVED $a $b) + $(events_in DREQ_RECEIVED $pa $pb)"
 	exactly_once DISCONNECTED $a $b && exactly_once DISCONNECTED $pa $pb || return 1
 	for k in DREQ_RECEIVED DREP_RECEIVED DREQ_SENT DREP_SENT TIMEWAIT_EXIT DREQ_ERROR; do
-		check "no $k twice" test "$(twice_in $k $a $b)$(twice_in $k $pa $pb)" = 00 || return 1
+		check "no $k twice" \
+			test "$(twice_in $k $a $b)$(twice_in $k $pa $pb)" = 00 || return 1
 	done
 	check "no DREQ timed out" test "$(events_in DREQ_ERROR $a $pb)" = 0 || return 1
 	tc qdisc del dev v0 root; tc qdisc del dev v1 root
@@ -98,14 +109,17 @@ test_device_deleted_under_100() {
 	ctl dreq $((4250 + PASSIVE_BASE))-$((4274 + PASSIVE_BASE)) text:unanswered || return 1
 	ctl disconnect 4275-4299 || return 1
 	wait_events 60 DREQ_RECEIVED 4250 4274 25 || return 1
-	log "before: $(state_count ESTABLISHED $a $b) established, $(state_count DREQ_RCVD $a $b) DREQ_RCVD, $(state_count TIMEWAIT $a $b) + $(state_count FREED $a $b) disconnecting/freed"
+	log "before: $(state_count ESTABLISHED $a $b) established, $(state_count DREQ_RCVD $a $b)" \
+		"DREQ_RCVD, $(state_count TIMEWAIT $a $b) + $(state_count FREED $a $b)" \
+		"disconnecting/freed"
 	link_del_frees rxe1 $pa $pb || return 1
 	# rxe1's ends destroyed their ids before the CM let go of rxe1 (the
 	# module is the later client, removed first): the 50 still ESTABLISHED
 	# here hear those DREQs, unless a DREQ lost the race with its cancel.
 	# Give them up to 10 s, so that rxe0's deletion meets ends in DREQ_RCVD.
 	wait_for 10 events_at_least DREQ_RECEIVED $a $((a + 49)) 50 || true
-	log "rxe0's established ends that heard their peer's DREQ: $(events_in DREQ_RECEIVED $a $((a + 49))) of 50"
+	log "rxe0's established ends that heard their peer's DREQ:" \
+		"$(events_in DREQ_RECEIVED $a $((a + 49))) of 50"
 	link_del_frees rxe0 $a $b || return 1
 	check "no id left" test "$(rcd_stat cm_ids_live)" = 0 || return 1
 	check "the module unloads" timeout 120 rmmod rust_cm_disconnect

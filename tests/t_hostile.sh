@@ -72,16 +72,19 @@ EINVAL|poll
 EOF
 	# Bytes no command is made of: not UTF-8, NUL inside, 4096 of garbage,
 	# one byte over the 4096 a write may carry.
-	check "not UTF-8" test "$(python3 -c 'import os,errno;fd=os.open("'$RCD_DBG'/ctl",os.O_WRONLY)
+	check "not UTF-8" \
+		test "$(python3 -c 'import os,errno;fd=os.open("'$RCD_DBG'/ctl",os.O_WRONLY)
 try: os.write(fd,b"dreq 2 text:\xff\xfe"); print("OK")
 except OSError as e: print(errno.errorcode[e.errno])')" = EINVAL || return 1
-	check "NUL inside" test "$(python3 -c 'import os,errno;fd=os.open("'$RCD_DBG'/ctl",os.O_WRONLY)
+	check "NUL inside" \
+		test "$(python3 -c 'import os,errno;fd=os.open("'$RCD_DBG'/ctl",os.O_WRONLY)
 try: os.write(fd,b"dreq 2\x00text:x"); print("OK")
 except OSError as e: print(errno.errorcode[e.errno])')" = EINVAL || return 1
 	expect_errno EINVAL "$(head -c 4096 /dev/zero | tr '\0' x)" || return 1
 	expect_errno E2BIG "$(head -c 4097 /dev/zero | tr '\0' x)" || return 1
 	after=$(ctl_snapshot)
-	check "nothing changed" test "$before" = "$after" || { diff <(echo "$before") <(echo "$after") | sed 's/^/# /'; return 1; }
+	check "nothing changed" \
+		test "$before" = "$after" || { diff <(echo "$before") <(echo "$after") | sed 's/^/# /'; return 1; }
 	check "still ESTABLISHED" test "$(conn_state 2)" = ESTABLISHED || return 1
 	ctl dreq 2 text:still-works && wait_event 20 $((2 + PASSIVE_BASE)) DREQ_RECEIVED
 }
@@ -128,7 +131,8 @@ PY
 	[ $rc = 0 ] || fail "a writer got an unexpected errno" || return 1
 	log "after: $(stats_line)"
 	ctl_errno "close 7000-7009,1007000-1007009" >/dev/null
-	check "only the listener's and pair 2's ids left" wait_for 60 sh -c "grep -qx 'cm_ids_live 3' $RCD_DBG/stats" || return 1
+	check "only the listener's and pair 2's ids left" \
+		wait_for 60 sh -c "grep -qx 'cm_ids_live 3' $RCD_DBG/stats" || return 1
 	check "pair 2 untouched" test "$(conn_state 2)" = ESTABLISHED
 }
 
@@ -144,7 +148,8 @@ test_fuzz_ctl() {
 	# Everything the fuzzer may have made, closed; then the module still
 	# makes a connection.
 	ctl_errno "close 0-11,1000000-1000011,2000000-2009999" >/dev/null
-	check "no id left" wait_for 60 sh -c "grep -qx 'cm_ids_live 0' $RCD_DBG/stats" || { sed 's/^/# /' $RCD_DBG/conns; return 1; }
+	check "no id left" \
+		wait_for 60 sh -c "grep -qx 'cm_ids_live 0' $RCD_DBG/stats" || { sed 's/^/# /' $RCD_DBG/conns; return 1; }
 	check "no endpoint left" test "$(rcd_stat endpoints_live)" = 0 || return 1
 	ctl listen 1 rxe0 0x1000 || return 1
 	ctl connect 3 rxe0 10.77.0.1 10.77.0.1 0x1000 || return 1
@@ -201,7 +206,8 @@ test_callback_disconnects_own() {
 	ctl post $p 8 || return 1
 	ctl dreq $n text:bye || return 1
 	wait_event 30 $n DREP_RECEIVED || return 1
-	check "disconnect() in the callback succeeded" test "$(event_field $p ON_DREQ status)" = 0 || return 1
+	check "disconnect() in the callback succeeded" \
+		test "$(event_field $p ON_DREQ status)" = 0 || return 1
 	# The CQ is drained at timewait exit, when the QP is freed.
 	wait_event 30 $p TIMEWAIT_EXIT || return 1
 	check "8 flushed" test "$(conn_field $p flushed)" = 8 || return 1
@@ -217,7 +223,8 @@ test_callback_disconnects_other() {
 	cm_pair $b || return 1
 	ctl dreq $((a + PASSIVE_BASE)) text:start || return 1
 	wait_event 30 $b DREP_RECEIVED || return 1
-	check "disconnect(44) from 43's callback succeeded" test "$(event_field $a ON_DREQ status)" = 0 || return 1
+	check "disconnect(44) from 43's callback succeeded" \
+		test "$(event_field $a ON_DREQ status)" = 0 || return 1
 	check "43 still waits for its DREP" test "$(conn_state $a)" = DREQ_RCVD || return 1
 	ctl drep $a text:later || return 1
 	wait_event 30 $((a + PASSIVE_BASE)) DREP_RECEIVED || return 1

@@ -99,11 +99,14 @@ hosts_module_to_module() {
 	before=$(neigh_of "$RCD_PEER_IP")
 	read -r got ms < <(ctl_errno_alarm 60 "connect 2 rxe0 $RCD_MY_IP $RCD_PEER_IP 0x1000")
 	after=$(neigh_of "$RCD_PEER_IP")
-	log "connect $RCD_MY_IP -> $RCD_PEER_IP, neighbour before: '${before:-none}': $got in $ms ms; after: $after"
+	log "connect $RCD_MY_IP -> $RCD_PEER_IP, neighbour before: '${before:-none}': $got in $ms" \
+		"ms; after: $after"
 	check "connect accepted (got $got)" test "$got" = OK || return 1
-	check "no MAC for the peer before the connect" test "${before/lladdr/}" = "$before" || return 1
+	check "no MAC for the peer before the connect" \
+		test "${before/lladdr/}" = "$before" || return 1
 	mac=52:54:00:12:78:0$([ "$RCD_PEER" = a ] && echo 1 || echo 2)
-	check "the peer's MAC ($mac) learned by the connect's ARP" test "${after/lladdr $mac/}" != "$after" || return 1
+	check "the peer's MAC ($mac) learned by the connect's ARP" \
+		test "${after/lladdr $mac/}" != "$after" || return 1
 	wait_event 30 2 ESTABLISHED || return 1
 	[ "$RCD_HOST" = b ] || peer_put resolved
 	wait_event 30 $p ESTABLISHED || return 1
@@ -114,18 +117,24 @@ hosts_module_to_module() {
 	got=$(event_field $p DREQ_RECEIVED data)
 	check "host $RCD_PEER's DREQ: 220 bytes here (len $(event_field $p DREQ_RECEIVED len))" \
 		test "$(event_field $p DREQ_RECEIVED len)" = 220 || return 1
-	[ "$got" = "$(pat_hex 220 220)" ] || fail "host $RCD_PEER's DREQ: saw ${got:0:80}..." || return 1
+	[ "$got" = "$(pat_hex 220 220)" ] ||
+		fail "host $RCD_PEER's DREQ: saw ${got:0:80}..." || return 1
 	got=$(event_field 2 DREP_RECEIVED data)
-	check "host $RCD_PEER's DREP: 224 bytes here" test "$(event_field 2 DREP_RECEIVED len)" = 224 || return 1
-	[ "$got" = "$(pat_hex 224 224)" ] || fail "host $RCD_PEER's DREP: saw ${got:0:80}..." || return 1
+	check "host $RCD_PEER's DREP: 224 bytes here" \
+		test "$(event_field 2 DREP_RECEIVED len)" = 224 || return 1
+	[ "$got" = "$(pat_hex 224 224)" ] ||
+		fail "host $RCD_PEER's DREP: saw ${got:0:80}..." || return 1
 	log "DREQ 220 bytes and DREP 224 bytes from host $RCD_PEER: byte for byte"
 	wait_event 60 2 TIMEWAIT_EXIT && wait_event 60 $p TIMEWAIT_EXIT || return 1
-	check "one DISCONNECTED on 2 (status $(event_field 2 DISCONNECTED status))" test "$(event_count 2 DISCONNECTED)" = 1 || return 1
+	check "one DISCONNECTED on 2 (status $(event_field 2 DISCONNECTED status))" \
+		test "$(event_count 2 DISCONNECTED)" = 1 || return 1
 	check "one DISCONNECTED on $p" test "$(event_count $p DISCONNECTED)" = 1 || return 1
 	check "2 freed" test "$(conn_state 2)" = FREED || return 1
 	check "$p freed" test "$(conn_state $p)" = FREED || return 1
-	check "ids freed (cm_ids_live $(rcd_stat cm_ids_live))" test "$(rcd_stat cm_ids_live)" = 1 || return 1
-	log "rxe0: DREQ sent $(sent rxe0 dreq) received $(cm_counter rxe0 cm_rx_msgs dreq), DREP sent $(sent rxe0 drep) received $(cm_counter rxe0 cm_rx_msgs drep); $(stats_line)"
+	check "ids freed (cm_ids_live $(rcd_stat cm_ids_live))" \
+		test "$(rcd_stat cm_ids_live)" = 1 || return 1
+	log "rxe0: DREQ sent $(sent rxe0 dreq) received $(cm_counter rxe0 cm_rx_msgs dreq), DREP" \
+		"sent $(sent rxe0 drep) received $(cm_counter rxe0 cm_rx_msgs drep); $(stats_line)"
 }
 
 # rdma-core's cmtime across the hosts: host b's `cmtime -c 30` against the
@@ -148,7 +157,8 @@ hosts_cmtime() {
 		wait_for 60 sh -c "[ \$(grep -c ' TIMEWAIT_EXIT ' $RCD_DBG/events) = 30 ]" ||
 			fail "timewait exits: $(count_events TIMEWAIT_EXIT) of 30" || return 1
 		check "30 DREQs received" test "$(count_events DREQ_RECEIVED)" = 30 || return 1
-		check "30 DREPs sent" test "$(grep -c ' DREP_SENT status=0 ' "$RCD_DBG/events")" = 30 || return 1
+		check "30 DREPs sent" \
+			test "$(grep -c ' DREP_SENT status=0 ' "$RCD_DBG/events")" = 30 || return 1
 		check "ids freed" test "$(rcd_stat cm_ids_live)" = 1 || return 1
 		log "cmtime -c 30 from host b: 30 connected and disconnected; $(stats_line)"
 		# The module as client of host b's cmtime -b.
@@ -162,7 +172,8 @@ hosts_cmtime() {
 		exactly_once DISCONNECTED 2 11 || return 1
 		wait_events 60 TIMEWAIT_EXIT 2 11 10 || return 1
 		check "ids freed" test "$(rcd_stat cm_ids_live)" = 1 || return 1
-		log "the module as client of cmtime -b on host b: 10 connected, disconnected, DREPs received; rxe0 DREQ retries $(cm_counter rxe0 cm_tx_retries dreq)"
+		log "the module as client of cmtime -b on host b: 10 connected, disconnected," \
+			"DREPs received; rxe0 DREQ retries $(cm_counter rxe0 cm_tx_retries dreq)"
 		peer_put module_done
 	else
 		peer_sync listening || return 1
@@ -210,7 +221,9 @@ hosts_loss_disconnect_20() {
 		peer_wait dreps 300 >/dev/null || return 1
 		wait_events 120 TIMEWAIT_EXIT $p1 $p2 20 || return 1
 		tc qdisc del dev "$RCD_NIC" root
-		log "host a (30% loss on its NIC): duplicate DREQs $(cm_counter rxe0 cm_rx_duplicates dreq), DREPs sent $(cm_counter rxe0 cm_tx_msgs drep) for 20 connections"
+		log "host a (30% loss on its NIC): duplicate DREQs" \
+			"$(cm_counter rxe0 cm_rx_duplicates dreq), DREPs sent" \
+			"$(cm_counter rxe0 cm_tx_msgs drep) for 20 connections"
 		exactly_once DREQ_RECEIVED $p1 $p2 && exactly_once DISCONNECTED $p1 $p2 || return 1
 		check "ids freed" wait_for 30 stat_is cm_ids_live 1 || return 1
 	else
@@ -224,7 +237,8 @@ hosts_loss_disconnect_20() {
 		peer_put dreps
 		wait_events 120 TIMEWAIT_EXIT 2 21 20 || return 1
 		v=$(cm_counter rxe0 cm_tx_retries dreq)
-		log "host b: 20 DREPs through host a's 30% loss; DREQ retries $v, DREQ_ERROR $(events_in DREQ_ERROR 2 21)"
+		log "host b: 20 DREPs through host a's 30% loss; DREQ retries $v, DREQ_ERROR" \
+			"$(events_in DREQ_ERROR 2 21)"
 		check "the CM retried (a DREP lost)" test "$v" -ge 1 || return 1
 		check "no DREQ timed out" test "$(events_in DREQ_ERROR 2 21)" = 0 || return 1
 		exactly_once DREP_RECEIVED 2 21 && exactly_once DISCONNECTED 2 21 || return 1
@@ -273,7 +287,10 @@ hosts_loss_before_handshake() {
 		for ((e = p1; e <= p2; e++)); do
 			[ "$(event_count $e ESTABLISHED)" = 1 ] || early=$((early + 1))
 		done
-		log "host a: $early of 30 passive ends got their DREQ before any RTU; REPs resent $(cm_counter rxe0 cm_tx_retries rep), RTUs received $(cm_counter rxe0 cm_rx_msgs rtu), duplicate REQs $(cm_counter rxe0 cm_rx_duplicates req)"
+		log "host a: $early of 30 passive ends got their DREQ before any RTU; REPs resent" \
+			"$(cm_counter rxe0 cm_tx_retries rep), RTUs received" \
+			"$(cm_counter rxe0 cm_rx_msgs rtu), duplicate REQs" \
+			"$(cm_counter rxe0 cm_rx_duplicates req)"
 		check "some DREQ came before its RTU" test $early -ge 1 || return 1
 		exactly_once DREQ_RECEIVED $p1 $p2 && exactly_once DISCONNECTED $p1 $p2 || return 1
 		check "30 DREPs sent" test "$(events_in DREP_SENT $p1 $p2)" = 30 || return 1
@@ -288,7 +305,10 @@ hosts_loss_before_handshake() {
 		peer_put dreps
 		wait_events 120 TIMEWAIT_EXIT 2 31 30 || return 1
 		tc qdisc del dev "$RCD_NIC" root
-		log "host b (30% loss on its NIC): REQ retries $(cm_counter rxe0 cm_tx_retries req), RTUs sent $(cm_counter rxe0 cm_tx_msgs rtu), DREQ retries $(cm_counter rxe0 cm_tx_retries dreq)"
+		log "host b (30% loss on its NIC): REQ retries" \
+			"$(cm_counter rxe0 cm_tx_retries req), RTUs sent" \
+			"$(cm_counter rxe0 cm_tx_msgs rtu), DREQ retries" \
+			"$(cm_counter rxe0 cm_tx_retries dreq)"
 		exactly_once DREP_RECEIVED 2 31 && exactly_once DISCONNECTED 2 31 || return 1
 		check "ids freed" wait_for 30 stat_is cm_ids_live 0 || return 1
 	fi
@@ -331,7 +351,8 @@ hosts_link_del_50() {
 		log "host a: rxe0 deleted under 50 connections in $t s; its ends: $(awk -v a=$p1 -v b=$p2 '$2 == "DISCONNECTED" && $1 >= a && $1 <= b { print $3 }' "$RCD_DBG/events" | sort | uniq -c | tr -s ' ' | tr '\n' ';')"
 		check "all 50 freed" test "$(state_count FREED $p1 $p2)" = 50 || return 1
 		exactly_once DISCONNECTED $p1 $p2 || return 1
-		check "every one -ENODEV" test "$(status_count DISCONNECTED -19 $p1 $p2)" = 50 || return 1
+		check "every one -ENODEV" \
+			test "$(status_count DISCONNECTED -19 $p1 $p2)" = 50 || return 1
 		check "no id left" test "$(rcd_stat cm_ids_live)" = 0 || return 1
 		log "$(stats_line)"
 		t=$SECONDS
@@ -344,7 +365,9 @@ hosts_link_del_50() {
 		peer_sync listening || return 1
 		connect_to_peer 2 51 $HOSTS_LINK_DEL || return 1
 		wait_events 120 ESTABLISHED 2 51 50 || return 1
-		log "host b: 50 connections established at $((SECONDS - t0)) s (REQ retries $(cm_counter rxe0 cm_tx_retries req), REP duplicates $(cm_counter rxe0 cm_rx_duplicates rep))"
+		log "host b: 50 connections established at $((SECONDS - t0)) s (REQ retries" \
+			"$(cm_counter rxe0 cm_tx_retries req), REP duplicates" \
+			"$(cm_counter rxe0 cm_rx_duplicates rep))"
 		peer_put established
 		peer_wait deleted 120 >/dev/null || return 1
 		log "host b: host a's device deleted at $((SECONDS - t0)) s"
@@ -354,14 +377,16 @@ hosts_link_del_50() {
 		v=$(cm_counter rxe0 cm_tx_retries dreq)
 		log "host b: 50 DREQs to the deleted device; DISCONNECTED after $((SECONDS - t)) s: $(awk '$2 == "DISCONNECTED" && $1 >= 2 && $1 <= 51 { print $3 }' "$RCD_DBG/events" | sort | uniq -c | tr -s ' ' | tr '\n' ';') DREQ retries $v"
 		check "50 DREQ_ERROR" test "$(events_in DREQ_ERROR 2 51)" = 50 || return 1
-		check "every one -ETIMEDOUT" test "$(status_count DISCONNECTED -110 2 51)" = 50 || return 1
+		check "every one -ETIMEDOUT" \
+			test "$(status_count DISCONNECTED -110 2 51)" = 50 || return 1
 		check "each DREQ tried 16 times (retries $v)" test "$v" = $((50 * 15)) || return 1
 		exactly_once DISCONNECTED 2 51 || return 1
 		wait_events 60 TIMEWAIT_EXIT 2 51 50 || return 1
 		log "host b: 50 timewait exits at $((SECONDS - t0)) s"
 		check "all freed" test "$(state_count FREED 2 51)" = 50 || return 1
 		check "ids freed" wait_for 30 stat_is cm_ids_live 0 || return 1
-		check "QPs freed ($(rdma_res qp), $qps before)" test "$(rdma_res qp)" = "$qps" || return 1
+		check "QPs freed ($(rdma_res qp), $qps before)" \
+			test "$(rdma_res qp)" = "$qps" || return 1
 		peer_put freed
 		log "$(stats_line); all done at $((SECONDS - t0)) s"
 	fi
@@ -421,7 +446,8 @@ hosts_data_flush() {
 	balanced $e || return 1
 	check "nothing mapped" stat_is wr_bufs_mapped 0 || return 1
 	exactly_once DISCONNECTED $e $e || return 1
-	check "ids freed" wait_for 30 stat_is cm_ids_live $([ "$RCD_HOST" = a ] && echo 1 || echo 0) || return 1
+	check "ids freed" \
+		wait_for 30 stat_is cm_ids_live $([ "$RCD_HOST" = a ] && echo 1 || echo 0) || return 1
 	peer_sync done || return 1
 	log "$(stats_line)"
 }

@@ -13,7 +13,8 @@ interop_setup() {
 # foreign_established: waits for listener 1's passive end of a user-space
 # peer's REQ to be established; its number is then in FOREIGN.
 foreign_established() {
-	wait_for 30 sh -c "grep -q ' listener=1 ' $RCD_DBG/conns" || fail "no passive end" || return 1
+	wait_for 30 sh -c "grep -q ' listener=1 ' $RCD_DBG/conns" ||
+		fail "no passive end" || return 1
 	FOREIGN=$(awk '/ listener=1 / {print $1}' "$RCD_DBG/conns")
 	wait_event 20 "$FOREIGN" ESTABLISHED
 }
@@ -29,8 +30,10 @@ test_interop_cmtime_client_100() {
 	check "cmtime exits 0 (got $rc)" test $rc = 0 || return 1
 	check "100 passive ends" test "$(grep -c ' listener=1 ' $RCD_DBG/conns)" = 100 || return 1
 	check "100 DREQs received" test "$(count_events DREQ_RECEIVED)" = 100 || return 1
-	check "100 DREPs sent" test "$(grep -c ' DREP_SENT status=0 ' $RCD_DBG/events)" = 100 || return 1
-	check "all timewait exits" wait_for 60 sh -c "[ \$(grep -c ' TIMEWAIT_EXIT ' $RCD_DBG/events) = 100 ]" || return 1
+	check "100 DREPs sent" \
+		test "$(grep -c ' DREP_SENT status=0 ' $RCD_DBG/events)" = 100 || return 1
+	check "all timewait exits" \
+		wait_for 60 sh -c "[ \$(grep -c ' TIMEWAIT_EXIT ' $RCD_DBG/events) = 100 ]" || return 1
 	check "ids freed" test "$(rcd_stat cm_ids_live)" = 1
 }
 
@@ -108,9 +111,11 @@ test_interop_ucmatose_data() {
 	timeout 120 stdbuf -oL ucmatose -s 10.77.0.1 -p 7476 -c 1 -C $k -S $MTU > /tmp/ucmatose-data.out 2>&1 & pid=$!
 	foreign_established || return 1; p=$FOREIGN
 	ctl post $p 0 $k size=$MTU || return 1
-	check "our $k SENDs acknowledged, its $k received" wait_for 30 polled_is $p completed $((2 * k)) || return 1
+	check "our $k SENDs acknowledged, its $k received" \
+		wait_for 30 polled_is $p completed $((2 * k)) || return 1
 	log "$k x $MTU B each way in $((SECONDS - t0)) s: $(wr_line $p)"
-	check "$((k * MTU)) bytes in $k messages" test "$(conn_field $p rx_bytes)/$(conn_field $p rx_msgs)" = "$((k * MTU))/$k" || return 1
+	check "$((k * MTU)) bytes in $k messages" \
+		test "$(conn_field $p rx_bytes)/$(conn_field $p rx_msgs)" = "$((k * MTU))/$k" || return 1
 	ctl disconnect $p || return 1
 	wait_event 20 $p DREP_RECEIVED || return 1
 	# ucmatose exits 0 only once it has seen its DISCONNECTED.
@@ -141,7 +146,8 @@ test_interop_ucmatose_server_data() {
 	# Freed at timewait exit: what was still on the CQ is counted by then.
 	wait_event 30 4 TIMEWAIT_EXIT || return 1
 	log "$(wr_line 4)"
-	check "$((k * MTU)) bytes received, $k sent" test "$(conn_field 4 rx_bytes)/$(conn_field 4 tx_msgs)" = "$((k * MTU))/$k" || return 1
+	check "$((k * MTU)) bytes received, $k sent" \
+		test "$(conn_field 4 rx_bytes)/$(conn_field 4 tx_msgs)" = "$((k * MTU))/$k" || return 1
 	check "one DISCONNECTED here" test "$(event_count 4 DISCONNECTED)" = 1 || return 1
 	one_dreq_drep && balanced 4
 }
@@ -151,7 +157,8 @@ test_interop_ucmatose_server_data() {
 # and for the module's 16 bytes, then disconnects and exits.
 test_interop_rdma_client() {
 	local pid p t0
-	command -v rdma_client >/dev/null || { echo "# SKIP rdma_client not installed"; return $KSFT_SKIP; }
+	command -v rdma_client >/dev/null ||
+		{ echo "# SKIP rdma_client not installed"; return $KSFT_SKIP; }
 	interop_setup || return
 	ctl listen 1 rxe0 tcp:7478 cma=1 recv=1:16 auto_drep=- || return 1
 	t0=$SECONDS
@@ -162,10 +169,12 @@ test_interop_rdma_client() {
 	wait_event 30 $p DREQ_RECEIVED || return 1
 	log "16 B each way, then its DREQ, in $((SECONDS - t0)) s"
 	peer_done $pid /tmp/rdma_client.out rdma_client || return 1
-	check "rdma_client ended with 0" grep -q 'rdma_client: end 0' /tmp/rdma_client.out || return 1
+	check "rdma_client ended with 0" \
+		grep -q 'rdma_client: end 0' /tmp/rdma_client.out || return 1
 	wait_event 30 $p TIMEWAIT_EXIT || return 1
 	log "$(wr_line $p)"
-	check "its message: 16 zero bytes" test "$(conn_field $p rx_bytes)/$(conn_field $p rx_last)" = "16/$(pat_hex 0 16)" || return 1
+	check "its message: 16 zero bytes" \
+		test "$(conn_field $p rx_bytes)/$(conn_field $p rx_last)" = "16/$(pat_hex 0 16)" || return 1
 	check "our SEND completed" test "$(conn_field $p tx_msgs)" = 1 || return 1
 	check "one DISCONNECTED here" test "$(event_count $p DISCONNECTED)" = 1 || return 1
 	one_dreq_drep && balanced $p
@@ -176,7 +185,8 @@ test_interop_rdma_client() {
 # disconnects and exits.
 test_interop_rdma_server() {
 	local pid t0
-	command -v rdma_server >/dev/null || { echo "# SKIP rdma_server not installed"; return $KSFT_SKIP; }
+	command -v rdma_server >/dev/null ||
+		{ echo "# SKIP rdma_server not installed"; return $KSFT_SKIP; }
 	interop_setup || return
 	timeout 120 rdma_server -s 10.77.0.1 -p 7479 > /tmp/rdma_server.out 2>&1 & pid=$!
 	wait_for 60 cma_listening 7479 || fail "rdma_server not listening" || return 1
@@ -187,10 +197,12 @@ test_interop_rdma_server() {
 	wait_event 30 5 DREQ_RECEIVED || return 1
 	log "16 B each way, then its DREQ, in $((SECONDS - t0)) s"
 	peer_done $pid /tmp/rdma_server.out rdma_server || return 1
-	check "rdma_server ended with 0" grep -q 'rdma_server: end 0' /tmp/rdma_server.out || return 1
+	check "rdma_server ended with 0" \
+		grep -q 'rdma_server: end 0' /tmp/rdma_server.out || return 1
 	wait_event 30 5 TIMEWAIT_EXIT || return 1
 	log "$(wr_line 5)"
-	check "its message: 16 zero bytes" test "$(conn_field 5 rx_bytes)/$(conn_field 5 rx_last)" = "16/$(pat_hex 0 16)" || return 1
+	check "its message: 16 zero bytes" \
+		test "$(conn_field 5 rx_bytes)/$(conn_field 5 rx_last)" = "16/$(pat_hex 0 16)" || return 1
 	check "our SEND completed" test "$(conn_field 5 tx_msgs)" = 1 || return 1
 	check "one DISCONNECTED here" test "$(event_count 5 DISCONNECTED)" = 1 || return 1
 	one_dreq_drep && balanced 5
@@ -206,9 +218,11 @@ test_interop_bad_cma_hdr() {
 	ctl connect 3 rxe0 10.77.0.1 10.77.0.1 tcp:7474 req_data=fill:36:60 || return 1
 	# No cma_hdr at all (the module's own REQ format).
 	ctl connect 4 rxe0 10.77.0.1 10.77.0.1 tcp:7474 || return 1
-	wait_event 20 2 REJ_RECEIVED && wait_event 20 3 REJ_RECEIVED && wait_event 20 4 REJ_RECEIVED || return 1
+	wait_event 20 2 REJ_RECEIVED && wait_event 20 3 REJ_RECEIVED &&
+		wait_event 20 4 REJ_RECEIVED || return 1
 	check "no passive end made" sh -c "! grep -q ' listener=1 ' $RCD_DBG/conns" || return 1
-	check "the rejected ids are not established" test "$(count_state ESTABLISHED)" = 0 || return 1
+	check "the rejected ids are not established" \
+		test "$(count_state ESTABLISHED)" = 0 || return 1
 	# A well-formed one is accepted.
 	ctl connect 5 rxe0 10.77.0.1 10.77.0.1 tcp:7474 cma_port=6000 || return 1
 	wait_event 20 5 ESTABLISHED

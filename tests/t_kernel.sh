@@ -21,7 +21,8 @@ test_kmemleak_clean() {
 	# Matched in the backtrace only: a hex dump's bytes may spell anything.
 	ours=$(awk 'BEGIN { RS = "unreferenced object" } NR > 1 { bt = substr($0, index($0, "backtrace")) }
 		NR > 1 && bt ~ /rust_cm_disconnect|rcd_|rxe|ib_cm|ib_core|[ \t]ib_|[ \t]cm_|rdma|[ \t]0xffffffff[0-9a-f]+\n/ { n++; if (n <= 3) print "unreferenced object" $0 } END { print "ours " n + 0 }' $f)
-	echo "# kmemleak: $all unreferenced object(s) in the whole kernel; by first caller past the allocator:"
+	echo "# kmemleak: $all unreferenced object(s) in the whole kernel; by first caller past" \
+		"the allocator:"
 	awk 'BEGIN { RS = "unreferenced object" } NR > 1 { n = split($0, l, "\n"); for (i = 1; i <= n; i++) if (l[i] ~ /backtrace/) break; for (i++; i <= n; i++) if (l[i] !~ /alloc|kmem_cache|krealloc|kmemdup|kstrdup|reserve/) break; sub(/^[ \t]*/, "", l[i]); sub(/\+.*/, "", l[i]); c[l[i]]++ } END { for (f in c) print c[f], f }' $f | sort -rn | head -8 | sed 's/^/#   /'
 	echo "$ours" | sed 's/^/# /'
 	[ "$(echo "$ours" | tail -1)" = "ours 0" ]

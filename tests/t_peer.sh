@@ -76,7 +76,8 @@ strays() {
 		peer_counts cm_rx_msgs rx; got=0
 		for i in "${!rx[@]}"; do got=$((got + rx[i] - rx0[i])); done
 		[ $got -lt $# ] || break
-		[ $SECONDS -lt $end ] || { fail "$(($# - got)) of '$*' never reached rxe0's CM"; return 1; }
+		[ $SECONDS -lt $end ] ||
+			{ fail "$(($# - got)) of '$*' never reached rxe0's CM"; return 1; }
 		nap 0.1
 	done
 	nap 0.5
@@ -141,13 +142,18 @@ test_peer_strays_for_unknown_ids() {
 		strays "${dropped[@]}" || return 1
 		all=$((all + ${#dropped[@]}))
 		[ "$ANSWER" = - ] || bad=$((bad + ${#dropped[@]}))
-		log "listener $l (local id $lid): dreq drep rtu mra rej rej lap apr: answered $ANSWER (cm.c: -)"
+		log "listener $l (local id $lid): dreq drep rtu mra rej rej lap apr: answered" \
+			"$ANSWER (cm.c: -)"
 	done
-	log "peer: $(tr '\n' ' ' < $PEER_DBG/stats); module: ids $(rcd_stat cm_ids_live) (before $ids)"
-	check "the CM answered $((all - bad)) of $all messages as cm.c does" test $bad = 0 || return 1
+	log "peer: $(tr '\n' ' ' < $PEER_DBG/stats); module: ids $(rcd_stat cm_ids_live) (before" \
+		"$ids)"
+	check "the CM answered $((all - bad)) of $all messages as cm.c does" \
+		test $bad = 0 || return 1
 	check "no event reached the module" test "$before" = "$(cat $RCD_DBG/events)" || return 1
-	check "no id made or lost ($(rcd_stat cm_ids_live) vs $ids)" test "$(rcd_stat cm_ids_live)" = "$ids" || return 1
-	check "the connections and listeners unchanged" test "$conns0" = "$(cat $RCD_DBG/conns)" || return 1
+	check "no id made or lost ($(rcd_stat cm_ids_live) vs $ids)" \
+		test "$(rcd_stat cm_ids_live)" = "$ids" || return 1
+	check "the connections and listeners unchanged" \
+		test "$conns0" = "$(cat $RCD_DBG/conns)" || return 1
 	# Everything still works: the connection disconnects, each RC
 	# listener takes a new connection.
 	ctl dreq 10 text:after-the-strays || return 1
@@ -186,14 +192,18 @@ test_peer_duplicate_and_withdrawn_reqs() {
 	check "3 counted as duplicates" wait_for 20 counter_ge rxe0 cm_rx_duplicates req $((dup0 + 3)) || return 1
 	check "one passive end for the 4 REQs" test "$(grep -c ' listener=1 ' $RCD_DBG/conns)" = 1 || return 1
 	p=$(awk '/ listener=1 / { print $1 }' $RCD_DBG/conns)
-	check "its REP timed out and it was freed" wait_for 20 sh -c "grep -q '^$p .*state=FREED' $RCD_DBG/conns" || return 1
-	log "dup REQ: passive end $p: $(grep "^$p " $RCD_DBG/events | awk '{ print $2, $3 }' | tr '\n' ' '); MRAs sent $(cm_tx mra)"
+	check "its REP timed out and it was freed" \
+		wait_for 20 sh -c "grep -q '^$p .*state=FREED' $RCD_DBG/conns" || return 1
+	log "dup REQ: passive end $p:" \
+		"$(grep "^$p " $RCD_DBG/events | awk '{ print $2, $3 }' | tr '\n' ' '); MRAs sent" \
+		"$(cm_tx mra)"
 	# Withdrawn at once.
 	for ((i = 0; i < 20; i++)); do
 		lcid=$((0xe0000000 + i))
 		# Each its own QPN: the CM rejects a REQ from a GUID and QPN
 		# it already has a connection for as stale.
-		peer req lcid=$lcid qpn=$((0x1000 + i)) sid=0x1000 && peer rej lcid=$lcid msg=0 reason=4 || return 1
+		peer req lcid=$lcid qpn=$((0x1000 + i)) sid=0x1000 &&
+			peer rej lcid=$lcid msg=0 reason=4 || return 1
 	done
 	# Withdrawn after the REP (the peer's CM has counted it).
 	for ((i = 0; i < 10; i++)); do
@@ -204,7 +214,8 @@ test_peer_duplicate_and_withdrawn_reqs() {
 		peer rej lcid=$lcid msg=1 reason=4 || return 1
 	done
 	check "34 REQs received" wait_for 30 rx_reached req $((rq0 + 34)) || return 1
-	check "every passive end freed" wait_for 30 sh -c "! grep ' listener=1 ' $RCD_DBG/conns | grep -vq 'state=FREED'" || return 1
+	check "every passive end freed" \
+		wait_for 30 sh -c "! grep ' listener=1 ' $RCD_DBG/conns | grep -vq 'state=FREED'" || return 1
 	# Rejected after the RTU: a REJ to an ESTABLISHED id puts it in
 	# timewait and is delivered (cm_rej_handler); the passive end frees its
 	# id and QP at once, as after a REJ of its REP.
@@ -217,11 +228,16 @@ test_peer_duplicate_and_withdrawn_reqs() {
 	peer rtu lcid=$lcid rcid=$lid || return 1
 	check "REJ after RTU: $p established" wait_for 20 has_event "$p" ESTABLISHED || return 1
 	peer rej lcid=$lcid rcid=$lid msg=2 || return 1
-	check "REJ after RTU: $p got the REJ and was freed" wait_for 20 sh -c "grep -q '^$p .*state=FREED' $RCD_DBG/conns" || return 1
-	log "REJ after RTU: passive end $p: $(grep "^$p " $RCD_DBG/events | awk '{ print $2, $3 }' | tr '\n' ' ')"
+	check "REJ after RTU: $p got the REJ and was freed" \
+		wait_for 20 sh -c "grep -q '^$p .*state=FREED' $RCD_DBG/conns" || return 1
+	log "REJ after RTU: passive end $p:" \
+		"$(grep "^$p " $RCD_DBG/events | awk '{ print $2, $3 }' | tr '\n' ' ')"
 	ends=$(grep -c ' listener=1 ' $RCD_DBG/conns)
-	log "passive ends: $ends; events: REJ_RECEIVED $(count_events REJ_RECEIVED), CONNECT_ERROR $(count_events CONNECT_ERROR); REJs sent by rxe0 $(cm_tx rej), REPs $(cm_tx rep)"
-	check "REJs of REPs sent reached their passive ends (>= 10 REJ_RECEIVED)" test "$(count_events REJ_RECEIVED)" -ge 10 || return 1
+	log "passive ends: $ends; events: REJ_RECEIVED $(count_events REJ_RECEIVED)," \
+		"CONNECT_ERROR $(count_events CONNECT_ERROR); REJs sent by rxe0 $(cm_tx rej)," \
+		"REPs $(cm_tx rep)"
+	check "REJs of REPs sent reached their passive ends (>= 10 REJ_RECEIVED)" \
+		test "$(count_events REJ_RECEIVED)" -ge 10 || return 1
 	check "only the listeners' ids left" wait_for 20 stat_is cm_ids_live "$ids" || return 1
 	check "no QP of ours left" test "$(rdma_res qp)" = "$qps" || return 1
 	# The listener still works.
@@ -259,14 +275,19 @@ test_peer_lying_cma_hdr() {
 		i=$((i + 1))
 		check "$name: rejected" wait_for 10 counter_ge rxe0 cm_tx_msgs rej $((rej0 + i)) || return 1
 	done
-	check "no passive end for the $i lies" test "$(grep -c ' listener=' $RCD_DBG/conns)" = 0 || return 1
-	check "no id made ($(rcd_stat cm_ids_live) vs $ids)" test "$(rcd_stat cm_ids_live)" = "$ids" || return 1
+	check "no passive end for the $i lies" \
+		test "$(grep -c ' listener=' $RCD_DBG/conns)" = 0 || return 1
+	check "no id made ($(rcd_stat cm_ids_live) vs $ids)" \
+		test "$(rcd_stat cm_ids_live)" = "$ids" || return 1
 	# The truth, from port 0: taken.
 	peer req lcid=0xc1000000 qpn=0x3100 sid=$tcp pd=$(cma_hex 0000 $src $dst) || return 1
-	check "a valid cma_hdr from port 0 is taken" wait_for 10 sh -c "grep -q ' listener=2 ' $RCD_DBG/conns" || return 1
+	check "a valid cma_hdr from port 0 is taken" \
+		wait_for 10 sh -c "grep -q ' listener=2 ' $RCD_DBG/conns" || return 1
 	p=$(awk '/ listener=2 / { print $1 }' $RCD_DBG/conns)
-	check "and freed when its REP times out" wait_for 20 sh -c "grep -q '^$p .*state=FREED' $RCD_DBG/conns" || return 1
-	log "REJs sent: $(( $(cm_tx rej) - rej0 )) for $i lies; passive end $p: $(grep "^$p " $RCD_DBG/events | awk '{ print $2, $3 }' | tr '\n' ' ')"
+	check "and freed when its REP times out" \
+		wait_for 20 sh -c "grep -q '^$p .*state=FREED' $RCD_DBG/conns" || return 1
+	log "REJs sent: $(( $(cm_tx rej) - rej0 )) for $i lies; passive end $p:" \
+		"$(grep "^$p " $RCD_DBG/events | awk '{ print $2, $3 }' | tr '\n' ' ')"
 	check "only the listeners' ids left" wait_for 20 stat_is cm_ids_live "$ids" || return 1
 	# The listener still takes rdma_cm's REQs.
 	ctl connect 20 rxe1 10.77.0.2 10.77.0.1 tcp:7474 cma_port=5000 || return 1

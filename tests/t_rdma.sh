@@ -36,12 +36,15 @@ test_rdma_read_write_mr() {
 	log "MR 0: addr $addr rkey $rkey len $(mr_field $n 0 len); mrs_live $(rcd_stat mrs_live)"
 	ctl rdma $p read $addr $rkey 1024 || return 1
 	check "READ completed" wait_for 20 polled_is $p completed 1 || return 1
-	check "1024 bytes read, the pattern" test "$(conn_field $p rx_bytes)/$(conn_field $p rx_last)" = "1024/$(pat_hex 16 16)" || return 1
+	check "1024 bytes read, the pattern" \
+		test "$(conn_field $p rx_bytes)/$(conn_field $p rx_last)" = "1024/$(pat_hex 16 16)" || return 1
 	ctl rdma $p write $addr $rkey 0 data=text:written-by-peer || return 1
 	check "WRITE completed" wait_for 20 polled_is $p completed 2 || return 1
 	ctl mr $n inval 0 || return 1
-	check "LOCAL_INV completed: the buffer is back" wait_for 20 polled_is $n mr_back 1 || return 1
-	check "with the peer's text in it" test "$(conn_field $n mr_last)" = "$(text_hex written-by-peer)10" || return 1
+	check "LOCAL_INV completed: the buffer is back" \
+		wait_for 20 polled_is $n mr_back 1 || return 1
+	check "with the peer's text in it" \
+		test "$(conn_field $n mr_last)" = "$(text_hex written-by-peer)10" || return 1
 	expect_errno EINVAL "mr $n inval 0" || return 1
 	ctl mr $n reg fill:512:ab || return 1
 	check "registered again" wait_for 20 mr_valid $n 0 || return 1
@@ -61,7 +64,8 @@ test_rdma_read_write_mr() {
 	ctl disconnect $n || return 1
 	wait_event 20 $p DISCONNECTED && ctl disconnect $p || return 1
 	wait_event 30 $n TIMEWAIT_EXIT && wait_event 30 $p TIMEWAIT_EXIT || return 1
-	check "MRs deregistered, buffers unmapped" test "$(rcd_stat mrs_live)/$(rcd_stat wr_bufs_mapped)" = 0/0
+	check "MRs deregistered, buffers unmapped" \
+		test "$(rcd_stat mrs_live)/$(rcd_stat wr_bufs_mapped)" = 0/0
 }
 
 # Each end registers a 4096-byte MR and posts 30 RDMA READs and 30 RDMA
@@ -84,9 +88,11 @@ test_rdma_disconnect_mid_flight() {
 	wait_event 30 $n TIMEWAIT_EXIT && wait_event 30 $p TIMEWAIT_EXIT || return 1
 	for e in $n $p; do
 		log "$e: $(wr_line $e)"
-		check "$e: every request back" awk '{ for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] } }
+		check "$e: every request back" \
+			awk '{ for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] } }
 			END { exit !(v["posted"] == v["completed"] + v["flushed"] + v["failed"] && v["dropped"] == 0) }' <<< "$(grep "^$e " $RCD_DBG/conns)" || return 1
 	done
 	exactly_once DISCONNECTED $n $n && exactly_once DISCONNECTED $p $p || return 1
-	check "MRs deregistered, buffers unmapped" test "$(rcd_stat mrs_live)/$(rcd_stat wr_bufs_mapped)" = 0/0
+	check "MRs deregistered, buffers unmapped" \
+		test "$(rcd_stat mrs_live)/$(rcd_stat wr_bufs_mapped)" = 0/0
 }

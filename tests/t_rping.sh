@@ -32,7 +32,8 @@ pings_at_least() { local v; v=$(rping_field "$1" pings); [ "${v:-0}" -ge "$2" ];
 # or failed), none dropped.
 all_back() {
 	awk -v n="$1" '{ for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] } }
-		END { ok = v["posted"] == v["completed"] + v["flushed"] + v["failed"] && v["dropped"] == 0
+		END { ok = v["posted"] == v["completed"] + v["flushed"] + v["failed"] &&
+			v["dropped"] == 0
 		      if (!ok) print "# FAIL: " n ": posted " v["posted"] " completed " v["completed"] " flushed " v["flushed"] " failed " v["failed"] " dropped " v["dropped"]
 		      exit !ok }' <<< "$(grep "^$1 " "$RCD_DBG/conns")"
 }
@@ -78,11 +79,13 @@ test_rping_module_client() {
 	check "rping -s exits 0" test $rc = 0 || return 1
 	wait_event 30 6 TIMEWAIT_EXIT || return 1
 	log "module (client): rping=$(conn_field 6 rping) $(wr_line 6)"
-	check "100 pings, all validated" test "$(rping_field 6 pings)/$(rping_field 6 validated)" = 100/100 || return 1
+	check "100 pings, all validated" \
+		test "$(rping_field 6 pings)/$(rping_field 6 validated)" = 100/100 || return 1
 	check "no protocol error" test "$(rping_field 6 error)" = 0 || return 1
 	check "one DISCONNECTED" test "$(event_count 6 DISCONNECTED)" = 1 || return 1
 	all_back 6 || return 1
-	check "MRs deregistered, nothing mapped" test "$(rcd_stat wr_bufs_mapped)/$(rcd_stat mrs_live)" = 0/0
+	check "MRs deregistered, nothing mapped" \
+		test "$(rcd_stat wr_bufs_mapped)/$(rcd_stat mrs_live)" = 0/0
 }
 
 # Disconnects from the module's side in the middle of endless runs (-C 0),
@@ -103,7 +106,8 @@ test_rping_disconnect_mid_flight() {
 	wait $pid; rc=$?
 	sed 's/^/# rping -c: /' /tmp/rping-c0.out | tail -5
 	log "rping -c exit $rc after the disconnect"
-	check "rping -c reports the disconnect" grep -q 'DISCONNECT EVENT' /tmp/rping-c0.out || return 1
+	check "rping -c reports the disconnect" \
+		grep -q 'DISCONNECT EVENT' /tmp/rping-c0.out || return 1
 	wait_event 30 $p TIMEWAIT_EXIT || return 1
 	log "module (server): rping=$(conn_field $p rping) $(wr_line $p)"
 	check "server: something flushed" test "$(conn_field $p flushed)" -gt 0 || return 1
@@ -120,11 +124,13 @@ test_rping_disconnect_mid_flight() {
 	wait $pid; rc=$?
 	sed 's/^/# rping -s: /' /tmp/rping-s0.out | tail -5
 	log "rping -s exit $rc after the disconnect"
-	check "rping -s reports the disconnect" grep -q 'DISCONNECT EVENT' /tmp/rping-s0.out || return 1
+	check "rping -s reports the disconnect" \
+		grep -q 'DISCONNECT EVENT' /tmp/rping-s0.out || return 1
 	wait_event 30 7 TIMEWAIT_EXIT || return 1
 	log "module (client): rping=$(conn_field 7 rping) $(wr_line 7)"
 	check "client: something flushed" test "$(conn_field 7 flushed)" -gt 0 || return 1
 	all_back 7 || return 1
 	check "client: one DISCONNECTED" test "$(event_count 7 DISCONNECTED)" = 1 || return 1
-	check "MRs deregistered, nothing mapped" test "$(rcd_stat wr_bufs_mapped)/$(rcd_stat mrs_live)" = 0/0
+	check "MRs deregistered, nothing mapped" \
+		test "$(rcd_stat wr_bufs_mapped)/$(rcd_stat mrs_live)" = 0/0
 }

@@ -84,17 +84,22 @@ test_churn_cycles() {
 		est=$(rcd_stat established); drep=$(rcd_stat drep_received)
 		connect_range $first $last 10.77.0.1 || return 1
 		wait_for 300 stat_at_least established $((est + 2 * ROUND)) ||
-			fail "round $r: $(( $(rcd_stat established) - est )) of $((2 * ROUND)) ends established" || return 1
+			fail "round $r: $(( $(rcd_stat established) - est )) of $((2 * ROUND))" \
+				"ends established" || return 1
 		ctl dreq $first-$last || return 1
 		wait_for 300 stat_at_least drep_received $((drep + ROUND)) ||
-			fail "round $r: $(( $(rcd_stat drep_received) - drep )) of $ROUND DREPs" || return 1
-		ctl close $first-$last && ctl close $((first + PASSIVE_BASE))-$((last + PASSIVE_BASE)) || return 1
-		[ $r != $((rounds / 2)) ] || [ "$CYCLES" -lt $SLAB_CYCLES ] || { mid=$(slab_settled); slab_snapshot /tmp/slab.mid; }
+			fail "round $r: $(( $(rcd_stat drep_received) - drep )) of $ROUND" \
+				"DREPs" || return 1
+		ctl close $first-$last &&
+			ctl close $((first + PASSIVE_BASE))-$((last + PASSIVE_BASE)) || return 1
+		[ $r != $((rounds / 2)) ] || [ "$CYCLES" -lt $SLAB_CYCLES ] ||
+			{ mid=$(slab_settled); slab_snapshot /tmp/slab.mid; }
 		[ $((r % 10)) != 9 ] || log "round $((r + 1)): $(((r + 1) * ROUND)) cycles, $((SECONDS - t0)) s, slab $(slab_used_kb) kB; $(stats_line)"
 	done
 	log "$((rounds * ROUND)) cycles in $((SECONDS - t0)) s; $(stats_line)"
 	check "every DREQ sent" test "$(rcd_stat dreq_sent)" = $((rounds * ROUND)) || return 1
-	check "every DREP received" test "$(rcd_stat drep_received)" = $((rounds * ROUND)) || return 1
+	check "every DREP received" \
+		test "$(rcd_stat drep_received)" = $((rounds * ROUND)) || return 1
 	check "ids freed" wait_for 30 sh -c "grep -qx 'cm_ids_live 1' $RCD_DBG/stats" || return 1
 	check "endpoints freed" test "$(rcd_stat endpoints_live)" = 1 || return 1
 	check "no event lost" test "$(rcd_stat events_lost)" = 0 || return 1
@@ -102,7 +107,8 @@ test_churn_cycles() {
 	[ "$CYCLES" -ge $SLAB_CYCLES ] && [ $after -gt 0 ] ||
 		{ log "slab level not watched below $SLAB_CYCLES cycles (make stress does)"; return 0; }
 	end=$(slab_settled); grown=$((end - mid)); slab_snapshot /tmp/slab.end
-	log "slab after round $((rounds / 2 + 1)) $mid kB, at the end $end kB: $((grown * 1024 / after)) bytes a cycle over the last $after cycles"
+	log "slab after round $((rounds / 2 + 1)) $mid kB, at the end $end kB:" \
+		"$((grown * 1024 / after)) bytes a cycle over the last $after cycles"
 	[ $((grown * 1024)) -le $((after * 400)) ] || {
 		fail "slab grew by $grown kB over the last $after cycles; by cache:"
 		slab_growth /tmp/slab.mid /tmp/slab.end
@@ -119,13 +125,17 @@ many_wave() {
 	ctl listen 1 rxe0 0x1000 || return 1
 	t0=$SECONDS
 	connect_range $a $b 10.77.0.1 || return 1
-	wait_events 600 ESTABLISHED $a $b $MANY && wait_events 600 ESTABLISHED $pa $pb $MANY || return 1
+	wait_events 600 ESTABLISHED $a $b $MANY &&
+		wait_events 600 ESTABLISHED $pa $pb $MANY || return 1
 	PEAK=$(slab_used_kb)
-	log "$MANY connections up in $((SECONDS - t0)) s; slab +$((PEAK - $1)) kB, QPs $(rdma_res qp)"
+	log "$MANY connections up in $((SECONDS - t0)) s; slab +$((PEAK - $1)) kB, QPs" \
+		"$(rdma_res qp)"
 	t0=$SECONDS
 	ctl disconnect $a-$b & ctl disconnect $pa-$pb & wait
-	wait_events 600 TIMEWAIT_EXIT $a $b $MANY && wait_events 600 TIMEWAIT_EXIT $pa $pb $MANY || return 1
-	log "all disconnected in $((SECONDS - t0)) s; crossed: $(events_in DREQ_RECEIVED $a $pb) DREQs received; $(stats_line)"
+	wait_events 600 TIMEWAIT_EXIT $a $b $MANY &&
+		wait_events 600 TIMEWAIT_EXIT $pa $pb $MANY || return 1
+	log "all disconnected in $((SECONDS - t0)) s; crossed: $(events_in DREQ_RECEIVED $a $pb)" \
+		"DREQs received; $(stats_line)"
 	exactly_once DISCONNECTED $a $b && exactly_once DISCONNECTED $pa $pb || return 1
 	check "ids freed" wait_for 30 sh -c "grep -qx 'cm_ids_live 1' $RCD_DBG/stats" || return 1
 	check "QPs freed" test "$(rdma_res qp)" = "$qps" || return 1
@@ -155,9 +165,11 @@ test_many_at_once_both_sides() {
 	after1=$($level)
 	many_wave "$base" || return 1
 	after2=$($level)
-	log "slab: $base kB before, $PEAK kB at the peak, $after1 kB after one wave, $after2 kB after two"
+	log "slab: $base kB before, $PEAK kB at the peak, $after1 kB after one wave, $after2 kB" \
+		"after two"
 	[ "$MANY" -ge $SLAB_MANY ] || { log "slab level not checked below $SLAB_MANY connections (make stress does)"; return 0; }
-	[ "$after2" -le $((after1 + 4096)) ] || fail "slab grew by $((after2 - after1)) kB in the second wave"
+	[ "$after2" -le $((after1 + 4096)) ] ||
+		fail "slab grew by $((after2 - after1)) kB in the second wave"
 }
 
 # Unload with MANY live connections: rmmod destroys every id and QP (the
