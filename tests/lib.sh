@@ -20,10 +20,12 @@ if [ -z "${RCD_TOP:-}" ]; then
 	if [ -f "$RCD_TESTS/../rust_cm_disconnect.rs" ]; then
 		RCD_TOP=$(cd "$RCD_TESTS/.." && pwd)
 	else
-		RCD_TOP=$(cd "$RCD_TESTS/../../../../.." && pwd)/drivers/infiniband/ulp/rust_cm_disconnect
+		RCD_TOP=$(cd "$RCD_TESTS/../../../../.." && pwd)
+		RCD_TOP+=/drivers/infiniband/ulp/rust_cm_disconnect
 	fi
 fi
-[ -n "${RCD_KO:-}" ] || [ ! -f "$RCD_TOP/rust_cm_disconnect.ko" ] || RCD_KO=$RCD_TOP/rust_cm_disconnect.ko
+[ -n "${RCD_KO:-}" ] || [ ! -f "$RCD_TOP/rust_cm_disconnect.ko" ] ||
+	RCD_KO=$RCD_TOP/rust_cm_disconnect.ko
 RCD_KO=${RCD_KO:-}
 RCD_MODS=$RCD_TESTS/modules
 export RCD_TESTS RCD_TOP RCD_KO
@@ -64,7 +66,9 @@ wait_for() {
 
 # What fails a run in the kernel log (dmesg_clean), and what a test that
 # provokes a report on purpose checks for in its window.
-DMESG_BAD='BUG:|WARNING:|Oops|Call Trace|sleeping function called from invalid context|KASAN|ODEBUG|possible recursive locking|circular locking|inconsistent lock state|blocked for more than|soft lockup|rcu.*stall'
+DMESG_BAD='BUG:|WARNING:|Oops|Call Trace|sleeping function called from invalid context|KASAN'
+DMESG_BAD+='|ODEBUG|possible recursive locking|circular locking|inconsistent lock state'
+DMESG_BAD+='|blocked for more than|soft lockup|rcu.*stall'
 
 # A kernel report a test provokes on purpose lies between two markers in
 # the log: expect_reports_begin, then expect_reports_end. The test checks
@@ -322,14 +326,19 @@ expect_errnos() {
 				for (sort keys %!) { if ($!{$_}) { $got = $_; last } }
 			}
 			close($f);
-			if ($got ne $want) { print "ctl '\''$cmd'\'': expected $want, got $got\n"; $bad++ }
+			if ($got ne $want) {
+				print "ctl '\''$cmd'\'': expected $want, got $got\n"; $bad++
+			}
 		}
-		exit($bad ? 1 : 0)' "$RCD_DBG/ctl") || { echo "$out" | sed 's/^/# FAIL: /'; return 1; }
+		exit($bad ? 1 : 0)' "$RCD_DBG/ctl") ||
+		{ echo "$out" | sed 's/^/# FAIL: /'; return 1; }
 }
 
 # conn_field NUM FIELD: a field of NUM's line in conns (state, role, ...).
 conn_field() {
-	awk -v n="$1" -v f="$2" '$1 == n { for (i = 2; i <= NF; i++) { split($i, kv, "="); if (kv[1] == f) print kv[2] } }' "$RCD_DBG/conns"
+	awk -v n="$1" -v f="$2" '$1 == n {
+		for (i = 2; i <= NF; i++) { split($i, kv, "="); if (kv[1] == f) print kv[2] }
+	}' "$RCD_DBG/conns"
 }
 
 conn_state() { conn_field "$1" state; }
@@ -352,7 +361,11 @@ event_count() { grep -c "^$1 $2 " "$RCD_DBG/events"; }
 
 # event_field NUM KIND FIELD: FIELD (status, len, data) of NUM's first KIND.
 event_field() {
-	awk -v n="$1" -v k="$2" -v f="$3" '$1 == n && $2 == k { for (i = 3; i <= NF; i++) { split($i, kv, "="); if (kv[1] == f) { print kv[2]; exit } } }' "$RCD_DBG/events"
+	awk -v n="$1" -v k="$2" -v f="$3" '$1 == n && $2 == k {
+		for (i = 3; i <= NF; i++) {
+			split($i, kv, "="); if (kv[1] == f) { print kv[2]; exit }
+		}
+	}' "$RCD_DBG/events"
 }
 
 # wait_event SECONDS NUM KIND
@@ -458,7 +471,8 @@ cm_pair2() {
 
 # events_in KIND FIRST LAST: events KIND of the endpoints FIRST..LAST.
 events_in() {
-	awk -v k="$1" -v a="$2" -v b="$3" '$2 == k && $1 >= a && $1 <= b { n++ } END { print n + 0 }' "$RCD_DBG/events"
+	awk -v k="$1" -v a="$2" -v b="$3" '$2 == k && $1 >= a && $1 <= b { n++ }
+		END { print n + 0 }' "$RCD_DBG/events"
 }
 
 # events_at_least KIND FIRST LAST N: for wait_for.
@@ -472,7 +486,8 @@ wait_events() {
 
 # twice_in KIND FIRST LAST: endpoints of FIRST..LAST that saw KIND more than once.
 twice_in() {
-	awk -v k="$1" -v a="$2" -v b="$3" '$2 == k && $1 >= a && $1 <= b { c[$1]++ } END { for (e in c) if (c[e] > 1) n++; print n + 0 }' "$RCD_DBG/events"
+	awk -v k="$1" -v a="$2" -v b="$3" '$2 == k && $1 >= a && $1 <= b { c[$1]++ }
+		END { for (e in c) if (c[e] > 1) n++; print n + 0 }' "$RCD_DBG/events"
 }
 
 # exactly_once KIND FIRST LAST: every endpoint of FIRST..LAST saw KIND once.
@@ -485,7 +500,9 @@ exactly_once() {
 
 # state_count STATE FIRST LAST: endpoints of FIRST..LAST in STATE.
 state_count() {
-	awk -v s="state=$1" -v a="$2" -v b="$3" '$1 >= a && $1 <= b { for (i = 2; i <= NF; i++) if ($i == s) n++ } END { print n + 0 }' "$RCD_DBG/conns"
+	awk -v s="state=$1" -v a="$2" -v b="$3" '$1 >= a && $1 <= b {
+		for (i = 2; i <= NF; i++) if ($i == s) n++
+	} END { print n + 0 }' "$RCD_DBG/conns"
 }
 
 # connect_range FIRST LAST DST [OPTS...]: connections FIRST..LAST from rxe0
@@ -500,7 +517,9 @@ connect_range() {
 # cma_listening PORT: a user-space rdma_cm listener (cmtime -b, ucmatose)
 # is bound to TCP port PORT. Peers' tools start in seconds or in tens of
 # seconds on a busy one-vCPU guest: wait for this, never for a fixed time.
-cma_listening() { rdma resource show cm_id 2>/dev/null | grep -q "state LISTEN .*src-addr [0-9.]*:$1 "; }
+cma_listening() {
+	rdma resource show cm_id 2>/dev/null | grep -q "state LISTEN .*src-addr [0-9.]*:$1 "
+}
 
 # slab_kb: the kernel's slab memory (Slab in /proc/meminfo), in kB.
 slab_kb() { awk '$1 == "Slab:" { print $2 }' /proc/meminfo; }
@@ -509,4 +528,7 @@ slab_kb() { awk '$1 == "Slab:" { print $2 }' /proc/meminfo; }
 rdma_res() { rdma resource show "$1" 2>/dev/null | grep -c .; }
 
 # stats_line: the module's counters that matter for leaks, on one line.
-stats_line() { grep -E '^(dreq_sent|drep_sent|drep_received|cm_ids_live|endpoints_live|events_lost) ' "$RCD_DBG/stats" | tr '\n' ' '; }
+stats_line() {
+	grep -E '^(dreq_sent|drep_sent|drep_received|cm_ids_live|endpoints_live|events_lost) ' \
+		"$RCD_DBG/stats" | tr '\n' ' '
+}
