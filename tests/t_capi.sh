@@ -126,20 +126,28 @@ test_capi_atomic_context() {
 	# the consumer's step (run_steps, where step_atomic is inlined) is the
 	# one called in the wrong context (or its helper checked_send, where
 	# that is not inlined).
-	local callers
-	callers=$(awk '/BUG: sleeping function called from invalid context/ { on = 1; ct = 0; f = ""; next }
+	local callers sleeping='BUG: sleeping function called from invalid context'
+	callers=$(awk '/BUG: sleeping function called from invalid context/ {
+			on = 1; ct = 0; f = ""; next
+		}
 		on && /Call Trace:/ { ct = 1; next }
-		ct && f == "" && match($0, /checked_send|rcd_(rs_)?(send_drep|disconnect|test_with_conn)/) { f = substr($0, RSTART, RLENGTH) }
+		ct && f == "" &&
+		match($0, /checked_send|rcd_(rs_)?(send_drep|disconnect|test_with_conn)/) {
+			f = substr($0, RSTART, RLENGTH)
+		}
 		ct && /run_steps|step_atomic/ { print f; on = ct = 0 }' <<<"$win" |
 		sed 's/checked_send/rcd_send_drep/; s/rcd_rs_/rcd_/' | tr '\n' ' ')
 	log "wrong-context reports, by the function called: $callers"
-	awk '/BUG: sleeping function/ { n++ } n == 1 && /Call Trace:/ { on = 1 } on && /run_steps|step_atomic/ { print; exit } on' <<<"$win" | sed 's/^/#   first report: /'
+	awk '/BUG: sleeping function/ { n++ }
+		n == 1 && /Call Trace:/ { on = 1 }
+		on && /run_steps|step_atomic/ { print; exit }
+		on' <<<"$win" | sed 's/^/#   first report: /'
 	check "three might_sleep() reports" \
-		test "$(grep -c 'BUG: sleeping function called from invalid context' <<<"$win")" = 3 || return 1
+		test "$(grep -c "$sleeping" <<<"$win")" = 3 || return 1
 	check "from the DREP, the disconnect and with_conn, in that order" \
 		test "$callers" = "rcd_send_drep rcd_disconnect rcd_test_with_conn " || return 1
-	check "nothing else reported" \
-		test -z "$(grep -E "$DMESG_BAD" <<<"$win" | grep -vE 'BUG: sleeping function called from invalid context|Call Trace')" || return 1
+	check "nothing else reported" test -z \
+		"$(grep -E "$DMESG_BAD" <<<"$win" | grep -vE "$sleeping|Call Trace")" || return 1
 	rmmod rcd_consumer || return 1
 	wait_event 20 $p DREQ_RECEIVED || return 1
 	check "the peer got 'atomic' (the whole 220-byte field)" \

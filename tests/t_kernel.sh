@@ -19,11 +19,26 @@ test_kmemleak_clean() {
 	sleep 6; echo scan > $f; sleep 6; echo scan > $f
 	all=$(grep -c '^unreferenced object' $f)
 	# Matched in the backtrace only: a hex dump's bytes may spell anything.
-	ours=$(awk 'BEGIN { RS = "unreferenced object" } NR > 1 { bt = substr($0, index($0, "backtrace")) }
-		NR > 1 && bt ~ /rust_cm_disconnect|rcd_|rxe|ib_cm|ib_core|[ \t]ib_|[ \t]cm_|rdma|[ \t]0xffffffff[0-9a-f]+\n/ { n++; if (n <= 3) print "unreferenced object" $0 } END { print "ours " n + 0 }' $f)
+	ours=$(awk 'BEGIN {
+			RS = "unreferenced object"
+			ours = "rust_cm_disconnect|rcd_|rxe|ib_cm|ib_core|[ \t]ib_|[ \t]cm_|rdma"
+			ours = ours "|[ \t]0xffffffff[0-9a-f]+\n"
+		}
+		NR > 1 { bt = substr($0, index($0, "backtrace")) }
+		NR > 1 && bt ~ ours { n++; if (n <= 3) print "unreferenced object" $0 }
+		END { print "ours " n + 0 }' $f)
 	echo "# kmemleak: $all unreferenced object(s) in the whole kernel; by first caller past" \
 		"the allocator:"
-	awk 'BEGIN { RS = "unreferenced object" } NR > 1 { n = split($0, l, "\n"); for (i = 1; i <= n; i++) if (l[i] ~ /backtrace/) break; for (i++; i <= n; i++) if (l[i] !~ /alloc|kmem_cache|krealloc|kmemdup|kstrdup|reserve/) break; sub(/^[ \t]*/, "", l[i]); sub(/\+.*/, "", l[i]); c[l[i]]++ } END { for (f in c) print c[f], f }' $f | sort -rn | head -8 | sed 's/^/#   /'
+	awk 'BEGIN { RS = "unreferenced object" }
+		NR > 1 {
+			n = split($0, l, "\n")
+			for (i = 1; i <= n; i++) if (l[i] ~ /backtrace/) break
+			for (i++; i <= n; i++)
+				if (l[i] !~ /alloc|kmem_cache|krealloc|kmemdup|kstrdup|reserve/)
+					break
+			sub(/^[ \t]*/, "", l[i]); sub(/\+.*/, "", l[i]); c[l[i]]++
+		}
+		END { for (f in c) print c[f], f }' $f | sort -rn | head -8 | sed 's/^/#   /'
 	echo "$ours" | sed 's/^/# /'
 	[ "$(echo "$ours" | tail -1)" = "ours 0" ]
 }
@@ -48,14 +63,19 @@ test_rdma_doctests() {
 		echo "# SKIP this kernel has no KUnit (CONFIG_KUNIT_DEBUGFS): the plain kernel"
 		return $KSFT_SKIP
 	fi
-	[ -r $f ] || { fail "no $f: the kernel crate's doctests did not run (CONFIG_RUST_KERNEL_DOCTESTS, kunit.filter_glob)"; return 1; }
+	[ -r $f ] || {
+		fail "no $f: the kernel crate's doctests did not run" \
+			"(CONFIG_RUST_KERNEL_DOCTESTS, kunit.filter_glob)"
+		return 1
+	}
 	while IFS= read -r l; do
 		l=${l#"${l%%[! ]*}"}
 		case $l in
 		"ok "*rust_doctest_kernel_rdma_*"# SKIP"*) echo "# skipped: $l" ;;
 		"ok "*rust_doctest_kernel_rdma_*) ok=$((ok + 1)) ;;
 		"not ok "*rust_doctest_kernel_*) bad=$((bad + 1)); echo "# $l" ;;
-		"# rust_doctest_kernel_"*"location:"*|"# "*"ASSERTION"*|"# "*"Expected"*) echo "$l" ;;
+		"# rust_doctest_kernel_"*"location:"*|"# "*"ASSERTION"*|"# "*"Expected"*)
+			echo "$l" ;;
 		esac
 	done < $f
 	n=$(grep -c 'rust_doctest_kernel_rdma_' $f)
