@@ -14,7 +14,11 @@ polled_is() { ctl poll "$1" && [ "$(conn_field "$1" "$2")" = "$3" ]; }
 text_hex() { printf '%s' "$1" | od -An -tx1 | tr -d ' \n'; }
 
 # wr_line NUM: NUM's work-request and data counters, for the log.
-wr_line() { grep "^$1 " "$RCD_DBG/conns" | grep -oE '(posted|completed|flushed|failed|dropped|rx_[a-z]+|tx_[a-z]+)=[^ ]*' | tr '\n' ' '; }
+wr_line() {
+	grep "^$1 " "$RCD_DBG/conns" |
+		grep -oE '(posted|completed|flushed|failed|dropped|rx_[a-z]+|tx_[a-z]+)=[^ ]*' |
+		tr '\n' ' '
+}
 
 # balanced NUM: every work request NUM posted came back: posted ==
 # completed + flushed, none failed or dropped.
@@ -24,10 +28,15 @@ balanced() {
 	echo "poll $1" 2>/dev/null > "$RCD_DBG/ctl" || true
 	line=$(grep "^$1 " "$RCD_DBG/conns")
 	awk -v n="$1" '{ for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] } }
-		END { ok = v["posted"] == v["completed"] + v["flushed"] && v["failed"] == 0 &&
-			v["dropped"] == 0
-		      if (!ok) print "# FAIL: " n ": posted " v["posted"] " != completed " v["completed"] " + flushed " v["flushed"] " (failed " v["failed"] ", dropped " v["dropped"] ")"
-		      exit !ok }' <<< "$line"
+		END {
+			ok = v["posted"] == v["completed"] + v["flushed"] &&
+				v["failed"] == 0 && v["dropped"] == 0
+			if (!ok)
+				print "# FAIL: " n ": posted " v["posted"] " != completed " \
+					v["completed"] " + flushed " v["flushed"] " (failed " \
+					v["failed"] ", dropped " v["dropped"] ")"
+			exit !ok
+		}' <<< "$line"
 }
 
 # 10 SENDs of 1024 bytes (the path MTU of rxe on a 1500-byte veth) from each
@@ -49,7 +58,8 @@ test_data_module_to_module() {
 	log "active:  $(wr_line $n)"
 	log "passive: $(wr_line $p)"
 	check "passive received $((k * sz)) bytes in $k messages" \
-		test "$(conn_field $p rx_bytes)/$(conn_field $p rx_msgs)" = "$((k * sz))/$k" || return 1
+		test "$(conn_field $p rx_bytes)/$(conn_field $p rx_msgs)" = "$((k * sz))/$k" ||
+		return 1
 	check "what the active end sent is what arrived (FNV-1a)" \
 		test "$(conn_field $n tx_sum)" = "$(conn_field $p rx_sum)" || return 1
 	check "and the other way" \
@@ -74,7 +84,8 @@ test_data_module_to_module() {
 	check "nothing posted by the refused ones" \
 		test "$(conn_field $n posted)" = $((2 * k + 1)) || return 1
 	check "still established" test "$(conn_state $n)" = ESTABLISHED || return 1
-	log "what an endpoint holds: $(grep -E '^(endpoint_fixed_bytes|endpoint_bytes_avg) ' $RCD_DBG/stats | tr '\n' ' ')"
+	log "what an endpoint holds:" \
+		"$(grep -E '^endpoint_(fixed_bytes|bytes_avg) ' $RCD_DBG/stats | tr '\n' ' ')"
 	balanced $n && balanced $p
 }
 
@@ -147,9 +158,15 @@ test_data_device_removed_and_unload() {
 	log "rxe1 deleted in $((SECONDS - t0)) s"
 	check "all of rxe1's ends freed" test "$(state_count FREED $pa $pb)" = 10 || return 1
 	for ((i = pa; i <= pb; i++)); do balanced $i || return 1; done
-	log "rxe1's ends: flushed $(awk -v a=$pa -v b=$pb '$1 >= a && $1 <= b { for (i = 2; i <= NF; i++) if ($i ~ /^(flushed|completed)=/) { split($i, kv, "="); s[kv[1]] += kv[2] } } END { print s["flushed"] ", completed " s["completed"] }' "$RCD_DBG/conns")"
-	log "mapped after: $(rcd_stat wr_bufs_mapped) (rxe0's receives, and its SENDs not yet" \
-		"polled)"
+	log "rxe1's ends: flushed $(awk -v a=$pa -v b=$pb '$1 >= a && $1 <= b {
+			for (i = 2; i <= NF; i++)
+				if ($i ~ /^(flushed|completed)=/) {
+					split($i, kv, "="); s[kv[1]] += kv[2]
+				}
+		}
+		END { print s["flushed"] ", completed " s["completed"] }' "$RCD_DBG/conns")"
+	log "mapped after: $(rcd_stat wr_bufs_mapped)" \
+		"(rxe0's receives, and its SENDs not yet polled)"
 	t0=$SECONDS
 	check "the module unloads with buffers posted" \
 		timeout 120 rmmod rust_cm_disconnect || return 1
