@@ -26,8 +26,8 @@ test_disconnect_flushes_and_events() {
 	ctl disconnect $p text:responder || return 1
 	check "responder: $K flushed" test "$(flushed $p)" = $K || return 1
 	wait_event 20 $n DISCONNECTED || return 1
-	check "the DREP carried the responder's data (the whole 224-byte field)" \
-		test "$(event_field $n DREP_RECEIVED data)" = "$(field_hex responder 224)" || return 1
+	check "the DREP carried the responder's data (the whole 224-byte field)" test \
+		"$(event_field $n DREP_RECEIVED data)" = "$(field_hex responder 224)" || return 1
 	wait_event 30 $n TIMEWAIT_EXIT && wait_event 30 $p TIMEWAIT_EXIT || return 1
 	check "one DISCONNECTED for the initiator" \
 		test "$(event_count $n DISCONNECTED)" = 1 || return 1
@@ -118,8 +118,9 @@ test_disconnect_after_data() {
 	check "active: 3 completions" wait_for 20 completed_is $n 3 || return 1
 	# The passive end: 2 receives and its SEND.
 	check "passive: 3 completions" wait_for 20 completed_is $p 3 || return 1
-	check "no errors" \
-		test "$(conn_field $n failed)$(conn_field $p failed)$(flushed $n)$(flushed $p)" = 0000 || return 1
+	check "no errors" test \
+		"$(conn_field $n failed)$(conn_field $p failed)$(flushed $n)$(flushed $p)" = 0000 ||
+		return 1
 	ctl disconnect $n || return 1
 	check "active: its 1 receive left flushed" test "$(flushed $n)" = 1 || return 1
 	wait_event 20 $p DISCONNECTED || return 1

@@ -92,7 +92,9 @@ link_del_frees() {
 	log "$1 deleted in $((SECONDS - t0)) s"
 	check "all of $1's ends freed" test "$(state_count FREED "$2" "$3")" = 100 || return 1
 	exactly_once DISCONNECTED "$2" "$3" || return 1
-	log "$1's ends: $(awk -v a="$2" -v b="$3" '$2 == "DISCONNECTED" && $1 >= a && $1 <= b { print $3 }' "$RCD_DBG/events" | sort | uniq -c | tr -s ' ' | tr '\n' ';')"
+	log "$1's ends: $(awk -v a="$2" -v b="$3" \
+		'$2 == "DISCONNECTED" && $1 >= a && $1 <= b { print $3 }' "$RCD_DBG/events" |
+		sort | uniq -c | tr -s ' ' | tr '\n' ';')"
 }
 
 # The device is deleted (rdma link del) under 100 live connections in mixed

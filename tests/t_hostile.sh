@@ -8,7 +8,10 @@
 FUZZ=$RCD_TESTS/fuzz.py
 
 # ctl_snapshot: what must not change when a command is refused.
-ctl_snapshot() { cat "$RCD_DBG/conns" "$RCD_DBG/events"; grep -vE '^(dreq_failed|drep_failed) ' "$RCD_DBG/stats"; }
+ctl_snapshot() {
+	cat "$RCD_DBG/conns" "$RCD_DBG/events"
+	grep -vE '^(dreq_failed|drep_failed) ' "$RCD_DBG/stats"
+}
 
 # Malformed commands, unknown numbers, oversized writes: each refused with
 # its errno; connection 2 and everything the module shows stay as they were.
@@ -83,8 +86,8 @@ except OSError as e: print(errno.errorcode[e.errno])')" = EINVAL || return 1
 	expect_errno EINVAL "$(head -c 4096 /dev/zero | tr '\0' x)" || return 1
 	expect_errno E2BIG "$(head -c 4097 /dev/zero | tr '\0' x)" || return 1
 	after=$(ctl_snapshot)
-	check "nothing changed" \
-		test "$before" = "$after" || { diff <(echo "$before") <(echo "$after") | sed 's/^/# /'; return 1; }
+	check "nothing changed" test "$before" = "$after" ||
+		{ diff <(echo "$before") <(echo "$after") | sed 's/^/# /'; return 1; }
 	check "still ESTABLISHED" test "$(conn_state 2)" = ESTABLISHED || return 1
 	ctl dreq 2 text:still-works && wait_event 20 $((2 + PASSIVE_BASE)) DREQ_RECEIVED
 }
@@ -101,7 +104,8 @@ test_ctl_concurrent_writers() {
 import errno, os, random, sys
 ctl, seed = sys.argv[1], int(sys.argv[2])
 r = random.Random(seed)
-ok = {0, errno.ENOENT, errno.EEXIST, errno.ENOTCONN, errno.EALREADY, errno.EINVAL, errno.ENODEV, errno.ENOMEM}
+ok = {0, errno.ENOENT, errno.EEXIST, errno.ENOTCONN, errno.EALREADY, errno.EINVAL, errno.ENODEV,
+      errno.ENOMEM}
 seen, bad = {}, 0
 for i in range(300):
     n = r.randrange(7000, 7010)
@@ -148,8 +152,8 @@ test_fuzz_ctl() {
 	# Everything the fuzzer may have made, closed; then the module still
 	# makes a connection.
 	ctl_errno "close 0-11,1000000-1000011,2000000-2009999" >/dev/null
-	check "no id left" \
-		wait_for 60 sh -c "grep -qx 'cm_ids_live 0' $RCD_DBG/stats" || { sed 's/^/# /' $RCD_DBG/conns; return 1; }
+	check "no id left" wait_for 60 sh -c "grep -qx 'cm_ids_live 0' $RCD_DBG/stats" ||
+		{ sed 's/^/# /' $RCD_DBG/conns; return 1; }
 	check "no endpoint left" test "$(rcd_stat endpoints_live)" = 0 || return 1
 	ctl listen 1 rxe0 0x1000 || return 1
 	ctl connect 3 rxe0 10.77.0.1 10.77.0.1 0x1000 || return 1
