@@ -113,7 +113,8 @@ test_peer_strays_for_unknown_ids() {
 	# MESSAGE|THE CM'S ANSWER. Unknown ids: only a DREQ is answered.
 	local -a cases=(
 		"dreq|drep+1" "drep|-" "rtu|-" "mra msg=0|-" "mra msg=1|-" "mra msg=2|-"
-		"rej msg=0|-" "rej msg=1|-" "rej msg=2|-" "rej msg=0 reason=4|-" "rep|-" "lap|-" "apr|-"
+		"rej msg=0|-" "rej msg=1|-" "rej msg=2|-" "rej msg=0 reason=4|-"
+		"rep|-" "lap|-" "apr|-"
 	)
 	# The one the CM answers on its own, then the twelve it drops, in one
 	# batch (the half second of waiting for answers is paid once).
@@ -214,8 +215,8 @@ test_peer_duplicate_and_withdrawn_reqs() {
 		peer rej lcid=$lcid msg=1 reason=4 || return 1
 	done
 	check "34 REQs received" wait_for 30 rx_reached req $((rq0 + 34)) || return 1
-	check "every passive end freed" \
-		wait_for 30 sh -c "! grep ' listener=1 ' $RCD_DBG/conns | grep -vq 'state=FREED'" || return 1
+	check "every passive end freed" wait_for 30 \
+		sh -c "! grep ' listener=1 ' $RCD_DBG/conns | grep -vq 'state=FREED'" || return 1
 	# Rejected after the RTU: a REJ to an ESTABLISHED id puts it in
 	# timewait and is delivered (cm_rej_handler); the passive end frees its
 	# id and QP at once, as after a REJ of its REP.
@@ -255,7 +256,8 @@ timeout_test_peer_duplicate_and_withdrawn_reqs=240
 # source port is the peer's business, rdma_cm does not check it either):
 # one passive end, freed when its REP times out.
 test_peer_lying_cma_hdr() {
-	local ids rej0 p src=0a4d0002 dst=0a4d0001 tcp=$(( (0x106 << 16) + 7474 )) udp=$(( (0x111 << 16) + 7475 ))
+	local ids rej0 p src=0a4d0002 dst=0a4d0001
+	local tcp=$(( (0x106 << 16) + 7474 )) udp=$(( (0x111 << 16) + 7475 ))
 	peer_setup || return 1
 	ids=$(rcd_stat cm_ids_live); rej0=$(cm_tx rej)
 	local -a bad=(
