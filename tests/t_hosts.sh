@@ -70,7 +70,9 @@ connect_to_peer() {
 
 # status_count KIND STATUS FIRST LAST: events KIND with STATUS of FIRST..LAST.
 status_count() {
-	awk -v k="$1" -v s="status=$2" -v a="$3" -v b="$4" '$2 == k && $3 == s && $1 >= a && $1 <= b { n++ } END { print n + 0 }' "$RCD_DBG/events"
+	awk -v k="$1" -v s="status=$2" -v a="$3" -v b="$4" \
+		'$2 == k && $3 == s && $1 >= a && $1 <= b { n++ } END { print n + 0 }' \
+		"$RCD_DBG/events"
 }
 
 # neigh_of IP: the MAC the neighbour table has for IP on the NIC.
@@ -145,7 +147,8 @@ hosts_module_to_module() {
 hosts_cmtime() {
 	local rc pid n
 	command -v cmtime >/dev/null ||
-		{ echo "# SKIP rdmacm-utils not installed (scripts/setup.sh installs it)"; return $KSFT_SKIP; }
+		{ echo "# SKIP rdmacm-utils not installed (scripts/setup.sh installs it)"
+		  return $KSFT_SKIP; }
 	host_setup || return 1
 	if [ "$RCD_HOST" = a ]; then
 		ctl listen 1 rxe0 tcp:7471 cma=1 auto_drep=- || return 1
@@ -164,7 +167,8 @@ hosts_cmtime() {
 		# The module as client of host b's cmtime -b.
 		peer_wait cmtime_listening 120 >/dev/null || return 1
 		for ((n = 2; n <= 11; n++)); do
-			ctl connect $n rxe0 "$RCD_MY_IP" "$RCD_PEER_IP" tcp:7472 cma_port=$((5000 + n)) || return 1
+			ctl connect $n rxe0 "$RCD_MY_IP" "$RCD_PEER_IP" tcp:7472 \
+				cma_port=$((5000 + n)) || return 1
 		done
 		wait_events 60 ESTABLISHED 2 11 10 || return 1
 		ctl disconnect 2-11 text:from-module || return 1
@@ -334,7 +338,7 @@ hosts_loss_before_handshake() {
 # And no DREP can come late: host a's device, and its ids, are gone.
 HOSTS_LINK_DEL="lifetime=14 resp=16 retries=15"
 hosts_link_del_50() {
-	local p1=$((2 + PASSIVE_BASE)) p2=$((51 + PASSIVE_BASE)) t0=$SECONDS t qps v
+	local p1=$((2 + PASSIVE_BASE)) p2=$((51 + PASSIVE_BASE)) t0=$SECONDS t qps v ends
 	host_setup || return 1
 	if [ "$RCD_HOST" = a ]; then
 		ctl listen 1 rxe0 0x1000 auto_drep=- || return 1
@@ -348,7 +352,10 @@ hosts_link_del_50() {
 		t=$((SECONDS - t))
 		# Host b may start now; this host's checks run meanwhile.
 		peer_put deleted
-		log "host a: rxe0 deleted under 50 connections in $t s; its ends: $(awk -v a=$p1 -v b=$p2 '$2 == "DISCONNECTED" && $1 >= a && $1 <= b { print $3 }' "$RCD_DBG/events" | sort | uniq -c | tr -s ' ' | tr '\n' ';')"
+		ends=$(awk -v a=$p1 -v b=$p2 \
+			'$2 == "DISCONNECTED" && $1 >= a && $1 <= b { print $3 }' \
+			"$RCD_DBG/events" | sort | uniq -c | tr -s ' ' | tr '\n' ';')
+		log "host a: rxe0 deleted under 50 connections in $t s; its ends: $ends"
 		check "all 50 freed" test "$(state_count FREED $p1 $p2)" = 50 || return 1
 		exactly_once DISCONNECTED $p1 $p2 || return 1
 		check "every one -ENODEV" \
@@ -375,7 +382,10 @@ hosts_link_del_50() {
 		ctl disconnect 2-51 text:anyone || return 1
 		wait_events 120 DISCONNECTED 2 51 50 || return 1
 		v=$(cm_counter rxe0 cm_tx_retries dreq)
-		log "host b: 50 DREQs to the deleted device; DISCONNECTED after $((SECONDS - t)) s: $(awk '$2 == "DISCONNECTED" && $1 >= 2 && $1 <= 51 { print $3 }' "$RCD_DBG/events" | sort | uniq -c | tr -s ' ' | tr '\n' ';') DREQ retries $v"
+		ends=$(awk '$2 == "DISCONNECTED" && $1 >= 2 && $1 <= 51 { print $3 }' \
+			"$RCD_DBG/events" | sort | uniq -c | tr -s ' ' | tr '\n' ';')
+		log "host b: 50 DREQs to the deleted device;" \
+			"DISCONNECTED after $((SECONDS - t)) s: $ends DREQ retries $v"
 		check "50 DREQ_ERROR" test "$(events_in DREQ_ERROR 2 51)" = 50 || return 1
 		check "every one -ETIMEDOUT" \
 			test "$(status_count DISCONNECTED -110 2 51)" = 50 || return 1
@@ -393,7 +403,11 @@ hosts_link_del_50() {
 }
 
 # wr_counts NUM: NUM's posted/completed/flushed/failed/dropped, one line.
-wr_counts() { grep "^$1 " "$RCD_DBG/conns" | grep -oE '(posted|completed|flushed|failed|dropped|rx_msgs|rx_bytes|tx_msgs)=[^ ]*' | tr '\n' ' '; }
+wr_counts() {
+	grep "^$1 " "$RCD_DBG/conns" |
+		grep -oE '(posted|completed|flushed|failed|dropped|rx_(msgs|bytes)|tx_msgs)=[^ ]*' |
+		tr '\n' ' '
+}
 
 # Payloads across the hosts, then a disconnect with receives still posted:
 # host b's connection 2 to host a's listener, 8 receives of 1024 bytes
@@ -446,8 +460,8 @@ hosts_data_flush() {
 	balanced $e || return 1
 	check "nothing mapped" stat_is wr_bufs_mapped 0 || return 1
 	exactly_once DISCONNECTED $e $e || return 1
-	check "ids freed" \
-		wait_for 30 stat_is cm_ids_live $([ "$RCD_HOST" = a ] && echo 1 || echo 0) || return 1
+	check "ids freed" wait_for 30 \
+		stat_is cm_ids_live $([ "$RCD_HOST" = a ] && echo 1 || echo 0) || return 1
 	peer_sync done || return 1
 	log "$(stats_line)"
 }
