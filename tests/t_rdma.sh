@@ -36,8 +36,9 @@ test_rdma_read_write_mr() {
 	log "MR 0: addr $addr rkey $rkey len $(mr_field $n 0 len); mrs_live $(rcd_stat mrs_live)"
 	ctl rdma $p read $addr $rkey 1024 || return 1
 	check "READ completed" wait_for 20 polled_is $p completed 1 || return 1
-	check "1024 bytes read, the pattern" \
-		test "$(conn_field $p rx_bytes)/$(conn_field $p rx_last)" = "1024/$(pat_hex 16 16)" || return 1
+	check "1024 bytes read, the pattern" test \
+		"$(conn_field $p rx_bytes)/$(conn_field $p rx_last)" = "1024/$(pat_hex 16 16)" ||
+		return 1
 	ctl rdma $p write $addr $rkey 0 data=text:written-by-peer || return 1
 	check "WRITE completed" wait_for 20 polled_is $p completed 2 || return 1
 	ctl mr $n inval 0 || return 1
@@ -90,7 +91,10 @@ test_rdma_disconnect_mid_flight() {
 		log "$e: $(wr_line $e)"
 		check "$e: every request back" \
 			awk '{ for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] } }
-			END { exit !(v["posted"] == v["completed"] + v["flushed"] + v["failed"] && v["dropped"] == 0) }' <<< "$(grep "^$e " $RCD_DBG/conns)" || return 1
+			END {
+				exit !(v["posted"] == v["completed"] + v["flushed"] + v["failed"] &&
+					v["dropped"] == 0)
+			}' <<< "$(grep "^$e " $RCD_DBG/conns)" || return 1
 	done
 	exactly_once DISCONNECTED $n $n && exactly_once DISCONNECTED $p $p || return 1
 	check "MRs deregistered, buffers unmapped" \

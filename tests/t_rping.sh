@@ -32,10 +32,15 @@ pings_at_least() { local v; v=$(rping_field "$1" pings); [ "${v:-0}" -ge "$2" ];
 # or failed), none dropped.
 all_back() {
 	awk -v n="$1" '{ for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] } }
-		END { ok = v["posted"] == v["completed"] + v["flushed"] + v["failed"] &&
-			v["dropped"] == 0
-		      if (!ok) print "# FAIL: " n ": posted " v["posted"] " completed " v["completed"] " flushed " v["flushed"] " failed " v["failed"] " dropped " v["dropped"]
-		      exit !ok }' <<< "$(grep "^$1 " "$RCD_DBG/conns")"
+		END {
+			ok = v["posted"] == v["completed"] + v["flushed"] + v["failed"] &&
+				v["dropped"] == 0
+			if (!ok)
+				print "# FAIL: " n ": posted " v["posted"] " completed " \
+					v["completed"] " flushed " v["flushed"] " failed " \
+					v["failed"] " dropped " v["dropped"]
+			exit !ok
+		}' <<< "$(grep "^$1 " "$RCD_DBG/conns")"
 }
 
 # rping -c -C 100 -S 1024 -V against the module: 100 pings, each READ by

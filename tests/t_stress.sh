@@ -30,7 +30,8 @@ SLAB_MANY=1000
 # Slab of /proc/meminfo (what this used before) moves with both and with
 # the slabs' fragmentation.
 slab_used_kb() {
-	awk 'NR > 2 && $1 != "debug_objects_cache" && $1 != "kmemleak_object" { b += $2 * $4 } END { print int(b / 1024) }' /proc/slabinfo
+	awk 'NR > 2 && $1 != "debug_objects_cache" && $1 != "kmemleak_object" { b += $2 * $4 }
+		END { print int(b / 1024) }' /proc/slabinfo
 }
 
 # slab_snapshot FILE: each cache's bytes in use, for slab_growth.
@@ -39,8 +40,9 @@ slab_snapshot() { awk 'NR > 2 { print $1, $2 * $4 }' /proc/slabinfo > "$1"; }
 # slab_growth BEFORE AFTER: the caches that grew or shrank by over 20 kB
 # between two snapshots, largest growth first (logged when a check fails).
 slab_growth() {
-	awk 'NR == FNR { m[$1] = $2; next } { d = $2 - m[$1]; if (d > 20480 || d < -20480) print $1, int(d / 1024), "kB" }' "$1" "$2" |
-		sort -k2,2nr | head -12 | sed 's/^/#   /'
+	awk 'NR == FNR { m[$1] = $2; next }
+		{ d = $2 - m[$1]; if (d > 20480 || d < -20480) print $1, int(d / 1024), "kB" }' \
+		"$1" "$2" | sort -k2,2nr | head -12 | sed 's/^/#   /'
 }
 
 # slab_settled: the slab level (kB, slab_used_kb) once freed objects have
@@ -76,7 +78,8 @@ stat_at_least() { [ "$(rcd_stat "$1")" -ge "$2" ]; }
 # in any cycle shows in the counters checked after the last round.
 timeout_test_churn_cycles=3600
 test_churn_cycles() {
-	local r rounds=$((CYCLES / ROUND)) first=10000 last est drep t0=$SECONDS mid=0 end grown after
+	local r rounds=$((CYCLES / ROUND)) first=10000 last est drep t0=$SECONDS mid=0
+	local end grown after
 	last=$((first + ROUND - 1))
 	cm_pair 2 auto_drep=text:bye || return 1
 	ctl close 2 && ctl close $((2 + PASSIVE_BASE)) || return 1
@@ -94,7 +97,8 @@ test_churn_cycles() {
 			ctl close $((first + PASSIVE_BASE))-$((last + PASSIVE_BASE)) || return 1
 		[ $r != $((rounds / 2)) ] || [ "$CYCLES" -lt $SLAB_CYCLES ] ||
 			{ mid=$(slab_settled); slab_snapshot /tmp/slab.mid; }
-		[ $((r % 10)) != 9 ] || log "round $((r + 1)): $(((r + 1) * ROUND)) cycles, $((SECONDS - t0)) s, slab $(slab_used_kb) kB; $(stats_line)"
+		[ $((r % 10)) != 9 ] || log "round $((r + 1)): $(((r + 1) * ROUND)) cycles," \
+			"$((SECONDS - t0)) s, slab $(slab_used_kb) kB; $(stats_line)"
 	done
 	log "$((rounds * ROUND)) cycles in $((SECONDS - t0)) s; $(stats_line)"
 	check "every DREQ sent" test "$(rcd_stat dreq_sent)" = $((rounds * ROUND)) || return 1
@@ -105,7 +109,8 @@ test_churn_cycles() {
 	check "no event lost" test "$(rcd_stat events_lost)" = 0 || return 1
 	after=$(( (rounds - rounds / 2 - 1) * ROUND ))
 	[ "$CYCLES" -ge $SLAB_CYCLES ] && [ $after -gt 0 ] ||
-		{ log "slab level not watched below $SLAB_CYCLES cycles (make stress does)"; return 0; }
+		{ log "slab level not watched below $SLAB_CYCLES cycles (make stress does)"
+		  return 0; }
 	end=$(slab_settled); grown=$((end - mid)); slab_snapshot /tmp/slab.end
 	log "slab after round $((rounds / 2 + 1)) $mid kB, at the end $end kB:" \
 		"$((grown * 1024 / after)) bytes a cycle over the last $after cycles"
@@ -167,7 +172,9 @@ test_many_at_once_both_sides() {
 	after2=$($level)
 	log "slab: $base kB before, $PEAK kB at the peak, $after1 kB after one wave, $after2 kB" \
 		"after two"
-	[ "$MANY" -ge $SLAB_MANY ] || { log "slab level not checked below $SLAB_MANY connections (make stress does)"; return 0; }
+	[ "$MANY" -ge $SLAB_MANY ] ||
+		{ log "slab level not checked below $SLAB_MANY connections (make stress does)"
+		  return 0; }
 	[ "$after2" -le $((after1 + 4096)) ] ||
 		fail "slab grew by $((after2 - after1)) kB in the second wave"
 }
