@@ -266,13 +266,15 @@ perl_in_write() {
 # endpoint, no id; kmemleak_clean checks the resolution's memory).
 test_connect_resolution() {
 	local got ms a k pid t0
+	# 10.77.0.9: nobody answers its ARP.
+	local nobody="rxe0 10.77.0.1 10.77.0.9 0x1000"
 	cm_pair 2 || return 1
-	read -r got ms < <(ctl_errno_alarm 60 "connect 3 rxe0 10.77.0.1 10.77.0.9 0x1000 resolve_ms=1500")
+	read -r got ms < <(ctl_errno_alarm 60 "connect 3 $nobody resolve_ms=1500")
 	log "no ARP answer, resolve_ms=1500: $got after $ms ms"
 	check "EHOSTUNREACH (got $got)" test "$got" = EHOSTUNREACH || return 1
 	check "not before resolve_ms ($ms ms)" test "$ms" -ge 1500 || return 1
 	check "bounded ($ms ms)" test "$ms" -lt 4000 || return 1
-	read -r got ms < <(ctl_errno_alarm 1 "connect 3 rxe0 10.77.0.1 10.77.0.9 0x1000 resolve_ms=30000")
+	read -r got ms < <(ctl_errno_alarm 1 "connect 3 $nobody resolve_ms=30000")
 	log "interrupted after 1 s while resolving (resolve_ms=30000): $got after $ms ms;" \
 		"resolutions_live $(rcd_stat resolutions_live) right after"
 	check "EINTR (got $got)" test "$got" = EINTR || return 1
@@ -281,7 +283,7 @@ test_connect_resolution() {
 	check "no connection 3" test -z "$(conn_state 3)" || return 1
 	# A number taken: EEXIST before resolving (on 255ae7a, before the fix:
 	# EHOSTUNREACH after 3,038 ms, the resolve_ms).
-	read -r got ms < <(ctl_errno_alarm 60 "connect 2 rxe0 10.77.0.1 10.77.0.9 0x1000 resolve_ms=3000")
+	read -r got ms < <(ctl_errno_alarm 60 "connect 2 $nobody resolve_ms=3000")
 	log "connect on a number taken, neighbour unknown: $got after $ms ms"
 	check "EEXIST (got $got)" test "$got" = EEXIST || return 1
 	check "at once ($ms ms)" test "$ms" -lt 1000 || return 1
@@ -301,7 +303,7 @@ test_connect_resolution() {
 	# not wait for the writer (on 255ae7a the writer held the device, and
 	# the deletion took 20 s, until the writer's alarm), the writer is then
 	# stopped by a signal (EINTR).
-	ctl_errno_alarm 20 "connect 5 rxe0 10.77.0.1 10.77.0.9 0x1000 resolve_ms=30000" > /run/rcd-resolve.out &
+	ctl_errno_alarm 20 "connect 5 $nobody resolve_ms=30000" > /run/rcd-resolve.out &
 	pid=$!
 	wait_for 20 perl_in_write || fail "the writer never got into its write" || return 1
 	check "one resolution in flight" stat_is resolutions_live 1 || return 1
@@ -321,7 +323,7 @@ test_connect_resolution() {
 	# Unload while a writer waits for its neighbour: refused (the open
 	# control file holds the module), so no resolution can outlive it;
 	# once the write has returned, the module unloads.
-	ctl_errno_alarm 60 "connect 5 rxe0 10.77.0.1 10.77.0.9 0x1000 resolve_ms=3000" > /run/rcd-resolve.out &
+	ctl_errno_alarm 60 "connect 5 $nobody resolve_ms=3000" > /run/rcd-resolve.out &
 	wait_for 20 perl_in_write || fail "the writer never got into its write" || return 1
 	! rmmod rust_cm_disconnect 2>/dev/null ||
 		fail "rmmod went through under a waiting writer" || return 1

@@ -6,7 +6,8 @@
 
 interop_setup() {
 	command -v cmtime >/dev/null && command -v ucmatose >/dev/null ||
-		{ echo "# SKIP rdmacm-utils not installed (scripts/setup.sh installs it)"; return $KSFT_SKIP; }
+		{ echo "# SKIP rdmacm-utils not installed (scripts/setup.sh installs it)"
+		  return $KSFT_SKIP; }
 	rxe_add rxe0 v0 && rcd_load
 }
 
@@ -32,8 +33,8 @@ test_interop_cmtime_client_100() {
 	check "100 DREQs received" test "$(count_events DREQ_RECEIVED)" = 100 || return 1
 	check "100 DREPs sent" \
 		test "$(grep -c ' DREP_SENT status=0 ' $RCD_DBG/events)" = 100 || return 1
-	check "all timewait exits" \
-		wait_for 60 sh -c "[ \$(grep -c ' TIMEWAIT_EXIT ' $RCD_DBG/events) = 100 ]" || return 1
+	check "all timewait exits" wait_for 60 \
+		sh -c "[ \$(grep -c ' TIMEWAIT_EXIT ' $RCD_DBG/events) = 100 ]" || return 1
 	check "ids freed" test "$(rcd_stat cm_ids_live)" = 1
 }
 
@@ -108,14 +109,15 @@ test_interop_ucmatose_data() {
 	interop_setup || return
 	ctl listen 1 rxe0 tcp:7476 cma=1 recv=$k:$MTU || return 1
 	t0=$SECONDS
-	timeout 120 stdbuf -oL ucmatose -s 10.77.0.1 -p 7476 -c 1 -C $k -S $MTU > /tmp/ucmatose-data.out 2>&1 & pid=$!
+	timeout 120 stdbuf -oL ucmatose -s 10.77.0.1 -p 7476 -c 1 -C $k -S $MTU \
+		> /tmp/ucmatose-data.out 2>&1 & pid=$!
 	foreign_established || return 1; p=$FOREIGN
 	ctl post $p 0 $k size=$MTU || return 1
 	check "our $k SENDs acknowledged, its $k received" \
 		wait_for 30 polled_is $p completed $((2 * k)) || return 1
 	log "$k x $MTU B each way in $((SECONDS - t0)) s: $(wr_line $p)"
-	check "$((k * MTU)) bytes in $k messages" \
-		test "$(conn_field $p rx_bytes)/$(conn_field $p rx_msgs)" = "$((k * MTU))/$k" || return 1
+	check "$((k * MTU)) bytes in $k messages" test \
+		"$(conn_field $p rx_bytes)/$(conn_field $p rx_msgs)" = "$((k * MTU))/$k" || return 1
 	ctl disconnect $p || return 1
 	wait_event 20 $p DREP_RECEIVED || return 1
 	# ucmatose exits 0 only once it has seen its DISCONNECTED.
@@ -132,10 +134,12 @@ test_interop_ucmatose_data() {
 test_interop_ucmatose_server_data() {
 	local pid t0 k=10
 	interop_setup || return
-	timeout 120 stdbuf -oL ucmatose -b 10.77.0.1 -p 7477 -c 1 -C $k -S $MTU > /tmp/ucmatose-srvdata.out 2>&1 & pid=$!
+	timeout 120 stdbuf -oL ucmatose -b 10.77.0.1 -p 7477 -c 1 -C $k -S $MTU \
+		> /tmp/ucmatose-srvdata.out 2>&1 & pid=$!
 	wait_for 60 cma_listening 7477 || fail "ucmatose not listening" || return 1
 	t0=$SECONDS
-	ctl connect 4 rxe0 10.77.0.1 10.77.0.1 tcp:7477 cma_port=5002 recv=$k:$MTU auto_drep=- || return 1
+	ctl connect 4 rxe0 10.77.0.1 10.77.0.1 tcp:7477 cma_port=5002 recv=$k:$MTU auto_drep=- ||
+		return 1
 	wait_event 20 4 ESTABLISHED || return 1
 	check "its $k messages arrived" wait_for 30 polled_is 4 rx_msgs $k || return 1
 	ctl post 4 0 $k size=$MTU || return 1
@@ -146,8 +150,8 @@ test_interop_ucmatose_server_data() {
 	# Freed at timewait exit: what was still on the CQ is counted by then.
 	wait_event 30 4 TIMEWAIT_EXIT || return 1
 	log "$(wr_line 4)"
-	check "$((k * MTU)) bytes received, $k sent" \
-		test "$(conn_field 4 rx_bytes)/$(conn_field 4 tx_msgs)" = "$((k * MTU))/$k" || return 1
+	check "$((k * MTU)) bytes received, $k sent" test \
+		"$(conn_field 4 rx_bytes)/$(conn_field 4 tx_msgs)" = "$((k * MTU))/$k" || return 1
 	check "one DISCONNECTED here" test "$(event_count 4 DISCONNECTED)" = 1 || return 1
 	one_dreq_drep && balanced 4
 }
@@ -173,8 +177,9 @@ test_interop_rdma_client() {
 		grep -q 'rdma_client: end 0' /tmp/rdma_client.out || return 1
 	wait_event 30 $p TIMEWAIT_EXIT || return 1
 	log "$(wr_line $p)"
-	check "its message: 16 zero bytes" \
-		test "$(conn_field $p rx_bytes)/$(conn_field $p rx_last)" = "16/$(pat_hex 0 16)" || return 1
+	check "its message: 16 zero bytes" test \
+		"$(conn_field $p rx_bytes)/$(conn_field $p rx_last)" = "16/$(pat_hex 0 16)" ||
+		return 1
 	check "our SEND completed" test "$(conn_field $p tx_msgs)" = 1 || return 1
 	check "one DISCONNECTED here" test "$(event_count $p DISCONNECTED)" = 1 || return 1
 	one_dreq_drep && balanced $p
@@ -191,7 +196,8 @@ test_interop_rdma_server() {
 	timeout 120 rdma_server -s 10.77.0.1 -p 7479 > /tmp/rdma_server.out 2>&1 & pid=$!
 	wait_for 60 cma_listening 7479 || fail "rdma_server not listening" || return 1
 	t0=$SECONDS
-	ctl connect 5 rxe0 10.77.0.1 10.77.0.1 tcp:7479 cma_port=5003 recv=1:16 auto_drep=- || return 1
+	ctl connect 5 rxe0 10.77.0.1 10.77.0.1 tcp:7479 cma_port=5003 recv=1:16 auto_drep=- ||
+		return 1
 	wait_event 20 5 ESTABLISHED || return 1
 	ctl post 5 0 1 size=16 || return 1
 	wait_event 30 5 DREQ_RECEIVED || return 1
@@ -201,8 +207,9 @@ test_interop_rdma_server() {
 		grep -q 'rdma_server: end 0' /tmp/rdma_server.out || return 1
 	wait_event 30 5 TIMEWAIT_EXIT || return 1
 	log "$(wr_line 5)"
-	check "its message: 16 zero bytes" \
-		test "$(conn_field 5 rx_bytes)/$(conn_field 5 rx_last)" = "16/$(pat_hex 0 16)" || return 1
+	check "its message: 16 zero bytes" test \
+		"$(conn_field 5 rx_bytes)/$(conn_field 5 rx_last)" = "16/$(pat_hex 0 16)" ||
+		return 1
 	check "our SEND completed" test "$(conn_field 5 tx_msgs)" = 1 || return 1
 	check "one DISCONNECTED here" test "$(event_count 5 DISCONNECTED)" = 1 || return 1
 	one_dreq_drep && balanced 5
