@@ -143,8 +143,8 @@ test_peer_strays_for_unknown_ids() {
 		strays "${dropped[@]}" || return 1
 		all=$((all + ${#dropped[@]}))
 		[ "$ANSWER" = - ] || bad=$((bad + ${#dropped[@]}))
-		log "listener $l (local id $lid): dreq drep rtu mra rej rej lap apr: answered" \
-			"$ANSWER (cm.c: -)"
+		log "listener $l (local id $lid): dreq drep rtu mra rej(msg=0,1) lap apr:" \
+			"answered $ANSWER (cm.c: -)"
 	done
 	log "peer: $(tr '\n' ' ' < $PEER_DBG/stats); module: ids $(rcd_stat cm_ids_live) (before" \
 		"$ids)"
