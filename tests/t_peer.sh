@@ -190,8 +190,10 @@ test_peer_duplicate_and_withdrawn_reqs() {
 	peer req lcid=0xd0000001 sid=0x1000 qpn=0x300 tid=0x1234 resp=18 count=3 || return 1
 	peer req lcid=0xd0000001 sid=0x1000 qpn=0x300 tid=0x1235 resp=18 || return 1
 	check "4 REQs received" wait_for 20 rx_reached req $((rq0 + 4)) || return 1
-	check "3 counted as duplicates" wait_for 20 counter_ge rxe0 cm_rx_duplicates req $((dup0 + 3)) || return 1
-	check "one passive end for the 4 REQs" test "$(grep -c ' listener=1 ' $RCD_DBG/conns)" = 1 || return 1
+	check "3 counted as duplicates" \
+		wait_for 20 counter_ge rxe0 cm_rx_duplicates req $((dup0 + 3)) || return 1
+	check "one passive end for the 4 REQs" \
+		test "$(grep -c ' listener=1 ' $RCD_DBG/conns)" = 1 || return 1
 	p=$(awk '/ listener=1 / { print $1 }' $RCD_DBG/conns)
 	check "its REP timed out and it was freed" \
 		wait_for 20 sh -c "grep -q '^$p .*state=FREED' $RCD_DBG/conns" || return 1
@@ -275,7 +277,8 @@ test_peer_lying_cma_hdr() {
 		name=${b%% *}
 		peer req lcid=$((0xc0000000 + i)) qpn=$((0x3000 + i)) ${b#* } || return 1
 		i=$((i + 1))
-		check "$name: rejected" wait_for 10 counter_ge rxe0 cm_tx_msgs rej $((rej0 + i)) || return 1
+		check "$name: rejected" \
+			wait_for 10 counter_ge rxe0 cm_tx_msgs rej $((rej0 + i)) || return 1
 	done
 	check "no passive end for the $i lies" \
 		test "$(grep -c ' listener=' $RCD_DBG/conns)" = 0 || return 1
