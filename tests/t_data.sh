@@ -165,8 +165,8 @@ test_data_device_removed_and_unload() {
 				}
 		}
 		END { print s["flushed"] ", completed " s["completed"] }' "$RCD_DBG/conns")"
-	log "mapped after: $(rcd_stat wr_bufs_mapped)" \
-		"(rxe0's receives, and its SENDs not yet polled)"
+	log "mapped after: $(rcd_stat wr_bufs_mapped) (rxe0's receives," \
+		"and its SENDs not yet polled)"
 	t0=$SECONDS
 	check "the module unloads with buffers posted" \
 		timeout 120 rmmod rust_cm_disconnect || return 1

@@ -111,9 +111,9 @@ test_device_deleted_under_100() {
 	ctl dreq $((4250 + PASSIVE_BASE))-$((4274 + PASSIVE_BASE)) text:unanswered || return 1
 	ctl disconnect 4275-4299 || return 1
 	wait_events 60 DREQ_RECEIVED 4250 4274 25 || return 1
-	log "before: $(state_count ESTABLISHED $a $b) established, $(state_count DREQ_RCVD $a $b)" \
-		"DREQ_RCVD, $(state_count TIMEWAIT $a $b) + $(state_count FREED $a $b)" \
-		"disconnecting/freed"
+	log "before: $(state_count ESTABLISHED $a $b) established," \
+		"$(state_count DREQ_RCVD $a $b) DREQ_RCVD, $(state_count TIMEWAIT $a $b) +" \
+		"$(state_count FREED $a $b) disconnecting/freed"
 	link_del_frees rxe1 $pa $pb || return 1
 	# rxe1's ends destroyed their ids before the CM let go of rxe1 (the
 	# module is the later client, removed first): the 50 still ESTABLISHED

@@ -101,8 +101,8 @@ hosts_module_to_module() {
 	before=$(neigh_of "$RCD_PEER_IP")
 	read -r got ms < <(ctl_errno_alarm 60 "connect 2 rxe0 $RCD_MY_IP $RCD_PEER_IP 0x1000")
 	after=$(neigh_of "$RCD_PEER_IP")
-	log "connect $RCD_MY_IP -> $RCD_PEER_IP, neighbour before: '${before:-none}': $got in $ms" \
-		"ms; after: $after"
+	log "connect $RCD_MY_IP -> $RCD_PEER_IP, neighbour before: '${before:-none}':" \
+		"$got in $ms ms; after: $after"
 	check "connect accepted (got $got)" test "$got" = OK || return 1
 	check "no MAC for the peer before the connect" \
 		test "${before/lladdr/}" = "$before" || return 1
@@ -135,8 +135,9 @@ hosts_module_to_module() {
 	check "$p freed" test "$(conn_state $p)" = FREED || return 1
 	check "ids freed (cm_ids_live $(rcd_stat cm_ids_live))" \
 		test "$(rcd_stat cm_ids_live)" = 1 || return 1
-	log "rxe0: DREQ sent $(sent rxe0 dreq) received $(cm_counter rxe0 cm_rx_msgs dreq), DREP" \
-		"sent $(sent rxe0 drep) received $(cm_counter rxe0 cm_rx_msgs drep); $(stats_line)"
+	log "rxe0: DREQ sent $(sent rxe0 dreq) received $(cm_counter rxe0 cm_rx_msgs dreq)," \
+		"DREP sent $(sent rxe0 drep) received" \
+		"$(cm_counter rxe0 cm_rx_msgs drep); $(stats_line)"
 }
 
 # rdma-core's cmtime across the hosts: host b's `cmtime -c 30` against the
@@ -310,8 +311,8 @@ hosts_loss_before_handshake() {
 		wait_events 120 TIMEWAIT_EXIT 2 31 30 || return 1
 		tc qdisc del dev "$RCD_NIC" root
 		log "host b (30% loss on its NIC): REQ retries" \
-			"$(cm_counter rxe0 cm_tx_retries req), RTUs sent" \
-			"$(cm_counter rxe0 cm_tx_msgs rtu), DREQ retries" \
+			"$(cm_counter rxe0 cm_tx_retries req)," \
+			"RTUs sent $(cm_counter rxe0 cm_tx_msgs rtu), DREQ retries" \
 			"$(cm_counter rxe0 cm_tx_retries dreq)"
 		exactly_once DREP_RECEIVED 2 31 && exactly_once DISCONNECTED 2 31 || return 1
 		check "ids freed" wait_for 30 stat_is cm_ids_live 0 || return 1
@@ -384,8 +385,8 @@ hosts_link_del_50() {
 		v=$(cm_counter rxe0 cm_tx_retries dreq)
 		ends=$(awk '$2 == "DISCONNECTED" && $1 >= 2 && $1 <= 51 { print $3 }' \
 			"$RCD_DBG/events" | sort | uniq -c | tr -s ' ' | tr '\n' ';')
-		log "host b: 50 DREQs to the deleted device;" \
-			"DISCONNECTED after $((SECONDS - t)) s: $ends DREQ retries $v"
+		log "host b: 50 DREQs to the deleted device; DISCONNECTED after" \
+			"$((SECONDS - t)) s: $ends DREQ retries $v"
 		check "50 DREQ_ERROR" test "$(events_in DREQ_ERROR 2 51)" = 50 || return 1
 		check "every one -ETIMEDOUT" \
 			test "$(status_count DISCONNECTED -110 2 51)" = 50 || return 1

@@ -27,8 +27,8 @@ test_kmemleak_clean() {
 		NR > 1 { bt = substr($0, index($0, "backtrace")) }
 		NR > 1 && bt ~ ours { n++; if (n <= 3) print "unreferenced object" $0 }
 		END { print "ours " n + 0 }' $f)
-	echo "# kmemleak: $all unreferenced object(s) in the whole kernel; by first caller past" \
-		"the allocator:"
+	echo "# kmemleak: $all unreferenced object(s) in the whole kernel;" \
+		"by first caller past the allocator:"
 	awk 'BEGIN { RS = "unreferenced object" }
 		NR > 1 {
 			n = split($0, l, "\n")

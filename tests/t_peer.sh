@@ -146,8 +146,8 @@ test_peer_strays_for_unknown_ids() {
 		log "listener $l (local id $lid): dreq drep rtu mra rej(msg=0,1) lap apr:" \
 			"answered $ANSWER (cm.c: -)"
 	done
-	log "peer: $(tr '\n' ' ' < $PEER_DBG/stats); module: ids $(rcd_stat cm_ids_live) (before" \
-		"$ids)"
+	log "peer: $(tr '\n' ' ' < $PEER_DBG/stats); module:" \
+		"ids $(rcd_stat cm_ids_live) (before $ids)"
 	check "the CM answered $((all - bad)) of $all messages as cm.c does" \
 		test $bad = 0 || return 1
 	check "no event reached the module" test "$before" = "$(cat $RCD_DBG/events)" || return 1
@@ -198,8 +198,8 @@ test_peer_duplicate_and_withdrawn_reqs() {
 	check "its REP timed out and it was freed" \
 		wait_for 20 sh -c "grep -q '^$p .*state=FREED' $RCD_DBG/conns" || return 1
 	log "dup REQ: passive end $p:" \
-		"$(grep "^$p " $RCD_DBG/events | awk '{ print $2, $3 }' | tr '\n' ' '); MRAs sent" \
-		"$(cm_tx mra)"
+		"$(grep "^$p " $RCD_DBG/events | awk '{ print $2, $3 }' | tr '\n' ' ');" \
+		"MRAs sent $(cm_tx mra)"
 	# Withdrawn at once.
 	for ((i = 0; i < 20; i++)); do
 		lcid=$((0xe0000000 + i))

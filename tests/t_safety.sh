@@ -70,8 +70,8 @@ test_sidr_req_answered_no_id_left() {
 	tx=$(( $(cm_counter rxe0 cm_tx_msgs sidr_rep) - tx0 ))
 	log "CM counters: $rx SIDR REQs received, $tx SIDR REPs sent"
 	after=$(safety_kmalloc_bytes)
-	log "kmalloc-512/1k/2k: $before -> $after bytes ($(( (after - before) / 1024 )) KB; limit" \
-		"$((tol / 1024)) KB)"
+	log "kmalloc-512/1k/2k: $before -> $after bytes ($(( (after - before) / 1024 )) KB;" \
+		"limit $((tol / 1024)) KB)"
 	check "udaddy got IB_SIDR_REJECT" \
 		grep -q 'RDMA_CM_EVENT_UNREACHABLE, error: 2$' <<< "$udaddy" || return 1
 	check "every SIDR REQ rejected at once" test "$res" = \
@@ -166,8 +166,8 @@ test_unload_during_timewait_exits() {
 		tw=$(grep -c ' TIMEWAIT_EXIT ' $RCD_DBG/events)
 		rmmod rust_cm_disconnect || fail "round $r: rmmod" || return 1
 		check "round $r: no QP of ours left" test "$(rdma_res qp)" = "$qps" || return 1
-		log "round $r ($tw_opt): $((SECONDS - t0)) s, rmmod after $tw of $((2 * k))" \
-			"timewait exits recorded"
+		log "round $r ($tw_opt): $((SECONDS - t0)) s, rmmod after $tw of" \
+			"$((2 * k)) timewait exits recorded"
 	done
 	# The callbacks that slept after freeing their ids have woken up by now.
 	sleep 1
@@ -196,9 +196,9 @@ test_failed_handshake_frees_passive_end() {
 		$((a + PASSIVE_BASE)) $((a + k / 2 - 1 + PASSIVE_BASE)) $((k / 2)) || return 1
 	wait_events 60 REJ_RECEIVED \
 		$((a + k / 2 + PASSIVE_BASE)) $((b + PASSIVE_BASE)) $((k / 2)) || return 1
-	log "passive ends: $(grep -c " listener=1 " $RCD_DBG/conns), FREED" \
-		"$(state_count FREED $((a + PASSIVE_BASE)) $((b + PASSIVE_BASE))); ids" \
-		"$(rcd_stat cm_ids_live), QPs $(rdma_res qp) (kernel's $qps)"
+	log "passive ends: $(grep -c " listener=1 " $RCD_DBG/conns)," \
+		"FREED $(state_count FREED $((a + PASSIVE_BASE)) $((b + PASSIVE_BASE)));" \
+		"ids $(rcd_stat cm_ids_live), QPs $(rdma_res qp) (kernel's $qps)"
 	check "every passive end freed at once" \
 		wait_for 10 sh -c "[ \$(awk '\$1 >= $((a + PASSIVE_BASE)) && / state=FREED / { n++ }
 			END { print n + 0 }' $RCD_DBG/conns) = $k ]" || return 1
@@ -418,9 +418,9 @@ test_storm_cmtime_vs_rdma_cm() {
 	storm_counters() {
 		echo "REQ retries $(cm_counter rxe0 cm_tx_retries req) (duplicates received" \
 			"$(cm_counter rxe0 cm_rx_duplicates req)), REP sent $(sent rxe0 rep)" \
-			"(retries $(cm_counter rxe0 cm_tx_retries rep)), MRA sent" \
-			"$(sent rxe0 mra), DREQ retries $(cm_counter rxe0 cm_tx_retries dreq)," \
-			"REJ sent $(sent rxe0 rej)"
+			"(retries $(cm_counter rxe0 cm_tx_retries rep))," \
+			"MRA sent $(sent rxe0 mra), DREQ retries" \
+			"$(cm_counter rxe0 cm_tx_retries dreq), REJ sent $(sent rxe0 rej)"
 	}
 	local before_rep before_mra before_dreq
 	# 1. rdma_cm's own server.
@@ -460,8 +460,9 @@ test_storm_cmtime_vs_rdma_cm() {
 	# The module's own count, the passive ends that got their RTU, beside it.
 	m_ok=$((n - $(grep -cE "$failed" $out/cli-m.out)))
 	[ $rc = 0 ] || m_ok=$(rcd_stat established)
-	log "connected (cmtime's count): $m_ok against the module (passive ends that got their" \
-		"RTU: $(rcd_stat established)), $b_ok against cmtime" \
+	log "connected (cmtime's count): $m_ok against the module" \
+		"(passive ends that got their RTU: $(rcd_stat established))," \
+		"$b_ok against cmtime" \
 		"-b$([ $b_rc = 0 ] || echo " (an upper bound: cmtime ran out of time)")"
 	# Every passive end has its DREQ (or its REP timed out) and freed its id
 	# once only the listener's is left: the counts below are final then.
@@ -470,12 +471,13 @@ test_storm_cmtime_vs_rdma_cm() {
 	est=$(grep -c ' listener=1 ' $RCD_DBG/conns)
 	log "module: $est passive ends, ESTABLISHED events" \
 		"$(events_in ESTABLISHED 2000000 2999999), CONNECT_ERROR" \
-		"$(events_in CONNECT_ERROR 2000000 2999999), REJ" \
-		"$(events_in REJ_RECEIVED 2000000 2999999), DREQ_RECEIVED" \
+		"$(events_in CONNECT_ERROR 2000000 2999999)," \
+		"REJ $(events_in REJ_RECEIVED 2000000 2999999), DREQ_RECEIVED" \
 		"$(events_in DREQ_RECEIVED 2000000 2999999)"
 	log "after the module: $(storm_counters)"
-	log "left: ids $(rcd_stat cm_ids_live) (the listener's: 1), QPs $(rdma_res qp) (kernel's" \
-		"$qps), not FREED $(grep ' listener=1 ' $RCD_DBG/conns | grep -vc 'state=FREED')"
+	log "left: ids $(rcd_stat cm_ids_live) (the listener's: 1)," \
+		"QPs $(rdma_res qp) (kernel's $qps), not FREED" \
+		"$(grep ' listener=1 ' $RCD_DBG/conns | grep -vc 'state=FREED')"
 	check "every passive end freed within 120 s" test $settled = 0 || return 1
 	check "cmtime against the module exits 0 (got $rc)" test $rc = 0 || return 1
 	check "at least as many connected as against cmtime -b ($m_ok vs $b_ok)" \
@@ -484,9 +486,9 @@ test_storm_cmtime_vs_rdma_cm() {
 		test $m_ok -ge $floor || return 1
 	check "at least $floor of $n passive ends got their RTU ($(rcd_stat established))" \
 		test "$(rcd_stat established)" -ge $floor || return 1
-	log "the job queue: $(rcd_stat reps_sent) REPs, $(rcd_stat rep_latency_us_avg) us from" \
-		"the REQ callback to the REP on average, $(rcd_stat rep_latency_us_max) us at" \
-		"most (the MRA asks for 4,096 ms a retry)"
+	log "the job queue: $(rcd_stat reps_sent) REPs," \
+		"$(rcd_stat rep_latency_us_avg) us from the REQ callback to the REP on average," \
+		"$(rcd_stat rep_latency_us_max) us at most (the MRA asks for 4,096 ms a retry)"
 	# The REQ callback only accepts, sends the MRA and queues a job: it
 	# no longer holds up the CM's workqueue for a QP (measured on the debug
 	# kernel: 1.8 ms on average then, 17 ms with the QP and REP inside).

@@ -87,12 +87,12 @@ test_churn_cycles() {
 		est=$(rcd_stat established); drep=$(rcd_stat drep_received)
 		connect_range $first $last 10.77.0.1 || return 1
 		wait_for 300 stat_at_least established $((est + 2 * ROUND)) ||
-			fail "round $r: $(( $(rcd_stat established) - est )) of $((2 * ROUND))" \
-				"ends established" || return 1
+			fail "round $r: $(( $(rcd_stat established) - est )) of" \
+				"$((2 * ROUND)) ends established" || return 1
 		ctl dreq $first-$last || return 1
 		wait_for 300 stat_at_least drep_received $((drep + ROUND)) ||
-			fail "round $r: $(( $(rcd_stat drep_received) - drep )) of $ROUND" \
-				"DREPs" || return 1
+			fail "round $r: $(( $(rcd_stat drep_received) - drep ))" \
+				"of $ROUND DREPs" || return 1
 		ctl close $first-$last &&
 			ctl close $((first + PASSIVE_BASE))-$((last + PASSIVE_BASE)) || return 1
 		[ $r != $((rounds / 2)) ] || [ "$CYCLES" -lt $SLAB_CYCLES ] ||
@@ -133,14 +133,14 @@ many_wave() {
 	wait_events 600 ESTABLISHED $a $b $MANY &&
 		wait_events 600 ESTABLISHED $pa $pb $MANY || return 1
 	PEAK=$(slab_used_kb)
-	log "$MANY connections up in $((SECONDS - t0)) s; slab +$((PEAK - $1)) kB, QPs" \
-		"$(rdma_res qp)"
+	log "$MANY connections up in $((SECONDS - t0)) s; slab +$((PEAK - $1)) kB," \
+		"QPs $(rdma_res qp)"
 	t0=$SECONDS
 	ctl disconnect $a-$b & ctl disconnect $pa-$pb & wait
 	wait_events 600 TIMEWAIT_EXIT $a $b $MANY &&
 		wait_events 600 TIMEWAIT_EXIT $pa $pb $MANY || return 1
-	log "all disconnected in $((SECONDS - t0)) s; crossed: $(events_in DREQ_RECEIVED $a $pb)" \
-		"DREQs received; $(stats_line)"
+	log "all disconnected in $((SECONDS - t0)) s; crossed:" \
+		"$(events_in DREQ_RECEIVED $a $pb) DREQs received; $(stats_line)"
 	exactly_once DISCONNECTED $a $b && exactly_once DISCONNECTED $pa $pb || return 1
 	check "ids freed" wait_for 30 sh -c "grep -qx 'cm_ids_live 1' $RCD_DBG/stats" || return 1
 	check "QPs freed" test "$(rdma_res qp)" = "$qps" || return 1
@@ -170,8 +170,8 @@ test_many_at_once_both_sides() {
 	after1=$($level)
 	many_wave "$base" || return 1
 	after2=$($level)
-	log "slab: $base kB before, $PEAK kB at the peak, $after1 kB after one wave, $after2 kB" \
-		"after two"
+	log "slab: $base kB before, $PEAK kB at the peak, $after1 kB after one wave," \
+		"$after2 kB after two"
 	[ "$MANY" -ge $SLAB_MANY ] ||
 		{ log "slab level not checked below $SLAB_MANY connections (make stress does)"
 		  return 0; }
