@@ -105,7 +105,11 @@ rcd_ksft_main() {
 		[ -n "$d" ] && [ -r "$d/kselftest/ktap_helpers.sh" ] &&
 			{ ktap=$d/kselftest/ktap_helpers.sh; break; }
 	done
-	[ -n "$ktap" ] || { echo "no kselftest/ktap_helpers.sh: set RCD_KSFT to a kernel's tools/testing/selftests" >&2; exit 1; }
+	[ -n "$ktap" ] || {
+		echo "no kselftest/ktap_helpers.sh: set RCD_KSFT to a kernel's" \
+			"tools/testing/selftests" >&2
+		exit 1
+	}
 	. "$ktap"
 	if [ $# -gt 0 ]; then
 		names=("$@")
@@ -118,7 +122,7 @@ rcd_ksft_main() {
 	ktap_set_plan ${#names[@]}
 	for t in "${names[@]}"; do
 		if [[ $t == hosts_* ]]; then
-			ktap_print_msg "SKIP $t needs two hosts (make check runs it in guests 1 and 2)"
+			ktap_print_msg "SKIP $t needs two hosts (make check runs it in two guests)"
 			ktap_test_skip "$t"; nskip=$((nskip + 1))
 		elif rcd_one "$t"; then
 			ktap_test_pass "$t"

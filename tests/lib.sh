@@ -224,7 +224,8 @@ cleanup() {
 	local n=0
 	[ ! -e /sys/module/sch_netem/refcnt ] || read -r n < /sys/module/sch_netem/refcnt
 	[ "$n" = 0 ] ||
-		printf 'qdisc del dev %s root\n' v0 v1 ${RCD_NIC:-} | tc -force -batch - >/dev/null 2>&1
+		printf 'qdisc del dev %s root\n' v0 v1 ${RCD_NIC:-} |
+		tc -force -batch - >/dev/null 2>&1
 	veth_cross_routes_undo >/dev/null 2>&1
 	for d in /sys/class/infiniband/*; do
 		[ -e "$d" ] || continue

@@ -220,7 +220,8 @@ test_dreq_unanswered() {
 	ctl dreq $n text:anyone-there || return 1
 	wait_event 60 $n DREQ_ERROR || return 1
 	t1=$(date +%s%N); ms=$(( (t1 - t0) / 1000000 ))
-	log "DREQ_ERROR after $ms ms, send status $(event_field $n DREQ_ERROR status); retries: $(cm_counter rxe0 cm_tx_retries dreq)"
+	log "DREQ_ERROR after $ms ms, send status $(event_field $n DREQ_ERROR status); retries:" \
+		"$(cm_counter rxe0 cm_tx_retries dreq)"
 	check "the CM retried" test "$(cm_counter rxe0 cm_tx_retries dreq)" -ge 1 || return 1
 	check "no DREP arrived" sh -c "! grep -q '^$n DREP_RECEIVED' $RCD_DBG/events" || return 1
 	wait_event 30 $n TIMEWAIT_EXIT || return 1

@@ -19,7 +19,8 @@ test_device_before_load() {
 	rxe_add rxe0 v0 || return 1
 	rcd_load || return 1
 	cat "$RCD_DBG/devices" | sed 's/^/# devices: /'
-	check "rxe0 listed with a RoCE port" grep -qx 'rxe0 port=1 roce=1' "$RCD_DBG/devices" || return 1
+	check "rxe0 listed with a RoCE port" \
+		grep -qx 'rxe0 port=1 roce=1' "$RCD_DBG/devices" || return 1
 	check "one device live" test "$(rcd_stat devices_live)" = 1
 }
 
@@ -54,8 +55,10 @@ test_unload_with_devices() {
 	rxe_add rxe1 v1 || return 1
 	rcd_load || return 1
 	rcd_unload || return 1
-	check "both devices let go" sh -c "dmesg | grep -q 'device rxe0 removed' && dmesg | grep -q 'device rxe1 removed'" || return 1
-	check "rxe0 still usable by others" sh -c "rdma link show rxe0/1 | grep -q ACTIVE" || return 1
+	check "both devices let go" sh -c "dmesg | grep -q 'device rxe0 removed' &&
+		dmesg | grep -q 'device rxe1 removed'" || return 1
+	check "rxe0 still usable by others" \
+		sh -c "rdma link show rxe0/1 | grep -q ACTIVE" || return 1
 	rcd_load || return 1
 	check "seen again on reload" test "$(rcd_stat devices_live)" = 2
 }
@@ -73,7 +76,8 @@ test_unload_with_devices() {
 # order; RCD_CLOSE_ROUNDS for more); the fix is from cm.c/device.c.
 conn_state_is() { [ "$(conn_state "$1")" = "$2" ]; }
 test_close_during_device_removal() {
-	local n=80 p=$((80 + PASSIVE_BASE)) r rounds=${RCD_CLOSE_ROUNDS:-3} cpid t_close t_del late=0
+	local n=80 p=$((80 + PASSIVE_BASE)) r rounds=${RCD_CLOSE_ROUNDS:-3} cpid t_close t_del
+	local late=0
 	for ((r = 1; r <= rounds; r++)); do
 		cm_pair2 $n auto_drep=- on_dreq=sleep:3000 || return 1
 		ctl dreq $n || return 1
@@ -81,7 +85,8 @@ test_close_during_device_removal() {
 		# sleeps 3 s before anything else: close waits for it. (1.5 s was
 		# too short on a loaded machine: the state was seen after the
 		# callback had already returned.)
-		wait_for 20 conn_state_is $p DREQ_RCVD || fail "round $r: $p not in DREQ_RCVD" || return 1
+		wait_for 20 conn_state_is $p DREQ_RCVD ||
+			fail "round $r: $p not in DREQ_RCVD" || return 1
 		# Times from bash's clock: a process start would blur them.
 		( ctl close $p; echo "${EPOCHREALTIME/./}" > /run/rcd-close.t ) & cpid=$!
 		nap 0.3
@@ -91,12 +96,14 @@ test_close_during_device_removal() {
 		wait $cpid
 		t_close=$(cat /run/rcd-close.t)
 		[ "$t_close" -le "$t_del" ] || late=$((late + 1))
-		log "round $r: close returned $(( (t_del - t_close) / 1000 )) ms before the deletion did"
+		log "round $r: close returned $(( (t_del - t_close) / 1000 )) ms before" \
+			"the deletion did"
 		ctl close $n 2>/dev/null
 		ctl close 1 2>/dev/null
 		rxe_add rxe1 v1 || return 1
 	done
-	check "every close returned before its device was gone ($late late)" test $late = 0 || return 1
+	check "every close returned before its device was gone ($late late)" \
+		test $late = 0 || return 1
 	check "nothing reported" sh -c "! dmesg | grep -E 'restrack|KASAN|WARNING:'" || return 1
 	check "no id left" wait_for 30 stat_is cm_ids_live 0
 }

@@ -283,37 +283,53 @@ test_req_to_rep_window() {
 	ctl close 11 || return 1
 	# Jobs run one at a time (an ordered queue): 12's 3 s, then 13's 60 s.
 	ctl connect 12 rxe0 10.77.0.1 10.77.0.2 0x1000 $fast retries=5 || return 1
-	check "an MRA answered a retransmitted REQ, and 12 came up" wait_for 30 has_event $((p + 12)) ESTABLISHED || bad=1
+	check "an MRA answered a retransmitted REQ, and 12 came up" \
+		wait_for 30 has_event $((p + 12)) ESTABLISHED || bad=1
 	check "... both ends" wait_for 10 has_event 12 ESTABLISHED || bad=1
-	log "MRAs sent by rxe1: $(cm_counter rxe1 cm_tx_msgs mra), REQ retries of rxe0: $(cm_counter rxe0 cm_tx_retries req), duplicate REQs at rxe1: $(cm_counter rxe1 cm_rx_duplicates req)"
+	log "MRAs sent by rxe1: $(cm_counter rxe1 cm_tx_msgs mra), REQ retries of rxe0:" \
+		"$(cm_counter rxe0 cm_tx_retries req), duplicate REQs at rxe1:" \
+		"$(cm_counter rxe1 cm_rx_duplicates req)"
 	check "MRAs sent" test "$(cm_counter rxe1 cm_tx_msgs mra)" -gt 0 || bad=1
 	t0=$(ms_now)
 	ctl connect 13 rxe0 10.77.0.1 10.77.0.2 0x1001 $fast retries=2 || return 1
 	wait_for 60 has_event 13 CONNECT_ERROR
 	dt=$(( $(ms_now) - t0 ))
-	log "13's REQ failed after $dt ms: $(grep '^13 ' $RCD_DBG/events | awk '{ print $2, $3 }' | tr '\n' ' ')"
-	check "S1: the peer of a silent passive side gave up in bounded time ($dt ms < 15000)" test $dt -lt 15000 || bad=1
+	log "13's REQ failed after $dt ms:" \
+		"$(grep '^13 ' $RCD_DBG/events | awk '{ print $2, $3 }' | tr '\n' ' ')"
+	check "S1: the peer of a silent passive side gave up in bounded time ($dt ms < 15000)" \
+		test $dt -lt 15000 || bad=1
 	ctl close $((p + 13)) || return 1
 	check "the peer got the REJ of the closed passive end" has_event 10 REJ_RECEIVED || bad=1
-	check "the active end's REJ freed the passive end" has_event $((p + 11)) REJ_RECEIVED || bad=1
+	check "the active end's REJ freed the passive end" \
+		has_event $((p + 11)) REJ_RECEIVED || bad=1
 	check "... at once" grep -q "^$((p + 11)) .*state=FREED" $RCD_DBG/conns || bad=1
-	log "events: $(grep -E "^($((p + 10))|10|$((p + 11))) " $RCD_DBG/events | awk '{ print $1, $2, $3 }' | tr '\n' ' ')"
-	check "S3: ENOMEM after accept: the peer's REQ timed out" has_event 14 CONNECT_ERROR || bad=1
-	check "S3: ... with no REJ ($(grep '^14 ' $RCD_DBG/events | awk '{ print $2 }' | tr '\n' ' '))" sh -c "! grep -q '^14 REJ_RECEIVED' $RCD_DBG/events" || bad=1
+	log "events: $(grep -E "^($((p + 10))|10|$((p + 11))) " $RCD_DBG/events |
+		awk '{ print $1, $2, $3 }' | tr '\n' ' ')"
+	check "S3: ENOMEM after accept: the peer's REQ timed out" \
+		has_event 14 CONNECT_ERROR || bad=1
+	check "S3: ... with no REJ ($(grep '^14 ' $RCD_DBG/events | awk '{ print $2 }' |
+		tr '\n' ' '))" sh -c "! grep -q '^14 REJ_RECEIVED' $RCD_DBG/events" || bad=1
 	# Left: listeners 1-3, active ends 10, 12, 13, 14, passive end 12.
 	check "ids: $(rcd_stat cm_ids_live), expected 8" wait_for 10 stat_is cm_ids_live 8 || bad=1
-	check "QPs on rxe1: passive end 12's only ($(qps_on rxe1) - $q1)" wait_for 10 sh -c "[ \$(rdma resource show qp link rxe1/1 | grep -c .) = $((q1 + 1)) ]" || bad=1
-	check "QPs on rxe0: the active ends' ($(qps_on rxe0) - $q0)" test "$(qps_on rxe0)" = $((q0 + 4)) || bad=1
+	check "QPs on rxe1: passive end 12's only ($(qps_on rxe1) - $q1)" wait_for 10 \
+		sh -c "[ \$(rdma resource show qp link rxe1/1 | grep -c .) = $((q1 + 1)) ]" || bad=1
+	check "QPs on rxe0: the active ends' ($(qps_on rxe0) - $q0)" \
+		test "$(qps_on rxe0)" = $((q0 + 4)) || bad=1
 	# rdma link del rxe1 while a job sleeps.
 	ctl connect 15 rxe0 10.77.0.1 10.77.0.2 0x1000 || return 1
 	wait_for 10 grep -q "^$((p + 15)) " $RCD_DBG/conns || fail "no passive end 15" || return 1
 	t0=$(ms_now)
 	rdma link del rxe1 || fail "rdma link del rxe1" || return 1
-	log "rdma link del rxe1 during a job's delay: $(( $(ms_now) - t0 )) ms; 15: $(grep '^15 ' $RCD_DBG/events | awk '{ print $2, $3 }' | tr '\n' ' ')"
-	check "rxe1's ends freed" test "$(grep -c 'dev=rxe1 .*state=FREED' $RCD_DBG/conns)" = "$(grep -c ' dev=rxe1 ' $RCD_DBG/conns)" || bad=1
-	check "ids: only those of rxe0's ends not yet freed ($(rcd_stat cm_ids_live))" wait_for 10 sh -c "[ \$(grep ' dev=rxe0 ' $RCD_DBG/conns | grep -vc 'state=FREED') = \$(awk '\$1 == \"cm_ids_live\" { print \$2 }' $RCD_DBG/stats) ]" || bad=1
+	log "rdma link del rxe1 during a job's delay: $(( $(ms_now) - t0 )) ms; 15:" \
+		"$(grep '^15 ' $RCD_DBG/events | awk '{ print $2, $3 }' | tr '\n' ' ')"
+	check "rxe1's ends freed" test "$(grep -c 'dev=rxe1 .*state=FREED' $RCD_DBG/conns)" = \
+		"$(grep -c ' dev=rxe1 ' $RCD_DBG/conns)" || bad=1
+	check "ids: only those of rxe0's ends not yet freed ($(rcd_stat cm_ids_live))" \
+		wait_for 10 sh -c "[ \$(grep ' dev=rxe0 ' $RCD_DBG/conns | grep -vc 'state=FREED') = \
+			\$(awk '\$1 == \"cm_ids_live\" { print \$2 }' $RCD_DBG/stats) ]" || bad=1
 	ctl close 10,12,13,14,15 || return 1
-	check "nothing of ours on rxe0 after close ($(rcd_stat cm_ids_live) ids)" test "$(rcd_stat cm_ids_live)/$(qps_on rxe0)" = "0/$q0" || bad=1
+	check "nothing of ours on rxe0 after close ($(rcd_stat cm_ids_live) ids)" \
+		test "$(rcd_stat cm_ids_live)/$(qps_on rxe0)" = "0/$q0" || bad=1
 	# S2: REQs from rdma_cm (cmtime, which does not share the module's
 	# locks, as a remote peer) while the jobs before them sleep 1 s each:
 	# no REQ callback waits for a job (the table's lock; rxe0 to itself,
@@ -322,13 +338,21 @@ test_req_to_rep_window() {
 	if command -v cmtime >/dev/null; then
 		local reps; reps=$(rcd_stat reps_sent)
 		ctl listen 5 rxe0 tcp:7999 cma=1 auto_drep=- on_req=job_delay:1000 || return 1
-		local crc=0; timeout 60 cmtime -s 10.77.0.1 -p 7999 -c 3 > /tmp/cmtime-window.out 2>&1 || crc=$?
-		check "cmtime -c 3: exit 0, 3 REPs, no error (exit $crc, $(( $(rcd_stat reps_sent) - reps )) REPs)" \
-			test $crc = 0 -a $(( $(rcd_stat reps_sent) - reps )) = 3 -a "$(grep -c RDMA_CM_EVENT /tmp/cmtime-window.out)" = 0 ||
+		local crc=0
+		timeout 60 cmtime -s 10.77.0.1 -p 7999 -c 3 > /tmp/cmtime-window.out 2>&1 ||
+			crc=$?
+		check "cmtime -c 3: exit 0, 3 REPs, no error (exit $crc, $(( \
+			$(rcd_stat reps_sent) - reps )) REPs)" \
+			test $crc = 0 -a $(( $(rcd_stat reps_sent) - reps )) = 3 \
+			-a "$(grep -c RDMA_CM_EVENT /tmp/cmtime-window.out)" = 0 ||
 			{ sed 's/^/#   cmtime: /' /tmp/cmtime-window.out | head; bad=1; }
 		local us; us=$(rcd_stat req_callback_us_max)
-		log "REQ callbacks: $(rcd_stat req_callbacks), $(rcd_stat req_callback_us_avg) us on average, $us us at most; REPs: $(rcd_stat reps_sent), REQ to REP $(rcd_stat rep_latency_us_avg) us on average, $(rcd_stat rep_latency_us_max) at most"
-		check "S2: no REQ callback waited behind a job ($us us < 500000)" test "$us" -lt 500000 || bad=1
+		log "REQ callbacks: $(rcd_stat req_callbacks)," \
+			"$(rcd_stat req_callback_us_avg) us on average, $us us at most; REPs:" \
+			"$(rcd_stat reps_sent), REQ to REP $(rcd_stat rep_latency_us_avg) us on" \
+			"average, $(rcd_stat rep_latency_us_max) at most"
+		check "S2: no REQ callback waited behind a job ($us us < 500000)" \
+			test "$us" -lt 500000 || bad=1
 	else
 		log "SKIP of the S2 case: no cmtime"
 	fi
@@ -460,8 +484,8 @@ test_storm_cmtime_vs_rdma_cm() {
 	# The module's own count, the passive ends that got their RTU, beside it.
 	m_ok=$((n - $(grep -cE "$failed" $out/cli-m.out)))
 	[ $rc = 0 ] || m_ok=$(rcd_stat established)
-	log "connected (cmtime's count): $m_ok against the module" \
-		"(passive ends that got their RTU: $(rcd_stat established))," \
+	log "connected (cmtime's count): $m_ok against the module (passive ends that got their" \
+		"RTU: $(rcd_stat established))," \
 		"$b_ok against cmtime" \
 		"-b$([ $b_rc = 0 ] || echo " (an upper bound: cmtime ran out of time)")"
 	# Every passive end has its DREQ (or its REP timed out) and freed its id
@@ -475,9 +499,9 @@ test_storm_cmtime_vs_rdma_cm() {
 		"REJ $(events_in REJ_RECEIVED 2000000 2999999), DREQ_RECEIVED" \
 		"$(events_in DREQ_RECEIVED 2000000 2999999)"
 	log "after the module: $(storm_counters)"
-	log "left: ids $(rcd_stat cm_ids_live) (the listener's: 1)," \
-		"QPs $(rdma_res qp) (kernel's $qps), not FREED" \
-		"$(grep ' listener=1 ' $RCD_DBG/conns | grep -vc 'state=FREED')"
+	log "left: ids $(rcd_stat cm_ids_live) (the listener's: 1), QPs $(rdma_res qp)" \
+		"(kernel's $qps)," \
+		"not FREED $(grep ' listener=1 ' $RCD_DBG/conns | grep -vc 'state=FREED')"
 	check "every passive end freed within 120 s" test $settled = 0 || return 1
 	check "cmtime against the module exits 0 (got $rc)" test $rc = 0 || return 1
 	check "at least as many connected as against cmtime -b ($m_ok vs $b_ok)" \
