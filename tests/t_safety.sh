@@ -325,8 +325,8 @@ test_req_to_rep_window() {
 	check "rxe1's ends freed" test "$(grep -c 'dev=rxe1 .*state=FREED' $RCD_DBG/conns)" = \
 		"$(grep -c ' dev=rxe1 ' $RCD_DBG/conns)" || bad=1
 	check "ids: only those of rxe0's ends not yet freed ($(rcd_stat cm_ids_live))" \
-		wait_for 10 sh -c "[ \$(grep ' dev=rxe0 ' $RCD_DBG/conns | grep -vc 'state=FREED') = \
-			\$(awk '\$1 == \"cm_ids_live\" { print \$2 }' $RCD_DBG/stats) ]" || bad=1
+		wait_for 10 sh -c "[ \$(grep ' dev=rxe0 ' $RCD_DBG/conns | grep -vc 'state=FREED') \
+			= \$(awk '\$1 == \"cm_ids_live\" { print \$2 }' $RCD_DBG/stats) ]" || bad=1
 	ctl close 10,12,13,14,15 || return 1
 	check "nothing of ours on rxe0 after close ($(rcd_stat cm_ids_live) ids)" \
 		test "$(rcd_stat cm_ids_live)/$(qps_on rxe0)" = "0/$q0" || bad=1
