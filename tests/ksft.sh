@@ -16,8 +16,9 @@
 #                                      kernel's kselftest runner)
 #   ksft.sh --one FUNCTION             one test function, nothing else
 #
-# Each test is run with a clean guest before it (module unloaded, no rxe
-# link, qdisc or policy route), in its own process under its timeout
+# Each test is run with a clean guest before it (lib.sh's cleanup: module
+# unloaded, no qdisc or policy route, only rxe0/rxe1 on the veth pair, their
+# CM counters read from zero), in its own process under its timeout
 # (timeout_FUNCTION=SECONDS in its file, else RCD_TEST_TIMEOUT or 600 s),
 # its lines streamed as they come:
 #   # test: NAME
