@@ -13,8 +13,6 @@ mod cma;
 mod conn;
 #[path = "rust_cm_disconnect/control.rs"]
 mod control;
-#[path = "rust_cm_disconnect/delay.rs"]
-mod delay;
 #[path = "rust_cm_disconnect/devices.rs"]
 mod devices;
 #[path = "rust_cm_disconnect/disconnect.rs"]
@@ -25,7 +23,7 @@ mod rping;
 mod shim;
 
 // The boundary with C (see `shim`), under the paths the modules use.
-use shim::{capi, debugfs, errno};
+use shim::{capi, debugfs};
 
 // The abstractions of the kernel crate (`kernel::rdma`), under the paths the
 // modules have always used.

@@ -11,7 +11,6 @@
 //!   IP version in bits 7:4 of the second byte, the source port, then the
 //!   source and destination addresses (16 bytes each; IPv4 in the last 4).
 
-use crate::errno;
 use kernel::{error::code::*, prelude::*};
 
 /// Bytes of `struct cma_hdr`.
@@ -33,7 +32,7 @@ pub(crate) fn hdr(src: [u8; 4], port: u16, dst: [u8; 4]) -> [u8; HDR_SIZE] {
 /// or `EPROTO` if it does not start with a valid IPv4 one.
 pub(crate) fn parse(pd: &[u8]) -> Result<([u8; 4], u16, [u8; 4])> {
     let h = pd.get(..HDR_SIZE).ok_or(EINVAL)?;
-    let bad = errno::eproto();
+    let bad = EPROTO;
     if h[0] != CMA_VERSION || h[1] >> 4 != 4 {
         return Err(bad);
     }

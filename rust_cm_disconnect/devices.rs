@@ -6,7 +6,7 @@
 //! each device from its `add` to its `remove`: the commands take their device
 //! from here, by reference, and never ask the RDMA core for it by name.
 
-use crate::{errno, ib_client::Device};
+use crate::ib_client::Device;
 use core::fmt::Write;
 use kernel::{
     fmt,
@@ -38,7 +38,7 @@ impl DeviceEntry {
         }
         if ports.is_empty() {
             // Not a device the IB CM can use (iWARP, for instance).
-            return Err(errno::eopnotsupp());
+            return Err(EOPNOTSUPP);
         }
         let name = CString::try_from_fmt(fmt!("{}", device.name()))?;
         Ok(Arc::new(

@@ -9,7 +9,6 @@
 
 use crate::{
     cm::{CmIdRef, State, DREP_PRIVATE_DATA_SIZE, DREQ_PRIVATE_DATA_SIZE},
-    errno,
     verbs::QpRef,
 };
 use kernel::{error::code::*, prelude::*};
@@ -62,8 +61,8 @@ pub(crate) fn disconnect(
     let msg = match id.state() {
         State::Established => Message::Dreq,
         State::DreqRcvd => Message::Drep,
-        State::DreqSent | State::Timewait => return Err(errno::ealready()),
-        _ => return Err(errno::enotconn()),
+        State::DreqSent | State::Timewait => return Err(EALREADY),
+        _ => return Err(ENOTCONN),
     };
     if data.len() > msg.max_private_data() {
         return Err(EINVAL);

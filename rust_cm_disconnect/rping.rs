@@ -98,7 +98,7 @@ impl Rping {
         if let Role::Client { size, .. } = role {
             // rping's own minimum (RPING_MIN_BUFSIZE) and our MRs' maximum.
             if !(26..=MAX_SIZE).contains(&size) {
-                return Err(crate::errno::emsgsize());
+                return Err(EMSGSIZE);
             }
         }
         Ok(Self {
@@ -205,7 +205,7 @@ impl Rping {
             (Role::Server, WrKind::Recv, Step::WaitReadAdv) => {
                 let (addr, rkey, len) = info(c)?;
                 if len > MAX_SIZE {
-                    return Err(crate::errno::emsgsize());
+                    return Err(EMSGSIZE);
                 }
                 qp.post_recv(zeroed(INFO_LEN)?)?;
                 qp.post_rdma(WrKind::RdmaRead, zeroed(len)?, addr, rkey)?;
@@ -285,7 +285,7 @@ impl Rping {
                 Ok((n, Action::Nothing))
             }
             // Anything else breaks the protocol.
-            _ => Err(crate::errno::eproto()),
+            _ => Err(EPROTO),
         }
     }
 
@@ -326,10 +326,7 @@ impl Rping {
 
     /// SENDs the descriptor of MR `idx`.
     fn send_info(&mut self, qp: &mut RcQp, idx: usize, size: usize) -> Result<u32> {
-        let m = qp
-            .mrs()
-            .find(|m| m.index == idx)
-            .ok_or_else(crate::errno::eproto)?;
+        let m = qp.mrs().find(|m| m.index == idx).ok_or(EPROTO)?;
         let mut msg = KVec::with_capacity(INFO_LEN, GFP_KERNEL)?;
         msg.extend_from_slice(&m.addr.to_be_bytes(), GFP_KERNEL)?;
         msg.extend_from_slice(&m.rkey.to_be_bytes(), GFP_KERNEL)?;
@@ -342,12 +339,12 @@ impl Rping {
 /// rping's descriptor in a receive: (address, rkey, size).
 fn info(c: &Completion) -> Result<(u64, u32, usize)> {
     if c.byte_len as usize != INFO_LEN || c.buf.len() < INFO_LEN {
-        return Err(crate::errno::eproto());
+        return Err(EPROTO);
     }
     let b = &c.buf;
-    let addr = u64::from_be_bytes(b[0..8].try_into().map_err(|_| crate::errno::eproto())?);
-    let rkey = u32::from_be_bytes(b[8..12].try_into().map_err(|_| crate::errno::eproto())?);
-    let len = u32::from_be_bytes(b[12..16].try_into().map_err(|_| crate::errno::eproto())?);
+    let addr = u64::from_be_bytes(b[0..8].try_into().map_err(|_| EPROTO)?);
+    let rkey = u32::from_be_bytes(b[8..12].try_into().map_err(|_| EPROTO)?);
+    let len = u32::from_be_bytes(b[12..16].try_into().map_err(|_| EPROTO)?);
     Ok((addr, rkey, len as usize))
 }
 

@@ -15,9 +15,6 @@
 //! - [`debugfs`]: a debugfs directory served by a safe [`debugfs::Ops`]
 //!   (the control interface): 6.12 has no Rust debugfs, so the C file
 //!   creates the files and calls back through a function table.
-//! - [`errno`]: the errnos 6.12's `kernel::error::code` has no constant for
-//!   (`EMSGSIZE`, `ENOTCONN`, `ETIMEDOUT`, ...), from `bindings::`; each
-//!   would be a `declare_err!` line in the kernel crate.
 //!
 //! Each `unsafe` block here has its `// SAFETY:` comment.
 
@@ -25,5 +22,3 @@
 pub(crate) mod capi;
 #[path = "shim/debugfs.rs"]
 pub(crate) mod debugfs;
-#[path = "shim/errno.rs"]
-pub(crate) mod errno;

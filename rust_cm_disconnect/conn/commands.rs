@@ -8,7 +8,6 @@ use crate::{
     cm::{CmId, Req},
     cma,
     disconnect::Message,
-    errno,
     path::{self, Timing},
     verbs::{Access, QpAttr, RcQp, WrKind},
 };
@@ -56,7 +55,7 @@ impl EndpointState {
     /// RDMA READ and WRITE.
     fn reg_mr(&mut self, data: &[u8]) -> Result {
         if data.len() > MAX_WR_BYTES {
-            return Err(errno::emsgsize());
+            return Err(EMSGSIZE);
         }
         self.data_stats()?;
         let verbs = self.verbs.as_mut().ok_or(ENODEV)?;
@@ -83,7 +82,7 @@ impl EndpointState {
             _ => r.len,
         };
         if len > MAX_WR_BYTES {
-            return Err(errno::emsgsize());
+            return Err(EMSGSIZE);
         }
         if !self.verbs.as_ref().ok_or(ENODEV)?.has_room(r.kind, r.count) {
             return Err(ENOMEM);
@@ -122,10 +121,10 @@ impl EndpointState {
         let verbs = self.verbs.as_mut().ok_or(ENODEV)?;
         let send_len = p.data.as_ref().map_or(p.size, |d| d.len());
         if p.size > MAX_WR_BYTES || send_len > MAX_WR_BYTES {
-            return Err(errno::emsgsize());
+            return Err(EMSGSIZE);
         }
         if p.send > 0 && send_len > 0 && send_len > verbs.path_mtu()? as usize {
-            return Err(errno::emsgsize());
+            return Err(EMSGSIZE);
         }
         if !verbs.has_room(WrKind::Recv, p.recv) || !verbs.has_room(WrKind::Send, p.send) {
             return Err(ENOMEM);

@@ -7,9 +7,8 @@
 use super::{commands::*, reports::*, table::*, test_hooks::*};
 use crate::{
     cm::{self, CmIdRef, Handler, PortSpace, RejReason, Rep, Request},
-    cma, delay,
+    cma,
     disconnect::{self, Message},
-    errno,
     ib_client::Device,
     path::{self, Gid, GidAttr},
     rping::{self, Rping},
@@ -22,7 +21,7 @@ use kernel::{
     prelude::*,
     str::CString,
     sync::{Arc, Mutex},
-    time::Ktime,
+    time::{msleep, Ktime},
 };
 
 /// The REQ private data of a connection made here starts with this, then the
@@ -471,7 +470,7 @@ impl Endpoint {
                 .ports()
                 .any(|port| GidAttr::find_roce_v2(device, &gid, port).is_ok())
             {
-                return Err(errno::ehostunreach());
+                return Err(EHOSTUNREACH);
             }
             &pd[cma::HDR_SIZE..]
         } else {
@@ -620,7 +619,7 @@ impl Endpoint {
                 // end) or one gone meanwhile is not ours to reject.
                 let state = self.core.with_own_cm(self.num, self, |cm| Ok(cm.state()))?;
                 return if state == cm::State::Idle {
-                    Err(errno::enotconn())
+                    Err(ENOTCONN)
                 } else {
                     Ok(Err(e))
                 };
@@ -636,7 +635,7 @@ impl Endpoint {
             });
             match res {
                 // The peer's REJ came first: its callback frees the end.
-                Err(_) if cm.state() == cm::State::Idle => Err(errno::enotconn()),
+                Err(_) if cm.state() == cm::State::Idle => Err(ENOTCONN),
                 res => Ok(res),
             }
         })
@@ -650,9 +649,9 @@ impl Endpoint {
         // A second call is `EALREADY` whenever it comes, also once the id
         // has left timewait and been freed.
         if st.disconnecting {
-            return Err(errno::ealready());
+            return Err(EALREADY);
         }
-        let cm = id.ok_or_else(errno::enotconn)?;
+        let cm = id.ok_or(ENOTCONN)?;
         let qp = st.verbs.as_ref().map(|v| v.qp());
         let t_ns = Ktime::ktime_get().to_ns();
         // Refused (the outer `?`): nothing was done, nothing changes.
@@ -800,7 +799,7 @@ impl Handler for EpHandle {
             send_status.to_raw() as i32,
             &[],
         );
-        st.record_disconnected(&self.core, errno::etimedout().to_errno());
+        st.record_disconnected(&self.core, ETIMEDOUT.to_errno());
     }
 
     fn connect_error(&self, _id: &CmIdRef, send_status: WcStatus) {
@@ -842,7 +841,7 @@ pub(super) fn rping_poller(ep: Arc<Endpoint>) {
             st.drain_cq_for_rping()
         };
         match action {
-            Ok(rping::Action::Nothing) => delay::msleep(1),
+            Ok(rping::Action::Nothing) => msleep(1),
             // The client's last ping: `disconnect()` of its own entry.
             Ok(rping::Action::Disconnect) => {
                 let _ = ep

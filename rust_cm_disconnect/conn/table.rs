@@ -10,7 +10,6 @@ use crate::{
     cm::{CmId, ReaperRef},
     devices::{DeviceEntry, Devices},
     disconnect::Message,
-    errno,
     ib_client::{Client, Device},
 };
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -217,7 +216,7 @@ impl Core {
     ) -> Result<R> {
         let inner = self.inner.lock();
         let conn = inner.conns.get(&num).ok_or(ENOENT)?;
-        f(conn.cm.as_ref().ok_or_else(errno::enotconn)?, &conn.ep)
+        f(conn.cm.as_ref().ok_or(ENOTCONN)?, &conn.ep)
     }
 
     /// Counts a DREQ or DREP sent or failed.

@@ -14,9 +14,13 @@ use super::{
     endpoint::{Endpoint, EventKind},
     table::Core,
 };
-use crate::{cm::CmIdRef, delay, errno, verbs::QpRef};
+use crate::{cm::CmIdRef, verbs::QpRef};
 use core::sync::atomic::Ordering;
-use kernel::{error::code::*, prelude::*, time::Ktime};
+use kernel::{
+    error::code::*,
+    prelude::*,
+    time::{msleep, Ktime},
+};
 
 /// What an endpoint's DREQ callback does besides recording the DREQ: the
 /// careless consumer callbacks the tests need (`on_dreq=` in `ctl`).
@@ -137,7 +141,7 @@ impl TestHooks {
             && !ep.gone.load(Ordering::Relaxed)
             && ep.in_handshake()
         {
-            delay::msleep(10);
+            msleep(10);
         }
     }
 
@@ -159,7 +163,7 @@ impl TestHooks {
     /// DREP is late too.
     pub(super) fn before_dreq(&self) {
         if let OnDreq::Sleep(ms) = self.on_dreq {
-            delay::msleep(ms);
+            msleep(ms);
         }
     }
 
@@ -182,7 +186,7 @@ impl TestHooks {
     /// (`on_timewait=sleep:MS`): widens the window of a callback in flight.
     pub(super) fn before_timewait_free(&self) {
         if self.timewait_sleep > 0 && !self.timewait_after {
-            delay::msleep(self.timewait_sleep);
+            msleep(self.timewait_sleep);
         }
     }
 
@@ -191,7 +195,7 @@ impl TestHooks {
     /// to the id, the window an unload must wait for.
     pub(super) fn after_timewait_free(&self) {
         if self.timewait_sleep > 0 && self.timewait_after {
-            delay::msleep(self.timewait_sleep);
+            msleep(self.timewait_sleep);
         }
     }
 }
@@ -224,7 +228,7 @@ impl Core {
     ) -> Result<R> {
         let inner = self.inner.lock();
         let conn = inner.conns.get(&num).ok_or(ENOENT)?;
-        let cm = conn.cm.as_ref().ok_or_else(errno::enotconn)?;
+        let cm = conn.cm.as_ref().ok_or(ENOTCONN)?;
         let st = conn.ep.st.lock();
         let qp = st.verbs.as_ref().ok_or(ENODEV)?.qp();
         Ok(f(cm, qp))
