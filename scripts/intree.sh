@@ -99,7 +99,8 @@ place_tests() {
 
 # maintainers TREE: MAINTAINERS lines for the files the staged change adds
 # to TREE (a git repository): the kernel crate's RDMA files one by one in
-# INFINIBAND SUBSYSTEM [RUST], the module's and its selftests' directories
+# INFINIBAND SUBSYSTEM [RUST], its debugfs in DRIVER CORE, KOBJECTS, DEBUGFS
+# AND SYSFS, its ArcSlot in RUST, the module's and its selftests' directories
 # in RUST CM DISCONNECT DRIVER; each entry made, in its sorted place (after
 # INFINIBAND SUBSYSTEM, after RUST), by the first patch that needs it.
 maintainers() {
@@ -115,15 +116,42 @@ heads = {
 }
 after = {"abs": "INFINIBAND SUBSYSTEM", "mod": "RUST"}
 want = {"abs": set(), "mod": set()}
+EXISTING = {
+    "rust/kernel/debugfs.rs": "DRIVER CORE, KOBJECTS, DEBUGFS AND SYSFS",
+    "rust/kernel/sync/arc_slot.rs": "RUST",
+}
+want_existing = {}
 for f in sys.stdin.read().split():
     for d in (rel, sel):
         if f.startswith(d + "/"):
             want["mod"].add(d + "/")
             break
     else:
-        want["abs"].add(f)
+        if f in EXISTING:
+            # Not RDMA: the entry of what it wraps (debugfs: DRIVER CORE,
+            # as upstream later did; ArcSlot: RUST).
+            want_existing.setdefault(EXISTING[f], set()).add(f)
+        else:
+            want["abs"].add(f)
 path = os.environ["MAINT"]
 lines = open(path).read().split("\n")
+for name, fs in want_existing.items():
+    for f in sorted(fs):
+        i = lines.index(name) + 1
+        j = i
+        while lines[j]:
+            j += 1
+        entry = "F:\t" + f
+        if entry in lines[i:j]:
+            continue
+        # Before the first F: line, or after the last that sorts before
+        # it; the other lines of the entry stay as they are.
+        fl = [n for n in range(i, j) if lines[n].startswith("F:\t")]
+        k = fl[0] if fl else j
+        for n in fl:
+            if lines[n] < entry:
+                k = n + 1
+        lines[k:k] = [entry]
 for key in ("abs", "mod"):
     if not want[key]:
         continue
