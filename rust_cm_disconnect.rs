@@ -22,8 +22,9 @@ mod rping;
 #[path = "rust_cm_disconnect/shim.rs"]
 mod shim;
 
-// The boundary with C (see `shim`), under the paths the modules use.
-use shim::{capi, debugfs};
+// The boundary with C (see `shim`).
+use kernel::debugfs;
+use shim::capi;
 
 // The abstractions of the kernel crate (`kernel::rdma`), under the paths the
 // modules have always used.
@@ -75,7 +76,7 @@ impl kernel::Module for RustCmDisconnect {
             debugfs::Dir::new(c_str!("rust_cm_disconnect"), &control::FILES, core.clone())?;
         pr_info!("loaded\n");
         Ok(Self {
-            _capi: capi::Registration::new(core.clone()),
+            _capi: capi::Registration::new(core.clone())?,
             _debugfs: debugfs,
             _client: client,
             _owner: conn::Owner::new(core),

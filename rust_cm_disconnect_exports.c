@@ -2,152 +2,87 @@
 /*
  * The C part of rust_cm_disconnect.
  *
- * 6.12 has neither a Rust debugfs abstraction nor a way for Rust code to
- * export symbols, so the module carries this small C file:
+ * 6.12's Rust cannot export symbols, so the C API declared in
+ * include/rust_cm_disconnect.h is defined and exported here, each function
+ * a wrapper of its Rust entry point in rust_cm_disconnect/shim/capi.rs:
+ * it copies the caller's private data into a struct rcd_private_data (only
+ * what fits, only when the caller says it is there), calls might_sleep()
+ * if the function may sleep, and passes on the caller's id and QP.
  *
- *  - debugfs: one directory whose files call back into Rust through a table
- *    of function pointers (struct rcd_debugfs_ops) and an opaque context;
- *  - exports: EXPORT_SYMBOL_GPL of the C API declared in
- *    include/rust_cm_disconnect.h, implemented in rust_cm_disconnect/shim/capi.rs.
- *
- * No logic lives here: every decision is taken by the Rust code.
+ * No logic lives here: every check of the caller's input and every
+ * decision is taken by the Rust code.
  */
 
-#include <linux/debugfs.h>
-#include <linux/preempt.h>
-#include <linux/fs.h>
+#include <linux/kernel.h>
 #include <linux/module.h>
-#include <linux/seq_file.h>
-#include <linux/slab.h>
-#include <linux/uaccess.h>
+#include <linux/string.h>
 
 #include <rust_cm_disconnect.h>
 
 #include "rust_cm_disconnect_shim.h"
 
-/* A control write is one command line; this bounds what is copied in. */
-#define RCD_CTL_MAX 4096
-
-static struct dentry *rcd_dir;
-static const struct rcd_debugfs_ops *rcd_ops;
-static void *rcd_ctx;
-
-void rcd_seq_write(struct seq_file *m, const void *buf, size_t len)
-{
-	seq_write(m, buf, len);
-}
-
-static int rcd_show(struct seq_file *m, void *unused)
-{
-	return rcd_ops->show(rcd_ctx, (unsigned long)m->private, m);
-}
-
-static int rcd_open(struct inode *inode, struct file *file)
-{
-	return single_open(file, rcd_show, inode->i_private);
-}
-
-static ssize_t rcd_write(struct file *file, const char __user *ubuf,
-			 size_t len, loff_t *ppos)
-{
-	struct seq_file *m = file->private_data;
-	char *buf;
-	int ret;
-
-	if (len > RCD_CTL_MAX)
-		return -E2BIG;
-	buf = memdup_user_nul(ubuf, len);
-	if (IS_ERR(buf))
-		return PTR_ERR(buf);
-	ret = rcd_ops->write(rcd_ctx, (unsigned long)m->private, buf, len);
-	kfree(buf);
-	return ret ? ret : len;
-}
-
-static const struct file_operations rcd_fops = {
-	.owner = THIS_MODULE,
-	.open = rcd_open,
-	.read = seq_read,
-	.llseek = seq_lseek,
-	.write = rcd_write,
-	.release = single_release,
-};
-
-int rcd_debugfs_create(const char *name, const struct rcd_debugfs_file *files,
-		       size_t nr_files, const struct rcd_debugfs_ops *ops,
-		       void *ctx)
-{
-	size_t i;
-
-	if (rcd_dir)
-		return -EBUSY;
-	rcd_ops = ops;
-	rcd_ctx = ctx;
-	rcd_dir = debugfs_create_dir(name, NULL);
-	if (IS_ERR(rcd_dir)) {
-		int ret = PTR_ERR(rcd_dir);
-
-		rcd_dir = NULL;
-		return ret;
-	}
-	for (i = 0; i < nr_files; i++)
-		debugfs_create_file(files[i].name, files[i].mode, rcd_dir,
-				    (void *)(unsigned long)files[i].id,
-				    &rcd_fops);
-	return 0;
-}
-
-void rcd_debugfs_remove(void)
-{
-	/* Waits for every open file's operation in progress to finish. */
-	debugfs_remove(rcd_dir);
-	rcd_dir = NULL;
-	rcd_ops = NULL;
-	rcd_ctx = NULL;
-}
-
 /*
- * might_sleep() for the C API's functions that may sleep: a macro, which
- * 6.12's kernel crate does not wrap. A caller in the wrong context gets
- * the kernel's own report (CONFIG_DEBUG_ATOMIC_SLEEP), with this
- * function's caller in the backtrace.
+ * The caller's private data for Rust: @len and whether @private_data is
+ * NULL as given, and the bytes when they fit (a longer @len is an error
+ * that Rust reports without any byte read).
  */
-void rcd_might_sleep(void)
+static void rcd_copy_private_data(struct rcd_private_data *pd,
+				  const void *private_data, size_t len)
 {
-	might_sleep();
+	pd->len = len;
+	pd->null = !private_data;
+	if (private_data && len <= sizeof(pd->bytes))
+		memcpy(pd->bytes, private_data, len);
 }
 
 /*
  * The C API (include/rust_cm_disconnect.h, documented there), implemented
- * in shim/capi.rs: Rust cannot export a symbol, so each is defined here too.
+ * in shim/capi.rs: Rust cannot export a symbol, so each is defined here.
  */
 int rcd_send_dreq(struct ib_cm_id *cm_id, const void *private_data, size_t len)
 {
-	return rcd_rs_send_dreq(cm_id, private_data, len);
+	struct rcd_private_data pd = {};
+
+	rcd_copy_private_data(&pd, private_data, len);
+	return rcd_rs_send_dreq(cm_id, &pd);
 }
 EXPORT_SYMBOL_GPL(rcd_send_dreq);
 
 int rcd_send_drep(struct ib_cm_id *cm_id, const void *private_data, size_t len)
 {
-	return rcd_rs_send_drep(cm_id, private_data, len);
+	struct rcd_private_data pd = {};
+
+	/*
+	 * ib_send_cm_drep() copies the data with GFP_KERNEL (ib_send_cm_dreq()
+	 * allocates atomically: rcd_send_dreq() may be called in any context).
+	 */
+	might_sleep();
+	rcd_copy_private_data(&pd, private_data, len);
+	return rcd_rs_send_drep(cm_id, &pd);
 }
 EXPORT_SYMBOL_GPL(rcd_send_drep);
 
 int rcd_disconnect(struct ib_cm_id *cm_id, struct ib_qp *qp,
 		   const void *private_data, size_t len)
 {
-	return rcd_rs_disconnect(cm_id, qp, private_data, len);
+	struct rcd_private_data pd = {};
+
+	might_sleep();
+	rcd_copy_private_data(&pd, private_data, len);
+	return rcd_rs_disconnect(cm_id, qp, &pd);
 }
 EXPORT_SYMBOL_GPL(rcd_disconnect);
 
 /*
  * Test-only (tests/modules/rcd_test.h), in its own namespace: a module must
- * MODULE_IMPORT_NS(RCD_TEST) to link against it.
+ * MODULE_IMPORT_NS(RCD_TEST) to link against it. The locks it takes are
+ * mutexes.
  */
 int rcd_test_with_conn(u32 num,
 		       int (*fn)(struct ib_cm_id *id, struct ib_qp *qp, void *arg),
 		       void *arg)
 {
+	might_sleep();
 	return rcd_rs_test_with_conn(num, fn, arg);
 }
 EXPORT_SYMBOL_NS_GPL(rcd_test_with_conn, RCD_TEST);

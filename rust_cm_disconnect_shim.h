@@ -2,46 +2,63 @@
 /*
  * Private interface between the Rust and the C parts of rust_cm_disconnect.
  * Not for consumers: they include include/rust_cm_disconnect.h.
- * Mirrored by hand in rust_cm_disconnect/shim/debugfs.rs and shim/capi.rs.
+ * Mirrored by hand in rust_cm_disconnect/shim/capi.rs.
+ *
+ * The Rust entry points below are safe Rust functions whose arguments are
+ * typed: an id is an Option<&CmIdRef>, a QP an Option<&QpRef> (the same ABI
+ * as a nullable pointer), @pd a &PrivateData. So the C side upholds, for
+ * the duration of each call:
+ *
+ *  - @cm_id is NULL or a live struct ib_cm_id, not destroyed during the
+ *    call (the contract of the public function's caller, passed on);
+ *  - @qp is NULL or a live struct ib_qp, the connection's (likewise);
+ *  - @pd points to an initialized struct rcd_private_data (the wrapper's
+ *    own, zeroed, then filled by rcd_copy_private_data());
+ *  - @fn of rcd_rs_test_with_conn() is NULL or a function that takes the
+ *    id and QP it is lent only for its call (tests/modules/rcd_test.h);
+ *  - the functions that may sleep are called in process context, after
+ *    might_sleep() (a wrong context is the caller's bug, reported by the
+ *    kernel as for any sleeping function).
  */
 #ifndef RUST_CM_DISCONNECT_SHIM_H
 #define RUST_CM_DISCONNECT_SHIM_H
 
+#include <linux/build_bug.h>
+#include <linux/stddef.h>
 #include <linux/types.h>
-
-struct seq_file;
-
-struct rcd_debugfs_file {
-	const char *name;
-	umode_t mode;
-	unsigned int id;
-};
-
-struct rcd_debugfs_ops {
-	/* Prints file @id into @m. */
-	int (*show)(void *ctx, unsigned int id, struct seq_file *m);
-	/* Takes one write of @len bytes (NUL-terminated copy) to file @id. */
-	int (*write)(void *ctx, unsigned int id, const char *buf, size_t len);
-};
-
-int rcd_debugfs_create(const char *name, const struct rcd_debugfs_file *files,
-		       size_t nr_files, const struct rcd_debugfs_ops *ops,
-		       void *ctx);
-void rcd_debugfs_remove(void);
-void rcd_seq_write(struct seq_file *m, const void *buf, size_t len);
+#include <rdma/ib_cm.h>
 
 struct ib_cm_id;
 struct ib_qp;
 
 /*
+ * The caller's private data, as the C wrappers copy it for Rust
+ * (PrivateData in shim/capi.rs): @bytes holds the caller's @len bytes when
+ * they fit (the DREP's field, the larger), zeroes otherwise; @len is the
+ * caller's length as given and @null whether its pointer was NULL, so
+ * that Rust takes every decision (EINVAL for too long or NULL with a
+ * length).
+ */
+struct rcd_private_data {
+	u8 bytes[IB_CM_DREP_PRIVATE_DATA_SIZE];
+	size_t len;
+	bool null;
+};
+
+/* The layout capi.rs checks too (offset_of!). */
+static_assert(offsetof(struct rcd_private_data, len) == IB_CM_DREP_PRIVATE_DATA_SIZE);
+static_assert(offsetof(struct rcd_private_data, null) ==
+	      IB_CM_DREP_PRIVATE_DATA_SIZE + sizeof(size_t));
+
+/*
  * The C API's implementations (shim/capi.rs), which rust_cm_disconnect_exports.c
- * defines and exports under their public names (include/rust_cm_disconnect.h):
+ * wraps and exports under their public names (include/rust_cm_disconnect.h):
  * Rust cannot export a symbol.
  */
-int rcd_rs_send_dreq(struct ib_cm_id *cm_id, const void *private_data, size_t len);
-int rcd_rs_send_drep(struct ib_cm_id *cm_id, const void *private_data, size_t len);
+int rcd_rs_send_dreq(struct ib_cm_id *cm_id, const struct rcd_private_data *pd);
+int rcd_rs_send_drep(struct ib_cm_id *cm_id, const struct rcd_private_data *pd);
 int rcd_rs_disconnect(struct ib_cm_id *cm_id, struct ib_qp *qp,
-		      const void *private_data, size_t len);
+		      const struct rcd_private_data *pd);
 
 /*
  * The test-only entry point, exported in namespace RCD_TEST as
@@ -54,8 +71,5 @@ int rcd_test_with_conn(u32 num,
 int rcd_rs_test_with_conn(u32 num,
 			  int (*fn)(struct ib_cm_id *id, struct ib_qp *qp, void *arg),
 			  void *arg);
-
-/* might_sleep(): the kernel's report for a caller in atomic context. */
-void rcd_might_sleep(void);
 
 #endif

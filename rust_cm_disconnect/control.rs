@@ -74,7 +74,6 @@
 use crate::{
     cm::PortSpace,
     conn::{Behaviour, ConnectArgs, Core, OnDreq, OnRep, OnReq, Post, Rdma, TestHooks},
-    debugfs::{File, Ops, Output},
     disconnect::Message,
     path::Timing,
     rping,
@@ -82,6 +81,7 @@ use crate::{
 };
 use kernel::{
     c_str,
+    debugfs::{File, Ops, Output},
     error::code::*,
     fmt,
     prelude::*,
@@ -112,6 +112,8 @@ const MAX_LIST: u32 = 65536;
 const MAX_DATA: usize = 1 << 20;
 
 impl Ops for Core {
+    const OWNER: &'static ThisModule = &crate::THIS_MODULE;
+
     fn show(this: ArcBorrow<'_, Self>, id: u32, out: &mut Output<'_>) -> Result {
         match id {
             DEVICES => this.show_devices(out),

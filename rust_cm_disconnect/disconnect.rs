@@ -29,12 +29,6 @@ impl Message {
         }
     }
 
-    /// Whether sending it may sleep: `ib_send_cm_drep` copies the private
-    /// data with `GFP_KERNEL`; `ib_send_cm_dreq` allocates atomically.
-    pub(crate) fn send_may_sleep(self) -> bool {
-        self == Self::Drep
-    }
-
     /// Sends the message on `id` (`EINVAL` if `data` does not fit it).
     pub(crate) fn send(self, id: &CmIdRef, data: &[u8]) -> Result {
         match self {
