@@ -53,12 +53,15 @@ test_dmesg_clean() {
 	[ -z "$bad" ] || { echo "$bad" | head -40 | sed 's/^/# /'; return 1; }
 }
 
-# kernel::rdma's doctests, run by KUnit at boot (CONFIG_RUST_KERNEL_DOCTESTS,
-# kernel/debug.config; scripts/vm.sh keeps only those with
-# kunit.filter_glob): each passed, and there were some. KUnit's debugfs
-# results of the suite are its KTAP; a doctest that fails prints where.
+# The kernel crate's doctests, run by KUnit at boot (CONFIG_RUST_KERNEL_DOCTESTS,
+# kernel/debug.config; scripts/vm.sh's kunit.filter_glob selects them): each
+# passed, and those of the series' abstractions (kernel::rdma, and
+# kernel::debugfs and kernel::sync::ArcSlot) were among them. KUnit's
+# debugfs results of the suite are its KTAP; a doctest that fails prints
+# where.
+RCD_DOCTESTS="rdma_ debugfs_ sync_arc_slot_"
 test_rdma_doctests() {
-	local f=/sys/kernel/debug/kunit/rust_doctests_kernel/results ok=0 bad=0 l n
+	local f=/sys/kernel/debug/kunit/rust_doctests_kernel/results ok=0 bad=0 all=0 l p n
 	if [ ! -e /sys/kernel/debug/kunit ]; then
 		echo "# SKIP this kernel has no KUnit (CONFIG_KUNIT_DEBUGFS): the plain kernel"
 		return $KSFT_SKIP
@@ -71,16 +74,19 @@ test_rdma_doctests() {
 	while IFS= read -r l; do
 		l=${l#"${l%%[! ]*}"}
 		case $l in
-		"ok "*rust_doctest_kernel_rdma_*"# SKIP"*) echo "# skipped: $l" ;;
-		"ok "*rust_doctest_kernel_rdma_*) ok=$((ok + 1)) ;;
+		"ok "*rust_doctest_kernel_*"# SKIP"*) echo "# skipped: $l" ;;
+		"ok "*rust_doctest_kernel_*) all=$((all + 1)) ;;
 		"not ok "*rust_doctest_kernel_*) bad=$((bad + 1)); echo "# $l" ;;
 		"# rust_doctest_kernel_"*"location:"*|"# "*"ASSERTION"*|"# "*"Expected"*)
 			echo "$l" ;;
 		esac
 	done < $f
-	n=$(grep -c 'rust_doctest_kernel_rdma_' $f)
-	log "kernel::rdma doctests: $ok passed, $bad failed (of $n lines naming them)"
-	for l in $(grep -o 'rust_doctest_kernel_rdma_[a-z0-9_]*' $f | sort -u); do log "  $l"; done
-	[ $bad -eq 0 ] || return 1
-	[ $ok -gt 0 ] || fail "no kernel::rdma doctest ran"
+	log "the kernel crate's doctests: $all passed, $bad failed"
+	for p in $RCD_DOCTESTS; do
+		n=$(grep -c "^ *ok .*rust_doctest_kernel_$p" $f)
+		l=$(grep -o "rust_doctest_kernel_$p[a-z0-9_]*" $f | sort -u)
+		log "  kernel::${p%_}: $n passed:" ${l//rust_doctest_kernel_/}
+		[ "$n" -gt 0 ] || { fail "no ${p%_} doctest passed"; bad=$((bad + 1)); }
+	done
+	[ $bad -eq 0 ]
 }
