@@ -301,7 +301,8 @@ write_series() {
 # source, with the test kernel's .config and objects, so each step builds
 # incrementally), and build bzImage and modules after each, with
 # CONFIG_RUST_CM_DISCONNECT=m once the series has it; after the last, the
-# selftests' make. Stops at the first step that does not build.
+# selftests' make, and the whole series with CLIPPY=1 and rustdoc. Stops at
+# the first step that does not build.
 series_build() {
 	local src t=$out/series-linux log=$out/series-build.log p t0 start=$SECONDS
 	src=$(bash "$here/scripts/kernel.sh" | tail -n 1)
@@ -344,6 +345,26 @@ series_build() {
 		ls "$t/$sel"/modules/*.ko "$t/$sel/sidr_flood" >/dev/null
 		echo "intree: series-build: the selftests' make builds the test modules and sidr_flood ($((SECONDS - t0)) s)"
 	fi
+	# The whole series once more with clippy (CLIPPY=1, as the kernel runs
+	# it), then the kernel crate's rustdoc: a warning about a Rust file the
+	# series adds or changes fails it; the others (6.12's own code with this
+	# toolchain) are counted.
+	local ours n
+	t0=$SECONDS
+	ours=$(grep -h '^+++ b/.*\.rs$' "$out"/series/*.patch | sed 's|^+++ b/||' | sort -u)
+	if ! make -C "$t" -s "${KMAKE_VARS[@]}" CLIPPY=1 -j"$(nproc)" bzImage modules > "$log" 2>&1 ||
+		! make -C "$t" -s "${KMAKE_VARS[@]}" rustdoc >> "$log" 2>&1; then
+		tail -n 30 "$log" >&2
+		echo "intree: series-build: CLIPPY=1 or rustdoc fails (log: $log)" >&2
+		exit 1
+	fi
+	n=$(grep -cE '^(warning|error)' "$log" || true)
+	if grep -E -- '--> ' "$log" | grep -F "$ours" | grep .; then
+		echo "intree: series-build: clippy or rustdoc warns about the series' files (log: $log)" >&2
+		exit 1
+	fi
+	echo "intree: series-build: CLIPPY=1 and rustdoc: nothing about the series' files" \
+		"($n warnings elsewhere, $((SECONDS - t0)) s)"
 	echo "intree: series-build: every step builds, $((SECONDS - start)) s"
 }
 
