@@ -501,10 +501,10 @@ impl CmIdRef {
         if req.retry_count > 7 || req.rnr_retry_count > 7 {
             return Err(EINVAL);
         }
-        let mut path = req.route.path;
+        let mut path = *req.route.path_record();
         let mut param = bindings::ib_cm_req_param {
             primary_path: &mut path,
-            ppath_sgid_attr: req.route.sgid_attr.as_raw(),
+            ppath_sgid_attr: req.route.sgid_attr().as_raw(),
             service_id: req.service_id.to_be(),
             qp_num: req.qp_num,
             qp_type: bindings::ib_qp_type_IB_QPT_RC,

@@ -285,14 +285,20 @@ impl Default for Timing {
 /// A path to a peer and the source GID entry it leaves from, as [`route`]
 /// resolves it: what a REQ is sent along.
 pub struct Route {
-    pub(crate) path: bindings::sa_path_rec,
-    pub(crate) sgid_attr: ARef<GidAttr>,
+    path: bindings::sa_path_rec,
+    sgid_attr: ARef<GidAttr>,
 }
 
 impl Route {
     /// The source GID entry the connection leaves from.
     pub fn sgid_attr(&self) -> &GidAttr {
         &self.sgid_attr
+    }
+
+    /// The path record a REQ sent along this route carries (the peer's GID
+    /// and MAC, the MTU, the rate, the packet life time).
+    pub fn path_record(&self) -> &bindings::sa_path_rec {
+        &self.path
     }
 }
 
