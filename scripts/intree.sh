@@ -312,11 +312,11 @@ series_build() {
 	rm -f "$t/.rcd-applied.patch" "$t/.rcd-stamp"
 	step() { # WHAT
 		t0=$SECONDS
-		if grep -q RUST_CM_DISCONNECT "$t/drivers/infiniband/Kconfig"; then
+		if grep -qs RUST_CM_DISCONNECT "$t/$rel/Kconfig"; then
 			"$t/scripts/config" --file "$t/.config" --module RUST_CM_DISCONNECT
 		fi
 		make -C "$t" -s "${KMAKE_VARS[@]}" olddefconfig
-		if ! grep -q RUST_CM_DISCONNECT "$t/drivers/infiniband/Kconfig" ||
+		if ! grep -qs RUST_CM_DISCONNECT "$t/$rel/Kconfig" ||
 			grep -qx CONFIG_RUST_CM_DISCONNECT=m "$t/.config"; then :; else
 			echo "intree: series-build: $1: CONFIG_RUST_CM_DISCONNECT=m did not take" >&2
 			exit 1
