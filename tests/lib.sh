@@ -101,10 +101,11 @@ holds() {
 	"$@"
 }
 
-# dreqs_received_above N: rxe0's CM has counted more than N DREQs received.
+# dreqs_received_above N: rxe0's CM has counted more than N DREQs received
+# since the test began (N is a cm_counter value: the same base).
 dreqs_received_above() {
 	local v
-	read -r v < /sys/class/infiniband/rxe0/ports/1/cm_rx_msgs/dreq && [ "$v" -gt "$1" ]
+	v=$(cm_counter rxe0 cm_rx_msgs dreq) && [ "$v" -gt "$1" ]
 }
 
 # after_peer_destroy N RX0: the peer of N destroyed its ESTABLISHED id. The
@@ -202,21 +203,38 @@ rxe_del() { rdma link del "$1" 2>/dev/null; }
 # device, or a fresh one, says so (rxe_none). RCD_KEEP_DEVICES=0 deletes
 # them every time, as before. The hosts' NIC (two-host tests) keeps its
 # address.
+#
+# What cleanup could not undo fails it (the reasons printed, the rest still
+# done): a module that does not unload, a left-over tool that does not die,
+# a device that is not deleted. The runner then fails the test it cleaned
+# for (tests/ksft.sh), rather than run it on what the last test left. The
+# kernel log gets a marker at the end (dmesg_test: the log since it), and
+# the IB CM's tracepoints are switched off and their buffer emptied
+# (cm_trace_off).
 cleanup() {
-	local d p c
-	[ ! -d /sys/module/rcd_consumer ] || rmmod rcd_consumer >/dev/null 2>&1
-	[ ! -d /sys/module/rcd_peer ] || rmmod rcd_peer >/dev/null 2>&1
-	rcd_unload >/dev/null 2>&1
+	local d p c m out bad= pids=
+	cm_trace_off
+	for m in rcd_consumer rcd_peer; do
+		[ -d /sys/module/$m ] || continue
+		out=$(rmmod $m 2>&1) || bad+="; rmmod $m: $out"
+	done
+	if rcd_loaded; then
+		out=$(rmmod rust_cm_disconnect 2>&1) || bad+="; rmmod rust_cm_disconnect: $out"
+	fi
 	# A user-space peer a failed or timed-out test left (timeout kills the
 	# test's shell, not what it started in the background): it would hold
-	# its port and ids on a device that now stays. Builtins only.
+	# its port and ids on a device that now stays. Builtins only. Waited
+	# for: until it has exited its ids are live, and the DREQs and DREPs
+	# of their destruction would land in the next test's counters.
 	for p in /proc/[0-9]*; do
 		read -r c < "$p/comm" 2>/dev/null || continue
 		case $c in
 		cmtime|ucmatose|udaddy|rping|rdma_server|rdma_client|sidr_flood)
-			kill -9 "${p#/proc/}" 2>/dev/null;;
+			kill -9 "${p#/proc/}" 2>/dev/null && pids+=" ${p#/proc/}";;
 		esac
 	done
+	[ -z "$pids" ] || wait_for 20 procs_gone $pids ||
+		bad+="; killed but still running:$pids"
 	# One tc for both ends (and the hosts' NIC, tests/t_hosts.sh), whatever
 	# a test left there.
 	# Only when a netem qdisc exists (each holds a reference on sch_netem):
@@ -235,11 +253,37 @@ cleanup() {
 			{ [ "$d" = rxe1 ] && rxe_on rxe1 v1; }; }; then
 			continue
 		fi
-		rxe_del "$d"
+		rxe_del "$d" || bad+="; rdma link del $d failed"
 	done
 	cm_base_record
-	true
+	dmesg_mark
+	[ -z "$bad" ] || { echo "# FAIL: cleanup: ${bad#; }"; return 1; }
 }
+
+# procs_gone PID...: each PID has exited (gone, or a zombie: its files, and
+# so its RDMA ids, already closed). For wait_for.
+procs_gone() {
+	local p st
+	for p in "$@"; do
+		st=
+		{ read -r _ _ st _ < "/proc/$p/stat"; } 2>/dev/null || continue
+		[ "$st" = Z ] || return 1
+	done
+}
+
+# The kernel log of this test only: cleanup ends with a marker, and
+# dmesg_test prints what came after the last one (nothing if there is
+# none: a check for a line then fails rather than pass on an older test's
+# line). A test may set a marker of its own (dmesg_mark) to narrow it.
+RCD_DMESG_MARK='rcd-test: clean guest'
+dmesg_mark() { echo "$RCD_DMESG_MARK" > /dev/kmsg; }
+dmesg_test() {
+	dmesg | awk -v m="$RCD_DMESG_MARK" 'index($0, m) { buf = ""; seen = 1; next }
+		seen { buf = buf $0 "\n" } END { printf "%s", buf }'
+}
+
+# dmesg_has ERE: a line of this test's kernel log matches ERE.
+dmesg_has() { dmesg_test | grep -qE "$1"; }
 
 # rxe_none: no rxe device (for a test of the module's device tracking).
 rxe_none() {
@@ -491,6 +535,16 @@ twice_in() {
 		END { for (e in c) if (c[e] > 1) n++; print n + 0 }' "$RCD_DBG/events"
 }
 
+# crossed_in FIRST LAST: endpoints of FIRST..LAST whose DREQ crossed the
+# peer's: they sent a DREQ (DREQ_SENT: sent from ESTABLISHED, the module
+# records it under the endpoint's lock) and then got the peer's
+# (DREQ_RECEIVED: the CM takes a DREQ in DREQ_SENT too).
+crossed_in() {
+	awk -v a="$1" -v b="$2" '$1 >= a && $1 <= b && $2 == "DREQ_SENT" { s[$1] = 1 }
+		$1 >= a && $1 <= b && $2 == "DREQ_RECEIVED" && s[$1] { n++; s[$1] = 0 }
+		END { print n + 0 }' "$RCD_DBG/events"
+}
+
 # exactly_once KIND FIRST LAST: every endpoint of FIRST..LAST saw KIND once.
 exactly_once() {
 	local n=$(($3 - $2 + 1)) got dup
@@ -532,4 +586,82 @@ rdma_res() { rdma resource show "$1" 2>/dev/null | grep -c .; }
 stats_line() {
 	grep -E '^(dreq_sent|drep_sent|drep_received|cm_ids_live|endpoints_live|events_lost) ' \
 		"$RCD_DBG/stats" | tr '\n' ' '
+}
+
+# --- the IB CM's own tracepoints (events/ib_cma, drivers/infiniband/core/
+# cm_trace.h) ------------------------------------------------------------------
+#
+# What the counters cannot tell: which message the CM sent on which id, and
+# in what state, or which call it refused. The CM traces each send before it
+# posts it (icm_send_req, _rep, _rtu, _mra, _dreq, _drep, _rej, ...: the id's
+# local_id, remote_id and state at that moment; a DREQ's state is the one
+# it was sent from, ESTABLISHED, a DREP's already TIMEWAIT), each refusal
+# (icm_dreq_skipped: a DREQ asked for outside ESTABLISHED; icm_send_drep_err:
+# a DREP outside DREQ_RCVD) and each failed MAD send whose id still waits for
+# it (icm_mad_send_err: the state, the completion status). A test turns them
+# on (cm_trace_on), asks (cm_trace_expect, cm_trace_none) and turns them off
+# (cm_trace_off); cleanup turns them off too, so the next test starts with
+# none. The debug kernel has them (CONFIG_FTRACE, kernel/debug.config; the
+# suite's config fragment tests/config asks for them): without them the
+# checks fail, they are not skipped.
+RCD_TRACING=/sys/kernel/tracing
+
+# cm_trace_on: the ib_cma events recorded from now on, in an empty buffer.
+cm_trace_on() {
+	[ -d $RCD_TRACING/events ] || mount -t tracefs nodev $RCD_TRACING 2>/dev/null
+	[ -d $RCD_TRACING/events/ib_cma ] ||
+		fail "no $RCD_TRACING/events/ib_cma: a kernel without CONFIG_FTRACE" || return 1
+	cm_trace_off && echo 1 > $RCD_TRACING/events/ib_cma/enable &&
+		echo 1 > $RCD_TRACING/tracing_on || fail "cannot enable events/ib_cma"
+}
+
+# cm_trace_off: the ib_cma events off, the buffer emptied.
+cm_trace_off() {
+	[ -d $RCD_TRACING/events/ib_cma ] || return 0
+	echo 0 > $RCD_TRACING/events/ib_cma/enable && : > $RCD_TRACING/trace
+}
+
+# cm_trace EVENT [FIELD=VALUE...]: the recorded EVENTs (icm_send_dreq, ...)
+# whose printed fields include every FIELD=VALUE, one a line
+# ("local_id=.. remote_id=.. state=.."), in the order they happened.
+cm_trace() {
+	local ev=$1; shift
+	awk -v ev="$ev:" -v want="$*" 'BEGIN { n = split(want, w, " ") }
+		/^#/ { next }
+		{
+			for (i = 1; i <= NF && $i != ev; i++) ;
+			if (i > NF) next
+			l = ""; for (j = i + 1; j <= NF; j++) l = l " " $j
+			for (k = 1; k <= n; k++) if (index(l " ", " " w[k] " ") == 0) next
+			print substr(l, 2)
+		}' $RCD_TRACING/trace
+}
+
+# cm_trace_count EVENT [FIELD=VALUE...]
+cm_trace_count() { cm_trace "$@" | grep -c .; }
+
+# cm_trace_dump: the recorded ib_cma events, for the log.
+cm_trace_dump() {
+	grep -v '^#' $RCD_TRACING/trace | sed 's/^ *//; s/^/#   trace: /' | head -${1:-40}
+}
+
+# cm_trace_expect COUNT EVENT [FIELD=VALUE...]: exactly COUNT such events.
+cm_trace_expect() {
+	local want=$1 got; shift
+	got=$(cm_trace_count "$@")
+	[ "$got" = "$want" ] && return 0
+	fail "$want x $* expected in the CM's trace, $got found; the trace:"
+	cm_trace_dump
+	return 1
+}
+
+# cm_trace_none EVENT [FIELD=VALUE...]: no such event.
+cm_trace_none() { cm_trace_expect 0 "$@"; }
+
+# cm_local_id NUM: NUM's CM local_id as the trace prints it (decimal).
+cm_local_id() {
+	local h
+	h=$(conn_field "$1" local_id)
+	[ -n "$h" ] || { fail "$1 has no CM id"; return 1; }
+	echo $((h))
 }

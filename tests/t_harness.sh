@@ -1,0 +1,64 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# The suite's own checks can fail (issue 22, item 10): each helper below is
+# fed what used to pass it by accident, and must now refuse it. Only the
+# helpers' names of tests/lib.sh as they were before the fix are used
+# here, so that this file also runs against the old helpers and shows
+# their holes.
+
+# all_back (tests/t_rping.sh) and balanced (tests/t_data.sh) on a number
+# that has no work-request counters (no such connection, or nothing
+# posted): awk compared the absent fields as 0 == 0 + 0 + 0 and passed.
+test_harness_wr_checks_need_counters() {
+	rxe_add rxe0 v0 && rcd_load || return 1
+	! all_back 4242 >/dev/null ||
+		fail "all_back passed on a connection that does not exist" || return 1
+	! balanced 4242 >/dev/null ||
+		fail "balanced passed on a connection that does not exist" || return 1
+	cm_pair 2 || return 1
+	! all_back 2 >/dev/null ||
+		fail "all_back passed on a connection with nothing posted" || return 1
+	ctl post 2 1 && ctl post $((2 + PASSIVE_BASE)) 1 || return 1
+	ctl disconnect 2 || return 1
+	wait_event 20 $((2 + PASSIVE_BASE)) DISCONNECTED || return 1
+	ctl disconnect $((2 + PASSIVE_BASE)) || return 1
+	wait_event 30 2 TIMEWAIT_EXIT || return 1
+	check "all_back passes on a connection whose receive came back" all_back 2 || return 1
+}
+
+# dreqs_received_above N (lib.sh) takes N from cm_counter, which counts
+# from the clean guest on; it read the raw counter, so that any DREQ an
+# earlier test made rxe0 receive counted as one of this test's.
+test_harness_dreq_counter_since_clean() {
+	local v
+	cm_pair 2 auto_drep=text:bye || return 1
+	ctl dreq 2 || return 1
+	wait_event 20 2 DREP_RECEIVED || return 1
+	read -r v < /sys/class/infiniband/rxe0/ports/1/cm_rx_msgs/dreq
+	log "rxe0 has received $v DREQs in all"
+	check "a DREQ was received" test "$v" -ge 1 || return 1
+	# A test's start: the clean guest records the counters (rxe0 stays).
+	cleanup || return 1
+	CM_BASE_LOADED=
+	check "the counter since the clean guest is 0" \
+		test "$(cm_counter rxe0 cm_rx_msgs dreq)" = 0 || return 1
+	! dreqs_received_above 0 ||
+		fail "dreqs_received_above 0 with no DREQ since the clean guest" || return 1
+}
+
+# cleanup reports what it could not undo: here a module held by an open
+# file of its debugfs directory cannot be unloaded. It used to drop rmmod's
+# error and return 0, and the next test ran on the old module.
+test_harness_cleanup_reports_failure() {
+	local holder rc
+	rxe_add rxe0 v0 && rcd_load || return 1
+	( exec 3< "$RCD_DBG/stats"; exec sleep 60 ) & holder=$!
+	nap 0.5
+	cleanup; rc=$?
+	log "cleanup with the module held: $rc"
+	kill $holder; wait $holder
+	check "cleanup failed (got $rc)" test $rc != 0 || return 1
+	check "the module is still loaded" rcd_loaded || return 1
+	cleanup || fail "cleanup once the module is free" || return 1
+	check "the module is gone" sh -c "! test -d /sys/module/rust_cm_disconnect"
+}
