@@ -52,17 +52,23 @@ test_dreq_drep_private_data() {
 }
 
 # Over-long private data is refused before it reaches the CM: EINVAL, the
-# connection still ESTABLISHED, nothing on the wire, and a valid DREQ after.
+# connection still ESTABLISHED, nothing on the wire (the CM's trace: no
+# DREQ sent, none refused), and a valid DREQ after: one, from ESTABLISHED.
+# (cm_tx_msgs cannot tell: the CM counts a DREQ when its send completes,
+# which is when the DREP comes back.)
 test_dreq_too_long_is_einval() {
-	local n=20 p=$((20 + PASSIVE_BASE)) tx size
+	local n=20 p=$((20 + PASSIVE_BASE)) tx size id
 	cm_pair $n || return 1
+	id=$(cm_local_id $n) || return 1
+	cm_trace_on || return 1
 	tx=$(sent rxe0 dreq)
 	for size in 221 255 256 300 65536; do
 		expect_errno EINVAL "dreq $n pat:$size" || return 1
 		check "still ESTABLISHED after $size" \
 			test "$(conn_state $n)" = ESTABLISHED || return 1
 	done
-	check "no DREQ sent" test "$(sent rxe0 dreq)" = "$tx" || return 1
+	cm_trace_none icm_send_dreq || return 1
+	cm_trace_none icm_dreq_skipped || return 1
 	check "no DREQ seen by the peer" \
 		sh -c "! grep -q '^$p DREQ_RECEIVED' $RCD_DBG/events" || return 1
 	ctl dreq $n pat:5 || return 1
@@ -73,46 +79,69 @@ test_dreq_too_long_is_einval() {
 	# (the response) arrives.
 	ctl drep $p || return 1
 	wait_event 20 $n DREP_RECEIVED || return 1
-	check "the valid DREQ went out once" wait_for 30 sent_is rxe0 dreq $((tx + 1))
+	check "the valid DREQ went out once" wait_for 30 sent_is rxe0 dreq $((tx + 1)) || return 1
+	cm_trace_expect 1 icm_send_dreq || return 1
+	cm_trace_expect 1 icm_send_dreq local_id=$id state=ESTABLISHED || return 1
+	cm_trace_off
 }
 
 # The same for DREP beyond 224 bytes (6.12's ib_send_cm_drep would leak its
 # copy: the module must not call it).
 test_drep_too_long_is_einval() {
-	local n=30 p=$((30 + PASSIVE_BASE)) tx size
+	local n=30 p=$((30 + PASSIVE_BASE)) tx size id
 	cm_pair $n || return 1
+	id=$(cm_local_id $p) || return 1
 	ctl dreq $n || return 1
 	wait_event 20 $p DREQ_RECEIVED || return 1
+	cm_trace_on || return 1
 	tx=$(sent rxe0 drep)
 	for size in 225 256 300 65536; do
 		expect_errno EINVAL "drep $p pat:$size" || return 1
 		check "still DREQ_RCVD after $size" test "$(conn_state $p)" = DREQ_RCVD || return 1
 	done
 	check "no DREP sent" test "$(sent rxe0 drep)" = "$tx" || return 1
+	# Nor handed to the CM (whose refusal would be icm_send_drep_err).
+	cm_trace_none icm_send_drep || return 1
+	cm_trace_none icm_send_drep_err || return 1
 	ctl drep $p pat:224 || return 1
 	wait_event 20 $n DREP_RECEIVED || return 1
-	check "the valid DREP went out once" wait_for 30 sent_is rxe0 drep $((tx + 1))
+	check "the valid DREP went out once" wait_for 30 sent_is rxe0 drep $((tx + 1)) || return 1
+	cm_trace_expect 1 icm_send_drep || return 1
+	cm_trace_expect 1 icm_send_drep local_id=$id || return 1
+	cm_trace_off
 }
 
-# Calls in the wrong state get the CM's EINVAL and send nothing.
+# Calls in the wrong state get the CM's EINVAL and send nothing. The CM's
+# trace shows each refusal on its id, in its state (icm_dreq_skipped,
+# icm_send_drep_err), and the one DREQ and one DREP sent.
 test_wrong_states() {
-	local n=40 p=$((40 + PASSIVE_BASE)) tx
+	local n=40 p=$((40 + PASSIVE_BASE)) tx id_n id_p id_l id_41
 	cm_pair $n || return 1
+	id_n=$(cm_local_id $n) && id_p=$(cm_local_id $p) && id_l=$(cm_local_id 1) || return 1
+	cm_trace_on || return 1
 	tx=$(sent rxe0 dreq)
 	# Before any connection: a listener, and a REQ nobody listens for.
 	expect_errno EINVAL "dreq 1" || return 1
+	cm_trace_expect 1 icm_dreq_skipped local_id=$id_l state=LISTEN || return 1
 	ctl connect 41 rxe0 10.77.0.1 10.77.0.1 0x9999 || return 1
 	wait_event 20 41 REJ_RECEIVED || return 1
+	id_41=$(cm_local_id 41) || return 1
 	expect_errno EINVAL "dreq 41" || return 1
+	cm_trace_expect 1 icm_dreq_skipped local_id=$id_41 || return 1
+	log "dreq 41 after the REJ, refused by the CM: $(cm_trace icm_dreq_skipped local_id=$id_41)"
 	# A DREP with no DREQ received.
 	expect_errno EINVAL "drep $p" || return 1
 	check "no DREP sent" test "$(sent rxe0 drep)" = 0 || return 1
+	cm_trace_expect 1 icm_send_drep_err local_id=$id_p state=ESTABLISHED || return 1
+	cm_trace_none icm_send_drep || return 1
 	# A second DREQ.
 	ctl dreq $n || return 1
 	expect_errno EINVAL "dreq $n" || return 1
+	cm_trace_expect 1 icm_dreq_skipped local_id=$id_n state=DREQ_SENT || return 1
 	wait_event 20 $p DREQ_RECEIVED || return 1
 	# A DREQ after the peer's DREQ arrived (answer with a DREP instead).
 	expect_errno EINVAL "dreq $p" || return 1
+	cm_trace_expect 1 icm_dreq_skipped local_id=$id_p state=DREQ_RCVD || return 1
 	# Unknown connections, and ones whose id is gone.
 	expect_errno ENOENT "dreq 4242" || return 1
 	ctl drep $p || return 1
@@ -120,26 +149,54 @@ test_wrong_states() {
 	check "exactly one DREQ sent" wait_for 30 sent_is rxe0 dreq $((tx + 1)) || return 1
 	check "and no more for 2 s" holds 2 sent_is rxe0 dreq $((tx + 1)) || return 1
 	wait_event 30 $n TIMEWAIT_EXIT || return 1
-	expect_errno ENOTCONN "dreq $n"
+	expect_errno ENOTCONN "dreq $n" || return 1
+	# On the wire: the one DREQ (from ESTABLISHED) and the one DREP; four
+	# refusals, and no other.
+	cm_trace_expect 1 icm_send_dreq || return 1
+	cm_trace_expect 1 icm_send_dreq local_id=$id_n state=ESTABLISHED || return 1
+	cm_trace_expect 1 icm_send_drep || return 1
+	cm_trace_expect 1 icm_send_drep local_id=$id_p || return 1
+	cm_trace_expect 3 icm_dreq_skipped || return 1
+	cm_trace_expect 1 icm_send_drep_err || return 1
+	cm_trace_off
 }
 
 # Both ends send a DREQ at once: each sees the other's DREQ, answers it with
-# a DREP, and both reach timewait exit. Over the veth with 100 ms of delay
+# a DREP, and both reach timewait exit. That they crossed is the CM's trace:
+# each id sent its DREQ from ESTABLISHED, and then a DREP (which it can only
+# send from DREQ_RCVD: the other's DREQ came after its own went). Over the veth with 100 ms of delay
 # each way, so that the two DREQs are on the wire together: on one rxe
 # device the peer can take our DREQ, answer it and have its DREP taken
 # before its own DREQ leaves, and then nothing crosses.
 test_crossing_dreqs() {
 	local n=50 p=$((50 + PASSIVE_BASE)) e
+	local id first
 	CONNECT_OPTS=auto_drep=text:bye cm_pair2 $n auto_drep=text:bye || return 1
 	modprobe sch_netem || return 1
 	tc qdisc add dev v0 root netem delay 100ms &&
 		tc qdisc add dev v1 root netem delay 100ms || return 1
+	local -A ids
+	ids[$n]=$(cm_local_id $n) && ids[$p]=$(cm_local_id $p) || return 1
+	cm_trace_on || return 1
 	ctl dreq $n,$p text:cross || return 1
 	for e in $n $p; do
 		wait_event 20 $e DREQ_RECEIVED && wait_event 20 $e DREP_SENT || return 1
 	done
 	wait_event 30 $n TIMEWAIT_EXIT && wait_event 30 $p TIMEWAIT_EXIT || return 1
 	grep -E "^($n|$p) " "$RCD_DBG/events" | cut -c1-60 | sed 's/^/# /'
+	cm_trace_dump
+	for e in $n $p; do
+		id=${ids[$e]}
+		cm_trace_expect 1 icm_send_dreq local_id=$id state=ESTABLISHED &&
+			cm_trace_expect 1 icm_send_drep local_id=$id || return 1
+		# Its DREQ first, then its DREP: the two crossed.
+		first=$(awk -v id="local_id=$id" '/icm_send_dreq:|icm_send_drep:/ && index($0, id " ") {
+			print ($0 ~ /icm_send_dreq:/) ? "dreq" : "drep"; exit }' $RCD_TRACING/trace)
+		check "$e: its DREQ went before its DREP (crossed)" test "$first" = dreq || return 1
+	done
+	cm_trace_none icm_send_drep_err || return 1
+	cm_trace_none icm_dreq_skipped || return 1
+	cm_trace_off
 	check "no DREP_RECEIVED after a crossing" \
 		sh -c "! grep -qE '^($n|$p) DREP_RECEIVED' $RCD_DBG/events" || return 1
 	for e in $n $p; do
@@ -212,10 +269,12 @@ test_two_devices() {
 # timing is shortened for the test: packet life time 2^14 x 4.096 us,
 # response timeout the same, 3 retries: about 4 x 200 ms.
 test_dreq_unanswered() {
-	local n=80 t0 t1 ms
+	local n=80 t0 t1 ms id
 	CONNECT_OPTS="lifetime=14 resp=14 retries=3" cm_pair2 $n || return 1
+	id=$(cm_local_id $n) || return 1
 	modprobe sch_netem || return 1
 	tc qdisc add dev v0 root netem loss 100% || return 1
+	cm_trace_on || return 1
 	t0=$(date +%s%N)
 	ctl dreq $n text:anyone-there || return 1
 	wait_event 60 $n DREQ_ERROR || return 1
@@ -224,6 +283,12 @@ test_dreq_unanswered() {
 		"$(cm_counter rxe0 cm_tx_retries dreq)"
 	check "the CM retried" test "$(cm_counter rxe0 cm_tx_retries dreq)" -ge 1 || return 1
 	check "no DREP arrived" sh -c "! grep -q '^$n DREP_RECEIVED' $RCD_DBG/events" || return 1
+	# The CM's own account: one DREQ sent on this id, and its send failed
+	# in DREQ_SENT (the MAD layer's timeout after the retries).
+	cm_trace_expect 1 icm_send_dreq local_id=$id state=ESTABLISHED || return 1
+	cm_trace_expect 1 icm_mad_send_err state=DREQ_SENT || return 1
+	log "the CM: $(cm_trace icm_mad_send_err state=DREQ_SENT)"
+	cm_trace_off
 	wait_event 30 $n TIMEWAIT_EXIT || return 1
 	check "freed" test "$(conn_state $n)" = FREED
 }
