@@ -29,6 +29,13 @@ balanced() {
 	line=$(grep "^$1 " "$RCD_DBG/conns")
 	awk -v n="$1" '{ for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] } }
 		END {
+			# An absent field would compare equal to 0.
+			if (!("posted" in v) || !("completed" in v) || !("flushed" in v) ||
+			    !("failed" in v) || !("dropped" in v) || v["posted"] + 0 == 0) {
+				print "# FAIL: " n ": no work-request counters (posted=" \
+					v["posted"] ")"
+				exit 1
+			}
 			ok = v["posted"] == v["completed"] + v["flushed"] &&
 				v["failed"] == 0 && v["dropped"] == 0
 			if (!ok)

@@ -59,7 +59,7 @@ test_delay_and_reorder() {
 	modprobe sch_netem || return 1
 	tc qdisc add dev v0 root netem delay 100ms 50ms &&
 		tc qdisc add dev v1 root netem delay 100ms 50ms || return 1
-	local left right rc_left rc_right
+	local left right rc_left rc_right crossed retries dups
 	ctl disconnect $a-$b text:left & left=$!
 	ctl disconnect $pa-$pb text:right & right=$!
 	# Each writer's own status: either side's refused disconnect fails.
@@ -72,8 +72,16 @@ test_delay_and_reorder() {
 	log "DREQ retries rxe0 $(cm_counter rxe0 cm_tx_retries dreq) rxe1" \
 		"$(cm_counter rxe1 cm_tx_retries dreq); duplicates rxe0" \
 		"$(cm_counter rxe0 cm_rx_duplicates dreq) rxe1" \
-		"$(cm_counter rxe1 cm_rx_duplicates dreq); crossed (DREQ_RECEIVED)" \
-		"$(events_in DREQ_RECEIVED $a $b) + $(events_in DREQ_RECEIVED $pa $pb)"
+		"$(cm_counter rxe1 cm_rx_duplicates dreq); crossed (DREQ_SENT, then" \
+		"DREQ_RECEIVED) $(crossed_in $a $b) + $(crossed_in $pa $pb)"
+	# What the test is about, reached: DREQs crossed, and were retried and
+	# seen again (duplicates) by the other side.
+	crossed=$(($(crossed_in $a $b) + $(crossed_in $pa $pb)))
+	retries=$(($(cm_counter rxe0 cm_tx_retries dreq) + $(cm_counter rxe1 cm_tx_retries dreq)))
+	dups=$(($(cm_counter rxe0 cm_rx_duplicates dreq) + $(cm_counter rxe1 cm_rx_duplicates dreq)))
+	check "DREQs crossed ($crossed)" test $crossed -gt 0 || return 1
+	check "DREQs retried ($retries)" test $retries -gt 0 || return 1
+	check "duplicate DREQs seen ($dups)" test $dups -gt 0 || return 1
 	exactly_once DISCONNECTED $a $b && exactly_once DISCONNECTED $pa $pb || return 1
 	for k in DREQ_RECEIVED DREP_RECEIVED DREQ_SENT DREP_SENT TIMEWAIT_EXIT DREQ_ERROR; do
 		check "no $k twice" \
@@ -97,6 +105,27 @@ link_del_frees() {
 		sort | uniq -c | tr -s ' ' | tr '\n' ';')"
 }
 
+# disc_statuses FIRST LAST: the DISCONNECTED statuses of FIRST..LAST, each
+# once, sorted ("-19", "-110 -19", ...).
+disc_statuses() {
+	awk -v a="$1" -v b="$2" '$2 == "DISCONNECTED" && $1 >= a && $1 <= b {
+		for (i = 3; i <= NF; i++) if ($i ~ /^status=/) print substr($i, 8)
+	}' "$RCD_DBG/events" | sort -u | paste -sd' '
+}
+
+# statuses_are FIRST LAST WHAT ALLOWED...: every DISCONNECTED status of
+# FIRST..LAST is one of ALLOWED (and there is one).
+statuses_are() {
+	local a=$1 b=$2 what=$3 s got; shift 3
+	got=$(disc_statuses $a $b)
+	[ -n "$got" ] || { fail "$what ($a-$b): no DISCONNECTED"; return 1; }
+	for s in $got; do
+		[[ " $* " == *" $s "* ]] ||
+			{ fail "$what ($a-$b): DISCONNECTED status $s (allowed: $*; got: $got)"
+			  return 1; }
+	done
+}
+
 # The device is deleted (rdma link del) under 100 live connections in mixed
 # states: 25 idle, 25 with receives posted, 25 with the peer's DREQ
 # unanswered (DREQ_RCVD here, DREQ_SENT there), 25 disconnected (timewait).
@@ -111,10 +140,20 @@ test_device_deleted_under_100() {
 	ctl dreq $((4250 + PASSIVE_BASE))-$((4274 + PASSIVE_BASE)) text:unanswered || return 1
 	ctl disconnect 4275-4299 || return 1
 	wait_events 60 DREQ_RECEIVED 4250 4274 25 || return 1
+	# The last 25 are over (their DREP back) before the deletion.
+	wait_events 60 DREP_RECEIVED 4275 4299 25 || return 1
 	log "before: $(state_count ESTABLISHED $a $b) established," \
 		"$(state_count DREQ_RCVD $a $b) DREQ_RCVD, $(state_count TIMEWAIT $a $b) +" \
 		"$(state_count FREED $a $b) disconnecting/freed"
 	link_del_frees rxe1 $pa $pb || return 1
+	# The status mix, by what each of rxe1's ends was doing: not over
+	# (idle, receives posted): -ENODEV; its own DREQ unanswered: -ETIMEDOUT
+	# if the DREQ had timed out (retries=3: about 2 s) before the deletion,
+	# else -ENODEV; the peer's DREQ answered before: 0.
+	statuses_are $pa $((pa + 49)) "rxe1's idle and posted ends" -19 || return 1
+	statuses_are $((pa + 50)) $((pa + 74)) "rxe1's ends with their DREQ unanswered" \
+		-110 -19 || return 1
+	statuses_are $((pa + 75)) $pb "rxe1's ends that had answered the DREQ" 0 || return 1
 	# rxe1's ends destroyed their ids before the CM let go of rxe1 (the
 	# module is the later client, removed first): the 50 still ESTABLISHED
 	# here hear those DREQs, unless a DREQ lost the race with its cancel.
@@ -123,6 +162,10 @@ test_device_deleted_under_100() {
 	log "rxe0's established ends that heard their peer's DREQ:" \
 		"$(events_in DREQ_RECEIVED $a $((a + 49))) of 50"
 	link_del_frees rxe0 $a $b || return 1
+	# rxe0's: ended by the peer's DREQ (0) or by the deletion (-ENODEV);
+	# those that had got their DREP before: 0.
+	statuses_are $a $((a + 74)) "rxe0's ends" 0 -19 -110 || return 1
+	statuses_are $((a + 75)) $b "rxe0's ends that had got their DREP" 0 || return 1
 	check "no id left" test "$(rcd_stat cm_ids_live)" = 0 || return 1
 	check "the module unloads" timeout 120 rmmod rust_cm_disconnect
 }

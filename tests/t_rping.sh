@@ -29,10 +29,17 @@ rping_field() {
 pings_at_least() { local v; v=$(rping_field "$1" pings); [ "${v:-0}" -ge "$2" ]; }
 
 # all_back NUM: every work request NUM posted came back (completed, flushed
-# or failed), none dropped.
+# or failed), none dropped. NUM's line must have the counters (an absent
+# field would compare equal to 0) and something posted.
 all_back() {
 	awk -v n="$1" '{ for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] } }
 		END {
+			if (!("posted" in v) || !("completed" in v) || !("flushed" in v) ||
+			    !("failed" in v) || !("dropped" in v) || v["posted"] + 0 == 0) {
+				print "# FAIL: " n ": no work-request counters (posted=" \
+					v["posted"] ")"
+				exit 1
+			}
 			ok = v["posted"] == v["completed"] + v["flushed"] + v["failed"] &&
 				v["dropped"] == 0
 			if (!ok)
@@ -111,6 +118,9 @@ test_rping_disconnect_mid_flight() {
 	wait $pid; rc=$?
 	sed 's/^/# rping -c: /' /tmp/rping-c0.out | tail -5
 	log "rping -c exit $rc after the disconnect"
+	# rping ends a run cut by the peer's disconnect with 0 (its test loop
+	# returns 0 once its state is DISCONNECTED); 124 would be timeout's.
+	check "rping -c exits 0 after the disconnect (got $rc)" test $rc = 0 || return 1
 	check "rping -c reports the disconnect" \
 		grep -q 'DISCONNECT EVENT' /tmp/rping-c0.out || return 1
 	wait_event 30 $p TIMEWAIT_EXIT || return 1
@@ -129,6 +139,7 @@ test_rping_disconnect_mid_flight() {
 	wait $pid; rc=$?
 	sed 's/^/# rping -s: /' /tmp/rping-s0.out | tail -5
 	log "rping -s exit $rc after the disconnect"
+	check "rping -s exits 0 after the disconnect (got $rc)" test $rc = 0 || return 1
 	check "rping -s reports the disconnect" \
 		grep -q 'DISCONNECT EVENT' /tmp/rping-s0.out || return 1
 	wait_event 30 7 TIMEWAIT_EXIT || return 1

@@ -108,6 +108,11 @@ test_timewait_exit_frees_its_own_id_only() {
 	check "close 2 waits for 2's timewait-exit callback" kill -0 $pid || return 1
 	ctl connect 2 rxe0 10.77.0.1 10.77.0.1 0x1000 || return 1
 	log "the new 2 sent its REQ"
+	# The window: the new 2 exists while the old 2's callback is still
+	# in flight (close still waits for it). Had the callback returned
+	# first, nothing here would be tested.
+	check "the window was reached: the new 2 made while close 2 still waits" \
+		kill -0 $pid || return 1
 	wait $pid; rc=$?
 	check "close 2 returned 0 (got $rc)" test $rc = 0 || return 1
 	log "close 2 returned; the new 2: state $(conn_state 2), events:" \
@@ -140,7 +145,7 @@ timeout_test_timewait_exit_frees_its_own_id_only=120
 # checks the rest at the end).
 test_unload_during_timewait_exits() {
 	local rounds=${RCD_UNLOAD_ROUNDS:-20} k=${RCD_UNLOAD_CONNS:-10} r first=10 last
-	local t0=$SECONDS qps tw tw_opt bad0
+	local t0=$SECONDS qps tw tw_opt bad0 inwin=0
 	last=$((first + k - 1))
 	rxe_add rxe0 v0 || return 1
 	# The kernel's own QPs (the MAD layer's), there before the module.
@@ -166,9 +171,15 @@ test_unload_during_timewait_exits() {
 		tw=$(grep -c ' TIMEWAIT_EXIT ' $RCD_DBG/events)
 		rmmod rust_cm_disconnect || fail "round $r: rmmod" || return 1
 		check "round $r: no QP of ours left" test "$(rdma_res qp)" = "$qps" || return 1
+		# In the window: rmmod came while timewait exits were still being
+		# delivered (some recorded, not all).
+		[ "$tw" -ge $((2 * k)) ] || inwin=$((inwin + 1))
 		log "round $r ($tw_opt): $((SECONDS - t0)) s, rmmod after $tw of" \
 			"$((2 * k)) timewait exits recorded"
 	done
+	log "rmmod met timewait exits in flight in $inwin of $rounds rounds"
+	check "the window was reached (rmmod during the timewait exits) at least once" \
+		test $inwin -gt 0 || return 1
 	# The callbacks that slept after freeing their ids have woken up by now.
 	sleep 1
 	check "no BUG, Oops or KASAN report during the rounds" \
