@@ -62,3 +62,27 @@ test_harness_cleanup_reports_failure() {
 	cleanup || fail "cleanup once the module is free" || return 1
 	check "the module is gone" sh -c "! test -d /sys/module/rust_cm_disconnect"
 }
+
+# A test's log checks see its own log only (dmesg_has, since the marker the
+# clean guest leaves): a line of an earlier test, here one this test
+# writes before a marker of its own, no longer satisfies them, where the
+# log-wide grep they replace still did. And an errno is matched whole:
+# "-2" is not "-22".
+test_harness_log_checks_are_the_tests() {
+	local n=240 old
+	echo "rcd_consumer: cannot run on connection $n: -22" > /dev/kmsg
+	echo "rust_cm_disconnect: device rxe9 added (1 IB CM port(s))" > /dev/kmsg
+	check "the errno -2 does not match -22" \
+		sh -c "! dmesg | grep -qE 'rcd_consumer: cannot run on connection $n: -2\$'" || return 1
+	old=$(dmesg | grep -c "cannot run on connection $n: -2")
+	log "the old unanchored grep matched -22: $old line(s)"
+	dmesg_mark
+	old=$(dmesg | grep -c 'device rxe9 added')
+	log "the old log-wide grep finds the earlier line: $old line(s)"
+	! dmesg_has 'device rxe9 added' ||
+		fail "dmesg_has found a line from before the test's marker" || return 1
+	echo "rust_cm_disconnect: device rxe9 added (1 IB CM port(s))" > /dev/kmsg
+	check "dmesg_has finds the test's own line" dmesg_has 'device rxe9 added ' || return 1
+	check "dmesg_test has no line from before the marker" \
+		test "$(dmesg_test | grep -c 'connection 240: -22')" = 0
+}
