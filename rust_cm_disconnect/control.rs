@@ -104,7 +104,8 @@ pub(crate) static FILES: [File; 5] = [
     File::new(c_str!("ctl"), 0o200, CTL),
 ];
 
-/// The most connections one `dreq` or `disconnect` names.
+/// The most connections one `dreq` or `disconnect` names (in all its
+/// numbers and ranges together: `E2BIG` beyond).
 const MAX_LIST: u32 = 65536;
 
 /// The largest DATA a command may build (the checks under test reject
@@ -348,6 +349,12 @@ fn nums_and_data(args: &[&str]) -> Result<(KVec<u32>, KVec<u8>)> {
         };
         if last < first || last - first >= MAX_LIST {
             return Err(EINVAL);
+        }
+        // The bound is on the whole list, not on each range: one 4 KiB
+        // write holds about 370 ranges of `0-65535`, which would be 24
+        // million numbers (96 MiB) in one command.
+        if nums.len() as u64 + u64::from(last - first) + 1 > u64::from(MAX_LIST) {
+            return Err(E2BIG);
         }
         for num in first..=last {
             nums.push(num, GFP_KERNEL)?;
