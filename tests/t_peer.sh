@@ -299,3 +299,50 @@ test_peer_lying_cma_hdr() {
 	wait_event 30 20 ESTABLISHED
 }
 timeout_test_peer_lying_cma_hdr=180
+
+# peer_rep_out LCID QPN SID [KEY=VALUE...]: a REQ from the peer, then waits
+# for the REP (rxe1's CM counts it); sets P to the new passive end (the
+# highest number of listener L's, PEER_LISTENER), PLID to its local id and
+# PQPN to its QPN.
+peer_rep_out() {
+	local reps
+	reps=$(cm_counter rxe1 cm_rx_msgs rep)
+	peer req lcid="$1" qpn="$2" sid="$3" "${@:4}" || return 1
+	wait_for 20 counter_ge rxe1 cm_rx_msgs rep $((reps + 1)) ||
+		fail "no REP for the REQ of $1" || return 1
+	P=$(awk -v l="listener=$PEER_LISTENER" '$0 ~ " " l " " { p = $1 } END { print p }' \
+		"$RCD_DBG/conns")
+	PLID=$(conn_field "$P" local_id); PQPN=$(conn_field "$P" qpn)
+	[ -n "$PLID" ] && [ -n "$PQPN" ] || fail "passive end '$P': no local id or QPN"
+}
+
+# Issue 22, item 3: a DREQ before the RTU ends a passive end's handshake.
+# cm.c moves the end from REP_SENT to DREQ_RCVD and cancels the REP
+# (cm_dreq_handler): no RTU, no REP_ERROR follows. Against `backlog=2` (no
+# auto_drep): two REQs, each answered by a REP and followed by a DREQ that
+# names the passive end's id and QPN; a third REQ must be taken (a REP, no
+# REJ from rxe0), not rejected for a backlog those two still count.
+test_peer_dreq_before_rtu_frees_backlog() {
+	local i rej0 ends=
+	peer_setup || return 1
+	PEER_LISTENER=5
+	ctl listen 5 rxe0 0x2000 backlog=2 || return 1
+	rej0=$(cm_tx rej)
+	for i in 0 1; do
+		peer_rep_out $((0xf0000000 + i)) $((0x4000 + i)) 0x2000 resp=20 retries=8 ||
+			return 1
+		peer dreq lcid=$((0xf0000000 + i)) rcid="$PLID" qpn="$PQPN" || return 1
+		wait_event 20 "$P" DREQ_RECEIVED || return 1
+		ends+=" $P"
+	done
+	log "passive ends$ends: $(for i in $ends; do echo -n "$(conn_state $i) "; done)"
+	peer_rep_out $((0xf0000002)) $((0x4002)) 0x2000 resp=20 retries=8 || {
+		log "REJs sent by rxe0 meanwhile: $(( $(cm_tx rej) - rej0 ))"
+		return 1
+	}
+	check "the third REQ was not rejected (rxe0 sent $(( $(cm_tx rej) - rej0 )) REJ)" \
+		test "$(cm_tx rej)" = "$rej0" || return 1
+	check "its passive end $P is new" sh -c "! echo '$ends' | grep -qw '$P'"
+}
+timeout_test_peer_dreq_before_rtu_frees_backlog=120
+

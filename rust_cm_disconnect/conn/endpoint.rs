@@ -295,6 +295,12 @@ impl EndpointState {
         Some(verbs)
     }
 
+    /// Ends a passive end's handshake (its place on the listener is
+    /// given back when the result is dropped).
+    pub(super) fn take_handshake(&mut self) -> Option<Handshake> {
+        self.handshake.take()
+    }
+
     /// Allocates the data statistics on the first post.
     pub(super) fn data_stats(&mut self) -> Result {
         if self.wr.data.is_none() {
@@ -765,6 +771,11 @@ impl Handler for EpHandle {
         let mut st = self.st.lock();
         st.record(&self.core, EventKind::DreqReceived, 0, private_data);
         st.record_disconnected(&self.core, 0);
+        // A DREQ before the RTU ends the handshake: cm.c moves a passive end
+        // from REP_SENT (or MRA_REP_RCVD) straight to DREQ_RCVD and cancels
+        // the REP (`cm_dreq_handler`), so neither the RTU (ESTABLISHED) nor
+        // a REP_ERROR ever comes to give the listener its place back.
+        let handshake = st.handshake.take();
         let answer = if st.disconnecting {
             Some(KVec::new())
         } else {
@@ -781,6 +792,7 @@ impl Handler for EpHandle {
         }
         // Without our lock: `disconnect` takes the table's and ours.
         drop(st);
+        drop(handshake);
         test.after_dreq(self, id);
     }
 

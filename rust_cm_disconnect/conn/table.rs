@@ -260,14 +260,15 @@ impl Core {
             |(ep, cm)| {
                 // Waits for the id's callbacks in progress: none comes after.
                 drop(cm);
-                let verbs = {
+                let (verbs, handshake) = {
                     let mut st = ep.st.lock();
                     if ep.role != Role::Listener {
                         st.record_disconnected(self, ENODEV.to_errno());
                     }
-                    st.take_verbs()
+                    (st.take_verbs(), st.take_handshake())
                 };
                 drop(verbs);
+                drop(handshake);
             },
         );
     }
