@@ -346,3 +346,41 @@ test_peer_dreq_before_rtu_frees_backlog() {
 }
 timeout_test_peer_dreq_before_rtu_frees_backlog=120
 
+# Connect/disconnect cycles for test_peer_held_within_bound: 200 in `make
+# check`, 2,000 (10 rounds) in `make stress` (RCD_CYCLES is 10,000 there).
+BOUND_CYCLES=${RCD_BOUND_CYCLES:-$(( ${RCD_CYCLES:-250} >= 2000 ? 2000 : 200 ))}
+
+# Issue 22, item 4: what a peer can make the module hold is bounded. cmtime
+# connects 200 connections at a time to a listener without auto_drep and
+# disconnects them; nobody answers its DREQs, so the module does, at the
+# listener's deadline (drep_after=500). Afterwards every DREQ was answered
+# late (cmtime got its DREPs and exits 0), every id and QP is freed, and the
+# listener keeps at most keep=50 records of freed passive ends (the rest
+# pruned): ids, QPs and records back within the bound after every round.
+test_peer_held_within_bound() {
+	local r rounds=$(( (BOUND_CYCLES + 199) / 200 )) keep=50 ids0 qps0 rc n s0 s1 eps
+	interop_setup || return
+	ctl listen 1 rxe0 tcp:7476 cma=1 drep_after=500 keep=$keep || return 1
+	ids0=$(rcd_stat cm_ids_live); qps0=$(rdma_res qp); s0=$(slab_kb)
+	for ((r = 1; r <= rounds; r++)); do
+		timeout 300 cmtime -s 10.77.0.1 -p 7476 -c 200 > /tmp/cmtime-b.out 2>&1; rc=$?
+		check "round $r: cmtime exits 0 (got $rc)" test $rc = 0 ||
+			{ sed 's/^/# cmtime: /' /tmp/cmtime-b.out | tail -5; return 1; }
+		check "round $r: every DREQ answered at its deadline" \
+			wait_for 30 stat_is dreq_answered_late $((r * 200)) || return 1
+		check "round $r: ids back to $ids0" wait_for 60 stat_is cm_ids_live "$ids0" ||
+			return 1
+		check "round $r: QPs back to $qps0" test "$(rdma_res qp)" = "$qps0" || return 1
+		n=$(grep -c ' listener=1 ' "$RCD_DBG/conns")
+		check "round $r: $n records kept, at most $keep" test "$n" -le $keep || return 1
+	done
+	eps=$(rcd_stat endpoints_live); s1=$(slab_kb)
+	log "$((rounds * 200)) cycles: pruned $(rcd_stat records_pruned), kept $n," \
+		"endpoints_live $eps, pending $(rcd_stat dreqs_pending), slab $s0 -> $s1 kB"
+	check "pruned all but $keep" \
+		test "$(rcd_stat records_pruned)" = $((rounds * 200 - n)) || return 1
+	check "endpoints alive: the listener and the records ($eps)" \
+		test "$eps" = $((n + 1)) || return 1
+	check "no DREQ left waiting" stat_is dreqs_pending 0
+}
+timeout_test_peer_held_within_bound=900
