@@ -62,9 +62,11 @@
 //!   resolves with no lock held).
 //!
 //! Waits that do happen under a lock, bounded and taking none of ours: a
-//! QP's drain when it is freed (up to 2 s for its flushes, under
-//! `Endpoint::st`), and `wait_for_closes` (on `Core::closed`, which
-//! releases `Core::inner` while it waits).
+//! QP's drain when device removal, `close` or a failed job frees it (up to
+//! 2 s for its flushes, under `Endpoint::st`; a CM callback that frees its
+//! QP drains without the lock, 100 ms at most, and leaves the rest to a
+//! job), and `wait_for_closes` (on `Core::closed`, which releases
+//! `Core::inner` while it waits).
 
 #[path = "conn/commands.rs"]
 mod commands;

@@ -103,6 +103,10 @@ const SWEEP_MS: u32 = 100;
 /// How long freeing a QP waits for the flushes of its posted work requests.
 pub(super) const DRAIN_WAIT_MS: u32 = 2000;
 
+/// How long a CM callback that frees its endpoint's QP waits for those
+/// flushes itself (see [`Endpoint::release_qp`]).
+const CALLBACK_DRAIN_MS: u32 = 100;
+
 /// Endpoints alive (in the table or still held by an id): 0 once everything
 /// is freed.
 pub(super) static LIVE_ENDPOINTS: AtomicUsize = AtomicUsize::new(0);
@@ -479,14 +483,48 @@ impl Endpoint {
     /// free the id and the QP; keep the record (with the completions still
     /// on the CQ counted). Acts on this endpoint's own entry only, whatever
     /// now has its number.
-    fn free_id(&self) {
+    ///
+    /// The QP's drain does not run under the endpoint's lock, and waits
+    /// here (in a CM callback, which holds up the CM's workqueue) at most
+    /// [`CALLBACK_DRAIN_MS`]: see [`Endpoint::release_qp`].
+    fn free_id(self: &Arc<Self>) {
         let (verbs, handshake) = {
             let mut st = self.st.lock();
-            (st.take_verbs(), st.handshake.take())
+            (st.verbs.take(), st.handshake.take())
         };
         self.core.destroy_own_cm(self);
-        drop(verbs);
         drop(handshake);
+        if let Some(verbs) = verbs {
+            self.release_qp(verbs);
+        }
+    }
+
+    /// Frees `verbs`, this endpoint's QP taken out in one of its id's
+    /// callbacks, its posted work requests ended first (flushed, and
+    /// counted in the endpoint's record), without the endpoint's lock. The
+    /// callback waits at most [`CALLBACK_DRAIN_MS`] for the flushes (rxe
+    /// flushes in microseconds); what is still out then is waited for by a
+    /// job on the reaper (up to [`DRAIN_WAIT_MS`]), which device removal
+    /// and unload flush (and the QP's device reference holds up the
+    /// device's unregistration until it is freed), so that no CM callback
+    /// waits seconds for a device.
+    fn release_qp(self: &Arc<Self>, mut verbs: RcQp) {
+        let left = verbs.drain(CALLBACK_DRAIN_MS, |c| self.st.lock().wr.add(&c));
+        if left == 0 {
+            drop(verbs);
+            return;
+        }
+        let ep = self.clone();
+        let spawned = self.core.reaper.spawn(move || {
+            let left = verbs.drain(DRAIN_WAIT_MS, |c| ep.st.lock().wr.add(&c));
+            ep.st.lock().wr.dropped += u64::from(left);
+            drop(verbs);
+        });
+        if spawned.is_err() {
+            // The job (with the QP) was dropped: the QP is freed with what
+            // it still had posted, counted as dropped.
+            self.st.lock().wr.dropped += u64::from(left);
+        }
     }
 
     /// A REQ to this listener (see [`Handler::req_received`]).
