@@ -58,10 +58,18 @@ struct RustCmDisconnect {
     // workqueue, which runs what is still queued first. After that no id of
     // ours exists and no callback or work item runs module code (see the
     // `cm` module's documentation for why).
+    //
+    // The long-running work (the rping pollers, the sweeper of unanswered
+    // DREQs) runs on a queue of its own, `_pollers`, which neither device
+    // removal nor unload flushes while a peer may still keep it busy: each
+    // of its items ends by itself once its entry left the table, its QP was
+    // freed (device removal) or the core stopped (unload, `Owner`). Its drop
+    // then waits only for those ends (a millisecond's poll, a sweep).
     _capi: capi::Registration,
     _debugfs: debugfs::Dir<conn::Core>,
     _client: ib_client::Registration<conn::Core>,
     _owner: conn::Owner,
+    _pollers: Pin<KBox<cm::Reaper>>,
     _reaper: Pin<KBox<cm::Reaper>>,
 }
 
@@ -70,7 +78,13 @@ impl kernel::Module for RustCmDisconnect {
         // Made first, dropped last (also when init fails below: locals drop
         // in reverse order).
         let reaper = cm::Reaper::new(c_str!("rcd_reaper"), c_str!("rcd_jobs"))?;
-        let core = Arc::pin_init(conn::Core::new(reaper.as_ref().get()), GFP_KERNEL)?;
+        // Dropped before `reaper`: its items hold endpoints, which hold the
+        // core and with it a reference on `reaper`.
+        let pollers = cm::Reaper::new(c_str!("rcd_pollers"), c_str!("rcd_pollers_jobs"))?;
+        let core = Arc::pin_init(
+            conn::Core::new(reaper.as_ref().get(), pollers.as_ref().get()),
+            GFP_KERNEL,
+        )?;
         let client = ib_client::Registration::new(c_str!("rust_cm_disconnect"), core.clone())?;
         let debugfs =
             debugfs::Dir::new(c_str!("rust_cm_disconnect"), &control::FILES, core.clone())?;
@@ -80,6 +94,7 @@ impl kernel::Module for RustCmDisconnect {
             _debugfs: debugfs,
             _client: client,
             _owner: conn::Owner::new(core),
+            _pollers: pollers,
             _reaper: reaper,
         })
     }

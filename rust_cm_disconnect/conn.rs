@@ -29,6 +29,10 @@
 //!    moves and posts, and a DREQ or DREP sent in answer to a crossing DREQ,
 //!    run under it.
 //!
+//! 3. `conn::Core::pending` (one): the peers' DREQs waiting for their
+//!    deadline (see `Core::answer_later`); a leaf, taken under an
+//!    endpoint's lock in the DREQ callback, nothing taken under it.
+//!
 //! The order is `Core::inner` before `Endpoint::st`: code holding an
 //! endpoint's lock never takes the table's (a callback that needs both, as
 //! `dreq_received` before its `on_dreq` action, or the rping poller before
@@ -50,14 +54,19 @@
 //!   id freed from its own callback is queued on the reaper instead
 //!   (`destroy_own_cm`);
 //! - flushing the reaper (its destroys and jobs take both locks): device
-//!   removal and unload flush it with no lock held;
+//!   removal and unload flush it with no lock held; the work that runs as
+//!   long as a peer wants (the rping pollers, the sweeper of unanswered
+//!   DREQs) is on the core's `pollers` instead, which nothing flushes
+//!   while it may still be busy (it ends by itself: see `Core`);
 //! - `rdma_addr_cancel()` at the end of an address resolution (`connect`
 //!   resolves with no lock held).
 //!
 //! Waits that do happen under a lock, bounded and taking none of ours: a
-//! QP's drain when it is freed (up to 2 s for its flushes, under
-//! `Endpoint::st`), and `wait_for_closes` (on `Core::closed`, which
-//! releases `Core::inner` while it waits).
+//! QP's drain when device removal, `close` or a failed job frees it (up to
+//! 2 s for its flushes, under `Endpoint::st`; a CM callback that frees its
+//! QP drains without the lock, 100 ms at most, and leaves the rest to a
+//! job), and `wait_for_closes` (on `Core::closed`, which releases
+//! `Core::inner` while it waits).
 
 #[path = "conn/commands.rs"]
 mod commands;
@@ -71,6 +80,6 @@ mod table;
 mod test_hooks;
 
 pub(crate) use commands::{ConnectArgs, Post, Rdma};
-pub(crate) use endpoint::Behaviour;
+pub(crate) use endpoint::{Behaviour, DREQ_ANSWER_MAX_MS};
 pub(crate) use table::{Core, Owner};
 pub(crate) use test_hooks::{OnDreq, OnRep, OnReq, TestHooks};

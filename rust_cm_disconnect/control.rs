@@ -14,7 +14,7 @@
 //! listen  NUM DEV SERVICE_ID [auto_drep=DATA] [on_dreq=ACTION] [cma=1]
 //!         [backlog=N] [on_req=close|job_delay:MS|fail_job]
 //!         [on_timewait=sleep:MS|after:MS]
-//!         [recv=COUNT[:SIZE]]
+//!         [recv=COUNT[:SIZE]] [drep_after=MS] [keep=N]
 //! connect NUM DEV SRC_IP DST_IP SERVICE_ID [port=N] [auto_drep=DATA]
 //!         [on_dreq=ACTION] [lifetime=N] [resp=N] [retries=N] [cma_port=N]
 //!         [req_data=DATA] [on_timewait=sleep:MS|after:MS]
@@ -49,9 +49,14 @@
 //! callback does besides recording it, `sleep:MS`, `dreq` (a DREQ on its own
 //! connection), `disconnect` (its own) or `disconnect:NUM` (another one).
 //! `backlog=N`: a listener takes at most N handshakes in flight (REP sent,
-//! no RTU yet; default 1024) and rejects the excess. `recv=COUNT[:SIZE]`:
-//! COUNT receives with SIZE-byte buffers are posted before the REQ (connect)
-//! or each passive end's REP (listen), as a ULP does before it connects.
+//! no RTU yet; default 1024) and rejects the excess; a DREQ before the RTU
+//! ends a handshake too. `drep_after=MS`: a peer's DREQ to a passive end
+//! that nobody answers (no `auto_drep`, no `drep`, `disconnect` or `close`)
+//! is answered with a DREP after MS (1..600000, default 30000). `keep=N`:
+//! the listener keeps at most N records of its freed passive ends (default
+//! 1024); the lowest-numbered goes first. `recv=COUNT[:SIZE]`: COUNT
+//! receives with SIZE-byte buffers are posted before the REQ (connect) or
+//! each passive end's REP (listen), as a ULP does before it connects.
 //! `post`: buffers and SENDs up to 4096 bytes, SENDs up to the path MTU
 //! (`EMSGSIZE` beyond; `ENOTCONN` for a SEND with data before the QP has a
 //! path), at most the QP's queue sizes outstanding (`ENOMEM`, nothing
@@ -73,7 +78,10 @@
 
 use crate::{
     cm::PortSpace,
-    conn::{Behaviour, ConnectArgs, Core, OnDreq, OnRep, OnReq, Post, Rdma, TestHooks},
+    conn::{
+        Behaviour, ConnectArgs, Core, OnDreq, OnRep, OnReq, Post, Rdma, TestHooks,
+        DREQ_ANSWER_MAX_MS,
+    },
     disconnect::Message,
     path::Timing,
     rping,
@@ -104,7 +112,8 @@ pub(crate) static FILES: [File; 5] = [
     File::new(c_str!("ctl"), 0o200, CTL),
 ];
 
-/// The most connections one `dreq` or `disconnect` names.
+/// The most connections one `dreq` or `disconnect` names (in all its
+/// numbers and ranges together: `E2BIG` beyond).
 const MAX_LIST: u32 = 65536;
 
 /// The largest DATA a command may build (the checks under test reject
@@ -183,6 +192,13 @@ fn listen(core: &Arc<Core>, args: &[&str]) -> Result {
             Some(("on_req", a)) => test.on_req = parse_on_req(a)?,
             Some((k, v)) if test_hook(&mut test, k, v)? => {}
             Some(("backlog", n)) => behaviour.backlog = parse_u32(n)?,
+            Some(("drep_after", ms)) => {
+                behaviour.drep_after_ms = parse_u32(ms)?;
+                if !(1..=DREQ_ANSWER_MAX_MS).contains(&behaviour.drep_after_ms) {
+                    return Err(EINVAL);
+                }
+            }
+            Some(("keep", n)) => behaviour.keep = parse_u32(n)?,
             Some(("recv", r)) => behaviour.pre_recv = Some(parse_recv(r)?),
             Some(("rping", "1")) => behaviour.rping = Some(rping::Role::Server),
             Some(("cma", "1")) => cma = true,
@@ -348,6 +364,12 @@ fn nums_and_data(args: &[&str]) -> Result<(KVec<u32>, KVec<u8>)> {
         };
         if last < first || last - first >= MAX_LIST {
             return Err(EINVAL);
+        }
+        // The bound is on the whole list, not on each range: one 4 KiB
+        // write holds about 370 ranges of `0-65535`, which would be 24
+        // million numbers (96 MiB) in one command.
+        if nums.len() as u64 + u64::from(last - first) + 1 > u64::from(MAX_LIST) {
+            return Err(E2BIG);
         }
         for num in first..=last {
             nums.push(num, GFP_KERNEL)?;

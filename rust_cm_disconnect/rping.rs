@@ -236,7 +236,10 @@ impl Rping {
             }
             (Role::Server, WrKind::RdmaWrite, Step::Writing) => {
                 qp.post_send(zeroed(INFO_LEN)?)?;
-                self.pings += 1;
+                // A remote client's count (`rping -C 0` pings for ever):
+                // saturates rather than overflow (a panic with overflow
+                // checks on) after 2^32 pings.
+                self.pings = self.pings.saturating_add(1);
                 self.step = Step::WaitReadAdv;
                 Ok((1, Action::Nothing))
             }
@@ -271,12 +274,13 @@ impl Rping {
                 };
                 // rping -V: the sink holds what the start buffer held.
                 if start[..] == sink[..] && start[..] == self.data[..] {
-                    self.validated += 1;
+                    self.validated = self.validated.saturating_add(1);
                 } else {
                     self.error = EIO.to_errno();
                 }
                 self.back = [None, None];
-                self.pings += 1;
+                // Endless with `count` 0, as the server's: saturates.
+                self.pings = self.pings.saturating_add(1);
                 if count != 0 && self.pings >= count {
                     self.step = Step::Done;
                     return Ok((0, Action::Disconnect));

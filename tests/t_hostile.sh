@@ -234,3 +234,29 @@ test_callback_disconnects_other() {
 	wait_event 30 $((a + PASSIVE_BASE)) DREP_RECEIVED || return 1
 	exactly_once DISCONNECTED $a $b
 }
+
+# Issue 22, item 7: the numbers one `dreq`/`disconnect` names are bounded
+# in total, not per range: a 4 KiB write of `dreq 0-65535,0-65535,...`
+# (about 370 ranges, 24 million numbers) is refused with E2BIG before it
+# allocates anything big; 65,536 numbers in all are still taken (ENOENT:
+# no such connection), one more is E2BIG. The module lives on.
+test_ctl_range_total_bounded() {
+	local cmd="dreq 0-65535" slab0 slab1 got
+	rxe_add rxe0 v0 && rcd_load || return 1
+	while [ $((${#cmd} + 8)) -le 4096 ]; do cmd+=",0-65535"; done
+	slab0=$(slab_kb)
+	got=$(ctl_errno "$cmd")
+	check "one ${#cmd}-byte dreq of ranges of 65,536: E2BIG (got $got)" \
+		test "$got" = E2BIG || return 1
+	got=$(ctl_errno "disconnect ${cmd#dreq }")
+	check "the same as a disconnect: E2BIG (got $got)" test "$got" = E2BIG || return 1
+	slab1=$(slab_kb)
+	log "one write of ${#cmd} bytes; slab ${slab0} kB -> ${slab1} kB"
+	expect_errnos <<'EOF2' || return 1
+ENOENT|dreq 0-32767,32768-65535
+E2BIG|dreq 0-32767,32768-65536
+E2BIG|dreq 0-65535,7
+EINVAL|dreq 0-65536
+EOF2
+	ctl listen 1 rxe0 0x1000 && ctl close 1
+}

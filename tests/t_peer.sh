@@ -299,3 +299,88 @@ test_peer_lying_cma_hdr() {
 	wait_event 30 20 ESTABLISHED
 }
 timeout_test_peer_lying_cma_hdr=180
+
+# peer_rep_out LCID QPN SID [KEY=VALUE...]: a REQ from the peer, then waits
+# for the REP (rxe1's CM counts it); sets P to the new passive end (the
+# highest number of listener L's, PEER_LISTENER), PLID to its local id and
+# PQPN to its QPN.
+peer_rep_out() {
+	local reps
+	reps=$(cm_counter rxe1 cm_rx_msgs rep)
+	peer req lcid="$1" qpn="$2" sid="$3" "${@:4}" || return 1
+	wait_for 20 counter_ge rxe1 cm_rx_msgs rep $((reps + 1)) ||
+		fail "no REP for the REQ of $1" || return 1
+	P=$(awk -v l="listener=$PEER_LISTENER" '$0 ~ " " l " " { p = $1 } END { print p }' \
+		"$RCD_DBG/conns")
+	PLID=$(conn_field "$P" local_id); PQPN=$(conn_field "$P" qpn)
+	[ -n "$PLID" ] && [ -n "$PQPN" ] || fail "passive end '$P': no local id or QPN"
+}
+
+# Issue 22, item 3: a DREQ before the RTU ends a passive end's handshake.
+# cm.c moves the end from REP_SENT to DREQ_RCVD and cancels the REP
+# (cm_dreq_handler): no RTU, no REP_ERROR follows. Against `backlog=2` (no
+# auto_drep): two REQs, each answered by a REP and followed by a DREQ that
+# names the passive end's id and QPN; a third REQ must be taken (a REP, no
+# REJ from rxe0), not rejected for a backlog those two still count.
+test_peer_dreq_before_rtu_frees_backlog() {
+	local i rej0 ends=
+	peer_setup || return 1
+	PEER_LISTENER=5
+	ctl listen 5 rxe0 0x2000 backlog=2 || return 1
+	rej0=$(cm_tx rej)
+	for i in 0 1; do
+		peer_rep_out $((0xf0000000 + i)) $((0x4000 + i)) 0x2000 resp=20 retries=8 ||
+			return 1
+		peer dreq lcid=$((0xf0000000 + i)) rcid="$PLID" qpn="$PQPN" || return 1
+		wait_event 20 "$P" DREQ_RECEIVED || return 1
+		ends+=" $P"
+	done
+	log "passive ends$ends: $(for i in $ends; do echo -n "$(conn_state $i) "; done)"
+	peer_rep_out $((0xf0000002)) $((0x4002)) 0x2000 resp=20 retries=8 || {
+		log "REJs sent by rxe0 meanwhile: $(( $(cm_tx rej) - rej0 ))"
+		return 1
+	}
+	check "the third REQ was not rejected (rxe0 sent $(( $(cm_tx rej) - rej0 )) REJ)" \
+		test "$(cm_tx rej)" = "$rej0" || return 1
+	check "its passive end $P is new" sh -c "! echo '$ends' | grep -qw '$P'"
+}
+timeout_test_peer_dreq_before_rtu_frees_backlog=120
+
+# Connect/disconnect cycles for test_peer_held_within_bound: 200 in `make
+# check`, 2,000 (10 rounds) in `make stress` (RCD_CYCLES is 10,000 there).
+BOUND_CYCLES=${RCD_BOUND_CYCLES:-$(( ${RCD_CYCLES:-250} >= 2000 ? 2000 : 200 ))}
+
+# Issue 22, item 4: what a peer can make the module hold is bounded. cmtime
+# connects 200 connections at a time to a listener without auto_drep and
+# disconnects them; nobody answers its DREQs, so the module does, at the
+# listener's deadline (drep_after=500). Afterwards every DREQ was answered
+# late (cmtime got its DREPs and exits 0), every id and QP is freed, and the
+# listener keeps at most keep=50 records of freed passive ends (the rest
+# pruned): ids, QPs and records back within the bound after every round.
+test_peer_held_within_bound() {
+	local r rounds=$(( (BOUND_CYCLES + 199) / 200 )) keep=50 ids0 qps0 rc n s0 s1 eps
+	interop_setup || return
+	ctl listen 1 rxe0 tcp:7476 cma=1 drep_after=500 keep=$keep || return 1
+	ids0=$(rcd_stat cm_ids_live); qps0=$(rdma_res qp); s0=$(slab_kb)
+	for ((r = 1; r <= rounds; r++)); do
+		timeout 300 cmtime -s 10.77.0.1 -p 7476 -c 200 > /tmp/cmtime-b.out 2>&1; rc=$?
+		check "round $r: cmtime exits 0 (got $rc)" test $rc = 0 ||
+			{ sed 's/^/# cmtime: /' /tmp/cmtime-b.out | tail -5; return 1; }
+		check "round $r: every DREQ answered at its deadline" \
+			wait_for 30 stat_is dreq_answered_late $((r * 200)) || return 1
+		check "round $r: ids back to $ids0" wait_for 60 stat_is cm_ids_live "$ids0" ||
+			return 1
+		check "round $r: QPs back to $qps0" test "$(rdma_res qp)" = "$qps0" || return 1
+		n=$(grep -c ' listener=1 ' "$RCD_DBG/conns")
+		check "round $r: $n records kept, at most $keep" test "$n" -le $keep || return 1
+	done
+	eps=$(rcd_stat endpoints_live); s1=$(slab_kb)
+	log "$((rounds * 200)) cycles: pruned $(rcd_stat records_pruned), kept $n," \
+		"endpoints_live $eps, pending $(rcd_stat dreqs_pending), slab $s0 -> $s1 kB"
+	check "pruned all but $keep" \
+		test "$(rcd_stat records_pruned)" = $((rounds * 200 - n)) || return 1
+	check "endpoints alive: the listener and the records ($eps)" \
+		test "$eps" = $((n + 1)) || return 1
+	check "no DREQ left waiting" stat_is dreqs_pending 0
+}
+timeout_test_peer_held_within_bound=900

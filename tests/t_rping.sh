@@ -150,3 +150,81 @@ test_rping_disconnect_mid_flight() {
 	check "MRs deregistered, nothing mapped" \
 		test "$(rcd_stat wr_bufs_mapped)/$(rcd_stat mrs_live)" = 0/0
 }
+
+# proc_ended PID: PID (a child) has exited (gone, or a zombie not yet
+# reaped): builtins only.
+proc_ended() {
+	local s
+	read -r _ _ s _ 2>/dev/null < "/proc/$1/stat" || return 0
+	[ "$s" = Z ]
+}
+
+# RPING_BOUND: what a remote peer that keeps pinging may add to `rmmod` or
+# to `rdma link del` of a device (issue 22, item 1): the module's own work,
+# a destroy and a QP drain per connection on the device (2 s at most each,
+# milliseconds on rxe), not the peer's protocol. Seconds, generous for TCG.
+RPING_BOUND=15
+
+# timed_or_unblock WHAT PID PEER: waits up to RPING_BOUND s for PID to end;
+# if it does not, kills PEER (what holds it), reaps both and fails. Sets
+# DT to the seconds it took and RC to its status.
+timed_or_unblock() {
+	local t0=$SECONDS
+	if ! wait_for $RPING_BOUND proc_ended "$2"; then
+		fail "$1 still blocked after $RPING_BOUND s with the pings going on" \
+			"(pings $(rping_field "$FOREIGN" pings))"
+		kill "$3" 2>/dev/null; wait "$3"; wait "$2"
+		log "$1 returned $((SECONDS - t0)) s after the start, once rping was killed"
+		return 1
+	fi
+	wait "$2"; RC=$?; DT=$((SECONDS - t0))
+	log "$1: exit $RC after $DT s"
+}
+
+# rping_endless_on_rxe1: rping -c -C 0 against a `listen rping=1` listener
+# on rxe1 (10.77.0.2), both ends on rxe1, until 20 pings are served; rxe1
+# is made after rxe0 (a higher index: the IB core removes a client from
+# its devices in index order, so at unload rxe0, the device that has
+# nothing to do with the pings, goes first). Sets PID and FOREIGN.
+rping_endless_on_rxe1() {
+	ctl listen 1 rxe1 tcp:7184 cma=1 rping=1 auto_drep=- || return 1
+	timeout 300 rping -c -a 10.77.0.2 -p 7184 -C 0 -S 1024 > /tmp/rping-h.out 2>&1 & PID=$!
+	foreign_established || return 1
+	check "20 pings served" wait_for 60 pings_at_least "$FOREIGN" 20
+}
+
+# Issue 22, item 1: a peer that keeps pinging holds neither `rmmod` nor the
+# removal of another device. With `rping -c -C 0` going on rxe1: rmmod
+# returns within RPING_BOUND s (the pings end with it: rping sees the
+# DISCONNECT), and with the module back and pinging again, `rdma link del
+# rxe0` does too, while the pings go on.
+test_rping_peer_holds_no_removal_nor_unload() {
+	local del n0 n1 rc
+	rping_setup || return
+	# rxe1 after rxe0: see rping_endless_on_rxe1.
+	rxe_del rxe1; rxe_add rxe1 v1 || return 1
+	rping_endless_on_rxe1 || return 1
+	rmmod rust_cm_disconnect & del=$!
+	timed_or_unblock "rmmod" $del $PID || return 1
+	check "rmmod succeeds" test "$RC" = 0 || return 1
+	wait $PID; rc=$?
+	log "rping -c: exit $rc after the unload: $(tail -1 /tmp/rping-h.out)"
+	check "rping -c saw the disconnect" grep -q 'DISCONNECT EVENT' /tmp/rping-h.out || return 1
+
+	rcd_load || return 1
+	rping_endless_on_rxe1 || return 1
+	rdma link del rxe0 & del=$!
+	timed_or_unblock "rdma link del rxe0" $del $PID || return 1
+	check "rdma link del rxe0 succeeds" test "$RC" = 0 || return 1
+	n0=$(rping_field "$FOREIGN" pings)
+	check "the pings go on on rxe1" wait_for 30 pings_at_least "$FOREIGN" $((n0 + 10)) ||
+		return 1
+	n1=$(rping_field "$FOREIGN" pings)
+	log "pings: $n0 at the removal, $n1 after"
+	ctl disconnect "$FOREIGN" || return 1
+	wait_event 30 "$FOREIGN" DREP_RECEIVED || return 1
+	wait $PID; rc=$?
+	log "rping -c: exit $rc after our disconnect"
+	check "rping stopped, no protocol error" test "$(rping_field "$FOREIGN" error)" = 0
+}
+timeout_test_rping_peer_holds_no_removal_nor_unload=240

@@ -273,7 +273,7 @@ impl Core {
             drop(self.remove_own(&ep));
         } else if rping_role.is_some() {
             // If this fails the protocol only runs on `poll`.
-            let _ = self.reaper.spawn(move || rping_poller(ep));
+            let _ = self.bounds.pollers.spawn(move || rping_poller(ep));
         }
         res
     }

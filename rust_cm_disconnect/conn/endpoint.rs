@@ -19,6 +19,7 @@ use kernel::{
     error::code::*,
     fmt, new_mutex,
     prelude::*,
+    rbtree::{RBTree, RBTreeNodeReservation},
     str::CString,
     sync::{Arc, Mutex},
     time::{msleep, Ktime},
@@ -72,8 +73,39 @@ pub(super) fn qp_size() -> QpSize {
     }
 }
 
+/// How long a peer's DREQ waits for its answer (`drep`, `disconnect`,
+/// `close`, or `auto_drep` at once) before the module sends the DREP itself
+/// (`drep_after=MS` on a listener sets its passive ends'). Without it an end
+/// in DREQ_RCVD would hold its id and QP for ever: cm.c has no timer in
+/// that state (`cm_dreq_handler` queues the event and nothing else), and
+/// rdma_cm has none either (`cma_ib_handler` turns the DREQ into
+/// DISCONNECTED and leaves the DREP to `rdma_disconnect` or the destroy).
+///
+/// 30 s: three times the longest any consumer here takes to answer (the
+/// tests' `on_dreq=sleep:10000`), and well inside what an rdma_cm peer waits
+/// for its DREP (its CM tries 16 times, about 4.5 s each with rdma_cm's
+/// response timeout on RoCE: 72 s), so the peer still gets a DREP, not a
+/// DREQ_ERROR.
+pub(crate) const DREQ_ANSWER_MS: u32 = 30_000;
+
+/// The longest `drep_after=MS` a listener may set (10 minutes).
+pub(crate) const DREQ_ANSWER_MAX_MS: u32 = 600_000;
+
+/// How many records of freed passive ends a listener keeps, unless
+/// `keep=N` says otherwise: beyond that, the lowest-numbered goes (see
+/// `Core::destroy_own_cm`).
+pub(crate) const DEFAULT_KEEP: u32 = 1024;
+
+/// How often the sweeper of unanswered DREQs looks at them, and so what it
+/// may add to the deadline and to unload.
+const SWEEP_MS: u32 = 100;
+
 /// How long freeing a QP waits for the flushes of its posted work requests.
 pub(super) const DRAIN_WAIT_MS: u32 = 2000;
+
+/// How long a CM callback that frees its endpoint's QP waits for those
+/// flushes itself (see [`Endpoint::release_qp`]).
+const CALLBACK_DRAIN_MS: u32 = 100;
 
 /// Endpoints alive (in the table or still held by an id): 0 once everything
 /// is freed.
@@ -135,6 +167,10 @@ pub(crate) struct Behaviour {
     /// Speak rping's protocol on the connection (`rping=1` on a listener:
     /// the server; `rping=COUNT:SIZE` on connect: the client).
     pub(crate) rping: Option<rping::Role>,
+    /// A peer's DREQ nobody answered is answered after this (ms).
+    pub(crate) drep_after_ms: u32,
+    /// A listener keeps at most this many records of freed passive ends.
+    pub(crate) keep: u32,
 }
 
 impl Default for Behaviour {
@@ -145,6 +181,8 @@ impl Default for Behaviour {
             backlog: DEFAULT_BACKLOG,
             pre_recv: None,
             rping: None,
+            drep_after_ms: DREQ_ANSWER_MS,
+            keep: DEFAULT_KEEP,
         }
     }
 }
@@ -163,6 +201,8 @@ impl Behaviour {
             backlog: self.backlog,
             pre_recv: self.pre_recv,
             rping: self.rping,
+            drep_after_ms: self.drep_after_ms,
+            keep: self.keep,
         })
     }
 }
@@ -293,6 +333,12 @@ impl EndpointState {
         let left = verbs.drain(DRAIN_WAIT_MS, |c| wr.add(&c));
         wr.dropped += u64::from(left);
         Some(verbs)
+    }
+
+    /// Ends a passive end's handshake (its place on the listener is
+    /// given back when the result is dropped).
+    pub(super) fn take_handshake(&mut self) -> Option<Handshake> {
+        self.handshake.take()
     }
 
     /// Allocates the data statistics on the first post.
@@ -437,14 +483,48 @@ impl Endpoint {
     /// free the id and the QP; keep the record (with the completions still
     /// on the CQ counted). Acts on this endpoint's own entry only, whatever
     /// now has its number.
-    fn free_id(&self) {
+    ///
+    /// The QP's drain does not run under the endpoint's lock, and waits
+    /// here (in a CM callback, which holds up the CM's workqueue) at most
+    /// [`CALLBACK_DRAIN_MS`]: see [`Endpoint::release_qp`].
+    fn free_id(self: &Arc<Self>) {
         let (verbs, handshake) = {
             let mut st = self.st.lock();
-            (st.take_verbs(), st.handshake.take())
+            (st.verbs.take(), st.handshake.take())
         };
         self.core.destroy_own_cm(self);
-        drop(verbs);
         drop(handshake);
+        if let Some(verbs) = verbs {
+            self.release_qp(verbs);
+        }
+    }
+
+    /// Frees `verbs`, this endpoint's QP taken out in one of its id's
+    /// callbacks, its posted work requests ended first (flushed, and
+    /// counted in the endpoint's record), without the endpoint's lock. The
+    /// callback waits at most [`CALLBACK_DRAIN_MS`] for the flushes (rxe
+    /// flushes in microseconds); what is still out then is waited for by a
+    /// job on the reaper (up to [`DRAIN_WAIT_MS`]), which device removal
+    /// and unload flush (and the QP's device reference holds up the
+    /// device's unregistration until it is freed), so that no CM callback
+    /// waits seconds for a device.
+    fn release_qp(self: &Arc<Self>, mut verbs: RcQp) {
+        let left = verbs.drain(CALLBACK_DRAIN_MS, |c| self.st.lock().wr.add(&c));
+        if left == 0 {
+            drop(verbs);
+            return;
+        }
+        let ep = self.clone();
+        let spawned = self.core.reaper.spawn(move || {
+            let left = verbs.drain(DRAIN_WAIT_MS, |c| ep.st.lock().wr.add(&c));
+            ep.st.lock().wr.dropped += u64::from(left);
+            drop(verbs);
+        });
+        if spawned.is_err() {
+            // The job (with the QP) was dropped: the QP is freed with what
+            // it still had posted, counted as dropped.
+            self.st.lock().wr.dropped += u64::from(left);
+        }
     }
 
     /// A REQ to this listener (see [`Handler::req_received`]).
@@ -550,7 +630,7 @@ impl Endpoint {
                 if self.st.lock().behaviour.rping.is_some() {
                     // If this fails the protocol only runs on `poll`.
                     let ep = self.clone();
-                    let _ = self.core.reaper.spawn(move || rping_poller(ep));
+                    let _ = self.core.bounds.pollers.spawn(move || rping_poller(ep));
                 }
             }
             Ok(Err(e)) => {
@@ -765,6 +845,11 @@ impl Handler for EpHandle {
         let mut st = self.st.lock();
         st.record(&self.core, EventKind::DreqReceived, 0, private_data);
         st.record_disconnected(&self.core, 0);
+        // A DREQ before the RTU ends the handshake: cm.c moves a passive end
+        // from REP_SENT (or MRA_REP_RCVD) straight to DREQ_RCVD and cancels
+        // the REP (`cm_dreq_handler`), so neither the RTU (ESTABLISHED) nor
+        // a REP_ERROR ever comes to give the listener its place back.
+        let handshake = st.handshake.take();
         let answer = if st.disconnecting {
             Some(KVec::new())
         } else {
@@ -772,6 +857,19 @@ impl Handler for EpHandle {
                 Some(d) => copy(d).ok(),
                 None => None,
             }
+        };
+        // Nobody answers now: the sweeper does after the deadline, unless
+        // the consumer does first (or it cannot be queued: then now).
+        let answer = match answer {
+            None => {
+                let after = i64::from(st.behaviour.drep_after_ms) * 1_000_000;
+                let due = Ktime::ktime_get().to_ns().saturating_add(after);
+                match self.core.answer_later(&self.0, due) {
+                    Ok(()) => None,
+                    Err(_) => Some(KVec::new()),
+                }
+            }
+            answer => answer,
         };
         if let Some(data) = answer {
             let res = id.send_drep(&data);
@@ -781,6 +879,7 @@ impl Handler for EpHandle {
         }
         // Without our lock: `disconnect` takes the table's and ours.
         drop(st);
+        drop(handshake);
         test.after_dreq(self, id);
     }
 
@@ -827,10 +926,14 @@ pub(super) fn copy(data: &[u8]) -> Result<KVec<u8>> {
 
 /// Drives an rping endpoint: takes its completions as they come (its CQ is
 /// polled directly) until its protocol is over, its QP freed or its entry
-/// gone. Runs on the reaper, which device removal and unload flush.
+/// gone (unload, close) or the core stopping (unload). Runs on the core's
+/// `pollers`, which neither device removal nor unload flushes: removal frees
+/// the QP (`take_verbs`, under the endpoint's lock, which this takes for
+/// each poll), unload takes the entry out and sets `stop`, and the poller
+/// returns at its next turn, within a millisecond's sleep.
 pub(super) fn rping_poller(ep: Arc<Endpoint>) {
     loop {
-        if ep.gone.load(Ordering::Relaxed) {
+        if ep.gone.load(Ordering::Relaxed) || ep.core.bounds.stop.load(Ordering::Relaxed) {
             return;
         }
         let action = {
@@ -851,5 +954,113 @@ pub(super) fn rping_poller(ep: Arc<Endpoint>) {
             }
             Err(_) => return,
         }
+    }
+}
+
+/// The peers' DREQs nobody answered yet, each with its deadline (ns,
+/// `ktime_get()`), and whether a sweeper runs (see [`Core::answer_later`]).
+/// Its lock (`conn::Core::pending`) is a leaf: taken under an endpoint's
+/// (in the DREQ callback), nothing is taken under it.
+pub(super) struct PendingDreqs {
+    /// By (deadline, a sequence number): the earliest first.
+    pub(super) list: RBTree<(i64, u64), Arc<Endpoint>>,
+    pub(super) next: u64,
+    pub(super) sweeping: bool,
+}
+
+impl Core {
+    /// Answers `ep`'s DREQ at `due` unless someone does first: queued for
+    /// the sweeper, which is started if none runs. On an error (no memory)
+    /// the caller answers at once.
+    ///
+    /// The bound: an end in DREQ_RCVD holds its id and QP for its
+    /// listener's `drep_after` (30 s unless set) plus a sweep (100 ms), then
+    /// its DREP puts it in timewait, whose exit frees both. The list holds
+    /// one entry (a tree node, about 64 bytes) per such end.
+    pub(super) fn answer_later(self: &Arc<Self>, ep: &Arc<Endpoint>, due: i64) -> Result {
+        // Allocated before the lock.
+        let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
+        let mut p = self.bounds.pending.lock();
+        let key = (due, p.next);
+        p.next = p.next.wrapping_add(1);
+        p.list.insert(node.into_node(key, ep.clone()));
+        if !p.sweeping {
+            let core = self.clone();
+            // On `pollers`: a sweep may send DREPs for the whole table, and
+            // device removal need not wait for it (it takes the table's
+            // lock to reach an id, and removal takes ids out under it).
+            if let Err(e) = self.bounds.pollers.spawn(move || sweep_dreqs(core)) {
+                let ep = p.list.remove(&key);
+                drop(p);
+                drop(ep);
+                return Err(e);
+            }
+            p.sweeping = true;
+        }
+        Ok(())
+    }
+}
+
+/// The sweeper of unanswered DREQs: every [`SWEEP_MS`], answers those whose
+/// deadline passed; returns once none is left, or at unload (`stop`).
+fn sweep_dreqs(core: Arc<Core>) {
+    loop {
+        if core.bounds.stop.load(Ordering::Relaxed) {
+            let list = {
+                let mut p = core.bounds.pending.lock();
+                p.sweeping = false;
+                core::mem::replace(&mut p.list, RBTree::new())
+            };
+            // Endpoints dropped without the lock.
+            drop(list);
+            return;
+        }
+        let now = Ktime::ktime_get().to_ns();
+        loop {
+            let due = {
+                let mut p = core.bounds.pending.lock();
+                let first = p.list.keys().next().copied();
+                match first {
+                    Some(key) if key.0 <= now => p.list.remove(&key),
+                    _ => None,
+                }
+            };
+            let Some(ep) = due else {
+                break;
+            };
+            ep.answer_late_dreq();
+        }
+        {
+            let mut p = core.bounds.pending.lock();
+            if p.list.keys().next().is_none() {
+                p.sweeping = false;
+                return;
+            }
+        }
+        msleep(SWEEP_MS);
+    }
+}
+
+impl Endpoint {
+    /// The deadline of a peer's DREQ passed: a DREP, if the id is still in
+    /// DREQ_RCVD (nobody answered, nothing freed it).
+    fn answer_late_dreq(self: &Arc<Self>) {
+        let _ = self.core.with_own_cm(self.num, self, |cm| {
+            let mut st = self.st.lock();
+            if cm.state() != cm::State::DreqRcvd {
+                return Ok(());
+            }
+            let res = cm.send_drep(&[]);
+            self.core.count(Message::Drep, res.is_ok());
+            if res.is_ok() {
+                self.core
+                    .bounds
+                    .dreq_answered_late
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+            let status = res.err().map_or(0, |e| e.to_errno());
+            st.record(&self.core, EventKind::DrepSent, status, &[]);
+            Ok(())
+        });
     }
 }

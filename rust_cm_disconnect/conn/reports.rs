@@ -317,6 +317,21 @@ impl Core {
             "events_lost {}",
             self.lost_events.load(Ordering::Relaxed)
         )?;
+        // What a peer makes the module hold (issue 22, item 4): DREQs
+        // waiting for their deadline, those answered at it, and records of
+        // freed passive ends dropped beyond their listener's `keep`.
+        let pending = self.bounds.pending.lock().list.keys().count();
+        writeln!(out, "dreqs_pending {}", pending)?;
+        writeln!(
+            out,
+            "dreq_answered_late {}",
+            self.bounds.dreq_answered_late.load(Ordering::Relaxed)
+        )?;
+        writeln!(
+            out,
+            "records_pruned {}",
+            self.bounds.records_pruned.load(Ordering::Relaxed)
+        )?;
         self.req_times.show(out, "req_callbacks", "req_callback")?;
         // From the REQ callback to the REP: the job queue's latency, which
         // the MRA's service timeout must cover (`MRA_SERVICE_TIMEOUT`).

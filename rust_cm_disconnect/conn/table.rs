@@ -12,7 +12,7 @@ use crate::{
     disconnect::Message,
     ib_client::{Client, Device},
 };
-use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use kernel::{
     error::code::*,
     new_condvar, new_mutex,
@@ -53,9 +53,14 @@ pub(crate) struct Core {
     /// Signalled when `closing` drops to zero.
     #[pin]
     pub(super) closed: CondVar,
-    /// Destroys the ids dropped in their own callbacks; flushed on device
-    /// removal.
+    /// Destroys the ids dropped in their own callbacks and runs the jobs CM
+    /// callbacks hand off (bounded work: a QP and a REP); flushed on device
+    /// removal and unload.
     pub(super) reaper: ReaperRef,
+    /// What bounds what a peer can make the module hold: the queue of the
+    /// long-running work, the DREQs waiting for their deadline, the counts.
+    #[pin]
+    pub(super) bounds: Bounds,
     pub(super) next_foreign: AtomicUsize,
     pub(super) lost_events: AtomicUsize,
     pub(crate) dreq_sent: AtomicU64,
@@ -69,6 +74,29 @@ pub(crate) struct Core {
     /// REQ callbacks of the listeners and their passive ends' REPs.
     pub(super) req_times: Durations,
     pub(super) rep_times: Durations,
+}
+
+/// The long-running work's queue and its unload flag, the peers' DREQs
+/// waiting for their deadline, and the counts of what the module did to
+/// bound what a peer can make it hold (`stats`).
+#[pin_data]
+pub(super) struct Bounds {
+    /// Runs the work that lasts as long as a peer wants (the rping
+    /// pollers, the sweeper of unanswered DREQs): never flushed by device
+    /// removal or unload, which instead make each item end by itself (its
+    /// QP freed, its entry gone, `stop`).
+    pub(super) pollers: ReaperRef,
+    /// The peers' DREQs waiting for their deadline (see
+    /// [`Core::answer_later`]): a leaf lock.
+    #[pin]
+    pub(super) pending: Mutex<PendingDreqs>,
+    /// Set at unload (`Owner`): the work on `pollers` returns.
+    pub(super) stop: AtomicBool,
+    /// DREQs the module answered at their deadline.
+    pub(super) dreq_answered_late: AtomicU64,
+    /// Records of freed passive ends dropped beyond their listener's
+    /// `keep`.
+    pub(super) records_pruned: AtomicU64,
 }
 
 /// How many of something, their total and longest time in ns (`stats`).
@@ -95,8 +123,27 @@ impl Durations {
     }
 }
 
+impl Bounds {
+    fn new(pollers: ReaperRef) -> impl PinInit<Self> {
+        pin_init!(Self {
+            pollers,
+            pending <- new_mutex!(
+                PendingDreqs {
+                    list: RBTree::new(),
+                    next: 0,
+                    sweeping: false,
+                },
+                "conn::Core::pending"
+            ),
+            stop: AtomicBool::new(false),
+            dreq_answered_late: AtomicU64::new(0),
+            records_pruned: AtomicU64::new(0),
+        })
+    }
+}
+
 impl Core {
-    pub(crate) fn new(reaper: ReaperRef) -> impl PinInit<Self> {
+    pub(crate) fn new(reaper: ReaperRef, pollers: ReaperRef) -> impl PinInit<Self> {
         pin_init!(Self {
             inner <- new_mutex!(
                 CoreInner {
@@ -108,6 +155,7 @@ impl Core {
             ),
             closed <- new_condvar!("conn::Core::closed"),
             reaper,
+            bounds <- Bounds::new(pollers),
             next_foreign: AtomicUsize::new(0),
             lost_events: AtomicUsize::new(0),
             dreq_sent: AtomicU64::new(0),
@@ -157,15 +205,33 @@ impl Core {
     /// reaper under the table's lock, so that device removal and unload,
     /// which take ids out under that lock and then flush the reaper, either
     /// find the id or wait for its destroy.
+    ///
+    /// A passive end's record then counts among its listener's records of
+    /// freed ends, which are pruned beyond the listener's `keep` here.
     pub(super) fn destroy_own_cm(&self, ep: &Endpoint) {
+        // Read before the table's lock (which comes first in the order).
+        let keep = ep.st.lock().behaviour.keep;
         let mut inner = self.inner.lock();
+        let mut freed = false;
         if let Some(conn) = inner.conns.get_mut(&ep.num) {
             if core::ptr::eq(&*conn.ep, ep) {
                 if let Some(cm) = conn.cm.take() {
                     cm.destroy_deferred();
+                    freed = true;
                 }
             }
         }
+        if !freed || ep.role != Role::Passive {
+            return;
+        }
+        let pruned = prune_freed(&mut inner, ep.listener, keep);
+        drop(inner);
+        // Their endpoints go without the lock.
+        let n = pruned.iter().flatten().count();
+        drop(pruned);
+        self.bounds
+            .records_pruned
+            .fetch_add(n as u64, Ordering::Relaxed);
     }
 
     /// Takes `ep`'s own entry out of the table (none if its number now
@@ -260,14 +326,15 @@ impl Core {
             |(ep, cm)| {
                 // Waits for the id's callbacks in progress: none comes after.
                 drop(cm);
-                let verbs = {
+                let (verbs, handshake) = {
                     let mut st = ep.st.lock();
                     if ep.role != Role::Listener {
                         st.record_disconnected(self, ENODEV.to_errno());
                     }
-                    st.take_verbs()
+                    (st.take_verbs(), st.take_handshake())
                 };
                 drop(verbs);
+                drop(handshake);
             },
         );
     }
@@ -291,6 +358,43 @@ impl Core {
     }
 }
 
+/// How many records one freed end may take out of the table (see
+/// [`prune_freed`]): more than one, so that a `keep` lowered meanwhile (a
+/// new listener with the same number) is caught up with.
+const PRUNE_AT_ONCE: usize = 4;
+
+/// Takes out of the table the lowest-numbered records of `listener`'s
+/// freed passive ends beyond `keep`, at most [`PRUNE_AT_ONCE`]; the caller
+/// drops them after the lock.
+///
+/// Every REQ a peer sends may leave a record (its end freed after a REJ, a
+/// REP timeout, a DREQ and its timewait); these are what a peer could make
+/// the module hold for ever, and this is their bound: each time one of a
+/// listener's passive ends is freed, its records of freed ends are cut back
+/// to `keep` (default [`DEFAULT_KEEP`]), each about `endpoint_fixed_bytes`
+/// (`stats`, under 1 KiB) plus its events (eight reserved, each with the
+/// private data its message carried, 224 bytes at most). Ends freed by
+/// device removal are not counted (their device is gone, their peer with
+/// it); active ends and listeners are the consumer's, never pruned.
+fn prune_freed(inner: &mut CoreInner, listener: u32, keep: u32) -> [Option<Conn>; PRUNE_AT_ONCE] {
+    let mut first = [0u32; PRUNE_AT_ONCE];
+    let mut count = 0usize;
+    for (num, c) in inner.conns.iter() {
+        if c.cm.is_none() && c.ep.role == Role::Passive && c.ep.listener == listener {
+            if let Some(slot) = first.get_mut(count) {
+                *slot = *num;
+            }
+            count += 1;
+        }
+    }
+    let excess = count.saturating_sub(keep as usize).min(PRUNE_AT_ONCE);
+    let mut out: [Option<Conn>; PRUNE_AT_ONCE] = Default::default();
+    for (slot, num) in out.iter_mut().zip(first.iter()).take(excess) {
+        *slot = inner.conns.remove(num);
+    }
+    out
+}
+
 /// Owns the module's [`Core`] for as long as the module is loaded.
 ///
 /// Endpoints hold a reference on the core (their callbacks need it) and the
@@ -306,6 +410,9 @@ impl Owner {
 
 impl Drop for Owner {
     fn drop(&mut self) {
+        // The pollers' work ends (also for endpoints no longer in the
+        // table); their queue is drained by its reaper's drop, after this.
+        self.0.bounds.stop.store(true, Ordering::Relaxed);
         self.0.take_each(
             |inner| {
                 let num = *inner.conns.keys().next()?;
@@ -342,6 +449,18 @@ impl Client for Core {
         // The ids their own callbacks dropped before `remove_all_on` could
         // take them (queued under the table's lock): destroyed before the
         // CM's own `remove` (which runs after ours) tears the device down.
+        // Only bounded work is on this queue (destroys, which wait for one
+        // callback; a passive end's QP and REP); the rping pollers, which
+        // run as long as their peers ping, are on `pollers`, not flushed
+        // here: those of this device's endpoints found their QP gone above
+        // and return, the others are not this device's business.
+        //
+        // The bound on this removal, whatever a peer does: per endpoint on
+        // the device, one destroy (the CM sends its DREQ or REJ and waits
+        // for no answer; it waits for the id's callback in progress, which
+        // takes our locks only for bounded work) and one QP drain
+        // (`DRAIN_WAIT_MS`, 2 s at most, microseconds on rxe); plus one
+        // queued job per passive end in its handshake (a QP, a REP).
         self.reaper.flush();
         pr_info!("device {} removed\n", device.name());
     }
