@@ -206,6 +206,7 @@ cleanup() {
 	local d p c
 	[ ! -d /sys/module/rcd_consumer ] || rmmod rcd_consumer >/dev/null 2>&1
 	[ ! -d /sys/module/rcd_peer ] || rmmod rcd_peer >/dev/null 2>&1
+	[ ! -d /sys/module/rcd_fuzzpeer ] || rmmod rcd_fuzzpeer >/dev/null 2>&1
 	rcd_unload >/dev/null 2>&1
 	# A user-space peer a failed or timed-out test left (timeout kills the
 	# test's shell, not what it started in the background): it would hold

@@ -44,6 +44,7 @@ fuzzpeer_feed() {
 	while fuzzpeer_running; do
 		batch=
 		while read -r num rest; do
+			[[ $rest != *state=FREED* ]] || continue
 			dev=; lid=; rid=0; qpn=0
 			for kv in $rest; do
 				case $kv in
@@ -55,7 +56,8 @@ fuzzpeer_feed() {
 			done
 			[ "$dev" = rxe0 ] && [ -n "$lid" ] || continue
 			batch+="end $lid $rid $qpn"$'\n'
-			if [ ${#batch} -gt 6000 ]; then
+			# One write(2) a batch: lines are not split.
+			if [ ${#batch} -gt 3000 ]; then
 				printf '%s' "$batch" > $FUZZPEER_DBG/ctl || return 1
 				batch=
 			fi
