@@ -8,9 +8,11 @@
 # printed; RCD_FUZZPEER_SEED=N draws the same choices again.
 #
 # What the peer has seen: it gets no answers of its own (they go to rxe1's
-# CM, which drops them), so the test tells it, every second, every end the
+# CM, which drops them), so the test tells it, twice a second, every end the
 # module has on rxe0 (its local id, its remote id, its QPN) from the
-# module's conns file: what a peer learns from the REPs it is sent.
+# module's conns file: what a peer learns from the REPs it is sent. The
+# REQs ask the CM to wait 0.5-2 s for an RTU (rcd_fuzzpeer.c, max_resp),
+# 2-6 times, so that the peer can answer most of the module's REPs.
 #
 # Afterwards: the counts (the peer's messages by kind, rxe0's CM's
 # received and sent messages by kind, the module's counters and events);
@@ -36,7 +38,19 @@ fuzzpeer_stat() {
 fuzzpeer_running() { [ "$(fuzzpeer_stat running)" = 1 ]; }
 fuzzpeer_stopped() { ! fuzzpeer_running; }
 
-# fuzzpeer_feed: while the peer runs, every second, every end the module
+# fuzzpeer_write LINES: one write(2) of LINES to the peer's ctl; if it is
+# refused, each line again on its own, and the refused ones printed.
+fuzzpeer_write() {
+	local l bad=0
+	printf '%s' "$1" 2>/dev/null > $FUZZPEER_DBG/ctl && return 0
+	while read -r l; do
+		printf '%s\n' "$l" 2>/dev/null > $FUZZPEER_DBG/ctl ||
+			{ fail "rcd_fuzzpeer refused '$l'"; bad=1; }
+	done <<< "$1"
+	return $bad
+}
+
+# fuzzpeer_feed: while the peer runs, twice a second, every end the module
 # has on rxe0 (listeners included: remote id 0, no QPN) into its pool.
 # Builtins only.
 fuzzpeer_feed() {
@@ -58,13 +72,13 @@ fuzzpeer_feed() {
 			batch+="end $lid $rid $qpn"$'\n'
 			# One write(2) a batch: lines are not split.
 			if [ ${#batch} -gt 3000 ]; then
-				printf '%s' "$batch" > $FUZZPEER_DBG/ctl || return 1
+				fuzzpeer_write "$batch" || return 1
 				batch=
 			fi
 		done < "$RCD_DBG/conns"
-		[ -z "$batch" ] || printf '%s' "$batch" > $FUZZPEER_DBG/ctl || return 1
+		[ -z "$batch" ] || fuzzpeer_write "$batch" || return 1
 		rounds=$((rounds + 1))
-		nap 1
+		nap 0.5
 	done
 	log "feeder: $rounds rounds"
 }
@@ -172,7 +186,7 @@ test_fuzz_cm_peer() {
 	t0=$SECONDS
 	wait_for $((secs + 60)) fuzzpeer_stopped ||
 		fail "the peer still runs $((SECONDS - t0)) s after its start" || return 1
-	wait $feeder || fail "the feeder failed" || return 1
+	wait $feeder || { fail "the feeder failed"; bad=1; }
 	# The counts.
 	log "peer: $(grep -E '^(seed|steps|sent|completed|completion_errors|post_errors|pool_ends) ' \
 		$FUZZPEER_DBG/stats | tr '\n' ' ')"

@@ -76,7 +76,7 @@ module_param(dst, charp, 0444);
 static char *dmac = "00:00:00:00:00:00";
 module_param(dmac, charp, 0444);
 /* Bounds on the timers a message asks for (see above). */
-static uint max_resp = 17;
+static uint max_resp = 19;
 module_param(max_resp, uint, 0444);
 static uint max_retries = 5;
 module_param(max_retries, uint, 0444);
@@ -420,8 +420,11 @@ static void base_msg(struct msg *m, int kind)
 	m->guid = be64_to_cpu(ibdev->node_guid);
 	m->tid = rnd64();
 	m->count = rnd(10) ? 1 : 2 + rnd(2);
-	m->resp = 8 + rnd(max_resp - 7);
-	m->retries = rnd(max_retries + 1);
+	/* Long enough that the test can tell the peer the ids of its new
+	 * ends (twice a second) while they wait for its RTU.
+	 */
+	m->resp = max_resp - rnd(5);
+	m->retries = 1 + rnd(max_retries);
 	m->timeout = rnd(max_resp + 1);
 	m->msgd = rnd(3);
 	m->reason = rnd(4) ? IB_CM_REJ_CONSUMER_DEFINED : 1 + rnd(33);
@@ -781,7 +784,7 @@ static int do_line(char *line)
 static ssize_t ctl_write(struct file *f, const char __user *ubuf, size_t len,
 			 loff_t *off)
 {
-	char *buf, *p, *line;
+	char *buf, *p, *line, *nl;
 	int ret = 0;
 
 	if (len > 8192)
@@ -789,6 +792,16 @@ static ssize_t ctl_write(struct file *f, const char __user *ubuf, size_t len,
 	buf = memdup_user_nul(ubuf, len);
 	if (IS_ERR(buf))
 		return PTR_ERR(buf);
+	/* Whole lines only: a writer's stdio may cut a long string into
+	 * several writes anywhere; the part after the last newline is left
+	 * unconsumed (a short write), and the writer sends it again with
+	 * the rest. A write with no newline at all is one line.
+	 */
+	nl = strrchr(buf, '\n');
+	if (nl && nl[1]) {
+		nl[1] = 0;
+		len = nl + 1 - buf;
+	}
 	mutex_lock(&run_lock);
 	p = buf;
 	while (!ret && (line = strsep(&p, "\n")))
@@ -844,7 +857,7 @@ static int __init rcd_fuzzpeer_init(void)
 	ipv6_addr_set_v4mapped(dst_ip, (struct in6_addr *)dgid.raw);
 	if (!mac_pton(dmac, mac))
 		return -EINVAL;
-	if (max_resp < 8 || max_resp > 31 || max_retries > 15)
+	if (max_resp < 12 || max_resp > 31 || max_retries < 1 || max_retries > 15)
 		return -EINVAL;
 
 	ibdev = ib_device_get_by_name(dev, RDMA_DRIVER_UNKNOWN);
