@@ -16,9 +16,11 @@
 #
 # Afterwards: the counts (the peer's messages by kind, rxe0's CM's
 # received and sent messages by kind, the module's counters and events);
-# within RCD_FUZZPEER_DRAIN s (30) of the end every end the peer made is
+# within RCD_FUZZPEER_DRAIN s (45) of the end every end the peer made is
 # either ESTABLISHED (a connection the peer keeps) or freed: the peer holds
-# nothing in a handshake or a disconnect; every listener and the module's
+# nothing in a handshake or a disconnect (the CM's timers, bounded by the
+# peer's REQs, end handshakes in seconds; a DREQ nobody answers must be
+# answered by the module's own deadline, issue 22 item 4, under 45 s); every listener and the module's
 # own connections still connect, disconnect (DREQ/DREP) and ping; once
 # everything is closed only the listeners' ids are left, no QP of ours;
 # the module unloads; nothing in the kernel log (DMESG_BAD). kmemleak is
@@ -149,7 +151,7 @@ fuzzpeer_round_trip() {
 
 test_fuzz_cm_peer() {
 	local secs=${RCD_FUZZPEER_SECONDS:-60} seed=${RCD_FUZZPEER_SEED:-0}
-	local drain=${RCD_FUZZPEER_DRAIN:-30} mac qps0 n feeder t0 held bad=0 nums
+	local drain=${RCD_FUZZPEER_DRAIN:-45} mac qps0 n feeder t0 held bad=0 nums
 	FP_T0=$SECONDS
 	rxe_add rxe0 v0 && rxe_add rxe1 v1 && veth_cross_routes || return 1
 	qps0=$(rdma_res qp)
@@ -256,4 +258,4 @@ test_fuzz_cm_peer() {
 	[ -z "$reports" ] || { echo "$reports" | head -40 | sed 's/^/# /'; fail "kernel reports"; bad=1; }
 	return $bad
 }
-timeout_test_fuzz_cm_peer=$(( ${RCD_FUZZPEER_SECONDS:-60} + ${RCD_FUZZPEER_DRAIN:-30} + 300 ))
+timeout_test_fuzz_cm_peer=$(( ${RCD_FUZZPEER_SECONDS:-60} + ${RCD_FUZZPEER_DRAIN:-45} + 300 ))
