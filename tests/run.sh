@@ -32,6 +32,8 @@ check)
 	: "${RCD_CYCLES:=250}" "${RCD_ROUND:=125}" "${RCD_MANY:=50}" "${RCD_LOADS:=5}"
 	: "${RCD_UNLOAD_ROUNDS:=4}" "${RCD_STORM:=50}"
 	: "${RCD_FUZZ_SECONDS:=10}" "${RCD_FUZZ_ROUNDS:=10}"
+	# The randomized hostile CM peer (tests/t_fuzzpeer.sh).
+	: "${RCD_FUZZPEER_SECONDS:=60}"
 	# Two guests of one vCPU each: the suite is one shell after another,
 	# so one guest keeps about one core busy. Measured: see README.
 	: "${RCD_JOBS:=2}" "${RCD_VM_MEM:=2G}"
@@ -45,10 +47,11 @@ stress)
 	: "${RCD_CYCLES:=10000}" "${RCD_ROUND:=500}" "${RCD_MANY:=1000}" "${RCD_LOADS:=50}"
 	: "${RCD_UNLOAD_ROUNDS:=40}" "${RCD_STORM:=500}"
 	: "${RCD_FUZZ_SECONDS:=120}" "${RCD_FUZZ_ROUNDS:=40}"
+	: "${RCD_FUZZPEER_SECONDS:=600}"
 	# One guest: the slab levels the stress tests watch are per guest, and
 	# 1,000 connections (2,000 QPs) under KASAN want the memory.
 	: "${RCD_JOBS:=1}" "${RCD_VM_MEM:=4G}" "${RCD_VM_TIMEOUT:=4500}"
-	only='^(storm_cmtime_vs_rdma_cm|churn_cycles|many_at_once_both_sides|unload_with_many_live|unload_during_timewait_exits|load_use_unload|fuzz_ctl|fuzz_private_data)$'
+	only='^(storm_cmtime_vs_rdma_cm|churn_cycles|many_at_once_both_sides|unload_with_many_live|unload_during_timewait_exits|load_use_unload|fuzz_ctl|fuzz_private_data|fuzz_cm_peer)$'
 	;;
 *) echo "run: RCD_TIER=$tier: want check or stress" >&2; exit 2 ;;
 esac
@@ -95,13 +98,14 @@ knobs="$knobs RCD_UNLOAD_ROUNDS=$RCD_UNLOAD_ROUNDS"
 # The kernel's kselftest runner and KTAP helpers, from the test kernel's tree.
 knobs="$knobs RCD_KSFT=$KDIR/tools/testing/selftests"
 knobs="$knobs RCD_FUZZ_SECONDS=$RCD_FUZZ_SECONDS RCD_FUZZ_ROUNDS=$RCD_FUZZ_ROUNDS"
+knobs="$knobs RCD_FUZZPEER_SECONDS=$RCD_FUZZPEER_SECONDS"
 if [ -n "${RCD_TESTS:-}" ]; then
 	knobs="$knobs RCD_TESTS=$RCD_TESTS"
 	[ -z "${RCD_KO:-}" ] || knobs="$knobs RCD_KO=$RCD_KO"
 else
 	knobs="$knobs RCD_KO=${RCD_KO:-$here/rust_cm_disconnect.ko}"
 fi
-for v in RCD_FUZZ_SEED RCD_TEST_TIMEOUT RCD_STORM; do
+for v in RCD_FUZZ_SEED RCD_TEST_TIMEOUT RCD_STORM RCD_FUZZPEER_SEED RCD_FUZZPEER_DRAIN; do
 	[ -z "${!v:-}" ] || knobs="$knobs $v=${!v}"
 done
 
