@@ -57,7 +57,9 @@ test_kmemleak_clean() {
 test_dmesg_clean() {
 	local bad rc=0 first
 	if [ -r /run/rcd-boot-dmesg ]; then
-		bad=$(grep -E "$DMESG_BAD" /run/rcd-boot-dmesg)
+		# A report, or a KUnit test that failed (its KTAP "not ok"
+		# lines: the kernel crate's doctests, whatever T= selected).
+		bad=$(grep -E "$DMESG_BAD|\] +not ok [0-9]+ " /run/rcd-boot-dmesg)
 		[ -z "$bad" ] || { echo "# at boot:"; echo "$bad" | head -20 | sed 's/^/# /'; rc=1; }
 		first=$(kmsg_first_seq) || { fail "cannot read /dev/kmsg"; return 1; }
 		[ "$first" = 0 ] ||
@@ -130,7 +132,7 @@ test_verbs_leak_detected() {
 	out=$(rxe_del_checked rxeleak); rc=$?
 	expect_reports_end
 	ip link del vl0
-	echo "$out" | grep -E 'FAIL|WARNING' | head -12
+	echo "$out" | grep -E 'FAIL|WARNING' | head -12 | sed 's/^# FAIL: /# (failed, as it must:) /'
 	log "rcd_leak leaked $leaked object(s), restrack listed $qps RC QP(s) on rxeleak; the check's status: $rc"
 	check "rcd_leak leaked its PD, CQ and QP" test "$leaked" = 3 || return 1
 	check "restrack listed the leaked QP" test "$qps" = 1 || return 1
@@ -150,6 +152,8 @@ test_verbs_leak_detected() {
 #              EPERM once it disabled itself), no "disabled" line in the log
 #   KASAN      in multi-shot mode (kasan_multi_shot on the command line,
 #              scripts/vm.sh; else it reports only once) and initialized
+#   hung tasks the detector still reports (hung_task_warnings, 10 at boot,
+#              counts down to 0 with each report and then it is silent)
 # A detector the kernel was not built with is not checked, but a kernel
 # built with it (its .config) must have it.
 RCD_TAINT_LETTERS=PFSRMBUDAWCIOELKXTN
@@ -193,6 +197,11 @@ test_detectors_armed() {
 				{ fail "KASAN did not say it was initialized at boot"; s=; }
 		fi
 		if [ -n "$s" ]; then log "KASAN: initialized, multi-shot"; else bad=1; fi
+	fi
+	if [ -r /proc/sys/kernel/hung_task_warnings ]; then
+		read -r s < /proc/sys/kernel/hung_task_warnings
+		log "hung tasks: $s more reports"
+		[ "$s" != 0 ] || { fail "the hung task detector is silent (hung_task_warnings 0)"; bad=1; }
 	fi
 	if [ $n = 0 ] && [ $bad = 0 ]; then
 		echo "# SKIP this kernel has none of lockdep, kmemleak, KASAN: the plain kernel (taint clean)"
