@@ -44,6 +44,15 @@ cmdline=
 # reads their results). 133 doctests cost no measurable boot time (30.5 s
 # either way, 2026-11-30). RCD_VM_KUNIT overrides the glob.
 cmdline="$cmdline kunit.filter_glob=${RCD_VM_KUNIT:-rust_doctests_kernel.*}"
+# The detectors stay armed for the whole guest (issue 22, item 8;
+# tests/t_kernel.sh: detectors_armed checks it at the end): KASAN reports
+# every bad access, not only the first (kasan_multi_shot; only on a KASAN
+# kernel: an unknown parameter would go to init). And the kernel log keeps
+# every line of a guest's hours: the config's 128 KiB ring wraps in one
+# long guest, and a report that scrolled out is a report dmesg_clean never
+# reads (it fails on a wrapped log instead).
+cmdline="$cmdline log_buf_len=16M"
+! grep -qx CONFIG_KASAN=y "$KDIR/.config" 2>/dev/null || cmdline="$cmdline kasan_multi_shot"
 append=(--append "$cmdline")
 vng=("$VNG" --run "$KDIR" --disable-kvm --user root
 	--memory "${RCD_VM_MEM:-2G}" --cpus "${RCD_VM_CPUS:-2}"

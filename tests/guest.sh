@@ -111,6 +111,11 @@ run_host_test() {
 [ "${1:-}" = --queue ] || { echo "usage: $0 --queue DIR GUEST | --one test_NAME" >&2; exit 2; }
 queue=$2
 mount | grep -q ' /sys/kernel/debug ' || mount -t debugfs none /sys/kernel/debug
+# The boot's log (the KUnit doctests, any report at boot) before the log is
+# cleared for the tests: dmesg_clean reads it too (tests/t_kernel.sh), and
+# the host keeps a copy in the queue directory.
+dmesg > /run/rcd-boot-dmesg
+cp /run/rcd-boot-dmesg "$queue/boot.g$3.log" 2>/dev/null
 dmesg -C
 echo "# guest $3 up after $(cut -d' ' -f1 /proc/uptime) s (kernel $(uname -r), $(nproc) vCPU)"
 if [ -s "$queue/hosts" ] && [ "$3" -le 2 ]; then
@@ -130,3 +135,7 @@ BASE_DIR=$RCD_KSFT
 	kselftest_override_timeout=${RCD_VM_TIMEOUT:-4500}
 	run_one rdma/rust_cm_disconnect "$RCD_TESTS/rust_cm_disconnect.sh" 1
 ) 2>&1 < /dev/null | sed -u 's/^# //; /^RESULT /!s/^\([^#]\)/# \1/; s/^$/#/'
+# The last line of a guest that got to its end: tests/run.sh fails the
+# guest (its guest_end) without it, or without the kselftest runner's
+# "ok 1" of the program above (not a timeout, not a crash).
+echo "# guest $3 end"

@@ -4,12 +4,14 @@
 # TEST_PROGS of tests/Makefile) and the unit everything runs a test with.
 # The tests are functions test_NAME in tests/t_*.sh (hosts_NAME in
 # t_hosts.sh: two hosts, tests/guest.sh runs those); tests/t_kernel.sh's
-# kmemleak_clean and dmesg_clean come last, as they check what ran before.
+# end tests (lib.sh: RCD_END_TESTS: devices_deleted, kmemleak_clean,
+# verbs_leak_detected in make check's guests, dmesg_clean,
+# detectors_armed) come last, as they check what ran before.
 #
 #   rust_cm_disconnect.sh              every test (not the two-host ones),
 #                                      KTAP through the kernel's
 #                                      kselftest/ktap_helpers.sh
-#   rust_cm_disconnect.sh NAME...      those tests, then the two checks
+#   rust_cm_disconnect.sh NAME...      those tests, then the end tests
 #   RCD_QUEUE=DIR rust_cm_disconnect.sh
 #                                      this guest's share of `make check`'s
 #                                      queue (tests/guest.sh, through the
@@ -51,10 +53,11 @@ rcd_one() {
 	echo "# test: $t"
 	RCD_REASON=
 	declare -F "$fn" >/dev/null || { echo "# no test $t in tests/t_*.sh"; return 1; }
-	# dmesg_clean reads what the tests before it left; the two-host
-	# runner cleans both hosts itself, between barriers.
+	# dmesg_clean and detectors_armed read what the tests before them
+	# left; the two-host runner cleans both hosts itself, between barriers.
 	# A clean guest that could not be had fails the test (cleanup says why).
-	if [ "$t" != dmesg_clean ] && [[ $fn != hosts_* ]] && ! cleanup; then
+	if [ "$t" != dmesg_clean ] && [ "$t" != detectors_armed ] &&
+		[[ $fn != hosts_* ]] && ! cleanup; then
 		echo "# not run: the clean guest before it failed"
 		return 1
 	fi
@@ -76,7 +79,7 @@ rcd_one() {
 }
 
 # rcd_queue DIR: the tests of DIR's plan nobody else has claimed (a claim
-# is a mkdir, atomic across the guests), then this guest's two checks.
+# is a mkdir, atomic across the guests), then this guest's end tests.
 rcd_queue() {
 	local t rc
 	mkdir -p "$1/claim"
@@ -89,7 +92,7 @@ rcd_queue() {
 		*) echo "RESULT not ok $t" ;;
 		esac
 	done < "$1/plan"
-	for t in kmemleak_clean dmesg_clean; do
+	for t in $RCD_END_TESTS; do
 		rcd_one "$t"; rc=$?
 		case $rc in
 		0) echo "RESULT ok $t" ;;
@@ -120,9 +123,10 @@ rcd_ksft_main() {
 		names=("$@")
 	else
 		mapfile -t names < <(cat "$RCD_TESTS"/t_*.sh | grep -oE '^test_[a-z0-9_]+\(\)' |
-			sed 's/^test_//; s/()$//' | grep -vxE 'kmemleak_clean|dmesg_clean')
+			sed 's/^test_//; s/()$//' | grep -vxE "${RCD_END_TESTS// /|}")
 	fi
-	names+=(kmemleak_clean dmesg_clean)
+	# Not the planted leak (verbs_leak_detected: make check's guests only).
+	names+=(${RCD_END_TESTS/verbs_leak_detected /})
 	ktap_print_header
 	ktap_set_plan ${#names[@]}
 	for t in "${names[@]}"; do

@@ -75,8 +75,20 @@ DMESG_BAD+='|blocked for more than|soft lockup|rcu.*stall'
 # the window itself (expected_reports prints the last one); dmesg_clean
 # skips closed windows only (a test cut short leaves its window open, and
 # then it counts).
-expect_reports_begin() { echo "rcd-test: expected reports begin" > /dev/kmsg; }
-expect_reports_end() { echo "rcd-test: expected reports end" > /dev/kmsg; }
+# A window also records the taint bits set inside it (a report taints the
+# kernel: W for a WARN or a might_sleep report): detectors_armed allows
+# those, and only those, beyond RCD_TAINT_OK.
+expect_reports_begin() {
+	read -r RCD_TAINT_BEFORE < /proc/sys/kernel/tainted
+	echo "rcd-test: expected reports begin" > /dev/kmsg
+}
+expect_reports_end() {
+	local t e=0
+	echo "rcd-test: expected reports end" > /dev/kmsg
+	read -r t < /proc/sys/kernel/tainted
+	[ ! -r /run/rcd-taint-expected ] || read -r e < /run/rcd-taint-expected
+	echo $((e | (t & ~${RCD_TAINT_BEFORE:-$t}))) > /run/rcd-taint-expected
+}
 expected_reports() {
 	dmesg | awk '/rcd-test: expected reports begin/ { buf = ""; on = 1; next }
 		/rcd-test: expected reports end/ { on = 0 } on { buf = buf $0 "\n" }
@@ -118,6 +130,60 @@ after_peer_destroy() {
 	if wait_for 5 dreqs_received_above "$2"; then
 		wait_event 30 "$1" DREQ_RECEIVED
 	fi
+}
+
+# The tests every guest ends with, in this order, after the queue
+# (tests/t_kernel.sh; tests/run.sh reads this line, tests/ksft.sh runs
+# them): every device deleted (and no leak warning while they went), then
+# kmemleak; then the negative control of the first, verbs_leak_detected,
+# whose planted leak must come after kmemleak's scan (it leaves rxe's
+# xarray nodes behind) and which only a throwaway guest runs (it taints the
+# kernel W: tests/ksft.sh leaves it out of a kselftest run on a machine);
+# then the kernel log, and every detector still armed.
+RCD_END_TESTS="devices_deleted kmemleak_clean verbs_leak_detected dmesg_clean detectors_armed"
+
+# The taint bits a clean run may set (/proc/sys/kernel/tainted): O (4096)
+# an out-of-tree module (this one out of tree, the C test modules), E
+# (8192) an unsigned module (a kernel with CONFIG_MODULE_SIG), N (262144)
+# KUnit ran tests (the kernel crate's doctests at boot, lib/kunit/test.c).
+RCD_TAINT_OK=$((4096 | 8192 | 262144))
+
+# kmsg_first_seq: the sequence number of the oldest record the kernel log
+# still holds (0 unless the ring wrapped and lost lines).
+kmsg_first_seq() {
+	perl -MFcntl -e 'sysopen(my $f, "/dev/kmsg", O_RDONLY | O_NONBLOCK) or die "/dev/kmsg: $!\n";
+		my $b; defined sysread($f, $b, 8192) or die "/dev/kmsg: $!\n";
+		$b =~ /^\d+,(\d+),/ or die "/dev/kmsg: no record\n"; print "$1\n"'
+}
+
+# rxe_del_checked DEV...: delete the devices DEV..., and fail if that
+# printed a report: above all the warnings of verbs objects left on them,
+# which fire only when a device goes (rdma restrack,
+# drivers/infiniband/core/restrack.c rdma_restrack_clean: WARN_ON(!xa_empty)
+# for each kind of object; rxe, sw/rxe/rxe_pool.c rxe_pool_cleanup:
+# WARN_ON(!xa_empty) for each pool, both from ib_dealloc_device, at the end
+# of rdma link del). Prints the reports' lines.
+RXE_LEAK_BAD='rdma_restrack_clean|rxe_pool_cleanup|rxe_dealloc'
+rxe_del_checked() {
+	local d mark bad=0 out
+	mark="rcd-test: deleting devices $* ($BASHPID $SECONDS)"
+	echo "$mark" > /dev/kmsg
+	for d; do
+		[ -e "/sys/class/infiniband/$d" ] || continue
+		rdma link del "$d" || { fail "rdma link del $d: status $?"; bad=1; }
+	done
+	for d; do
+		wait_for 30 test ! -e "/sys/class/infiniband/$d" ||
+			{ fail "$d still there 30 s after rdma link del"; bad=1; }
+	done
+	out=$(dmesg | awk -v m="$mark" 'on { print } index($0, m) { on = 1 }' |
+		grep -E "$DMESG_BAD|$RXE_LEAK_BAD")
+	if [ -n "$out" ]; then
+		echo "$out" | head -30 | sed 's/^/# /'
+		fail "deleting $* printed reports: verbs objects were left on it"
+		bad=1
+	fi
+	return $bad
 }
 
 rcd_loaded() { [ -d /sys/module/rust_cm_disconnect ]; }

@@ -65,9 +65,14 @@ times=$RCD_CACHE/test-times
 [ -s "$times" ] || grep -v '^#' "$here/tests/test-times" > "$times" 2>/dev/null
 q=$(mktemp -d "$RCD_CACHE/queue.XXXXXX")
 trap 'rm -rf "$q"' EXIT
+# The tests each guest ends with (lib.sh: RCD_END_TESTS), out of the queue;
+# a tests directory from before them had these two.
+end_tests=$(sed -n 's/^RCD_END_TESTS="\(.*\)"$/\1/p' "${RCD_TESTS:-$here/tests}/lib.sh" 2>/dev/null)
+end_tests=${end_tests:-kmemleak_clean dmesg_clean}
+nend=$(wc -w <<<"$end_tests")
 for f in "$here"/tests/t_*.sh; do
 	grep -oE '^test_[a-z0-9_]+\(\)' "$f" | sed 's/^test_//; s/()$//'
-done | grep -vxE 'kmemleak_clean|dmesg_clean' | grep -E "$only" | grep -E "${1:-.}" > "$q/names"
+done | grep -vxE "${end_tests// /|}" | grep -E "$only" | grep -E "${1:-.}" > "$q/names"
 awk 'NR == FNR { t[$1] = $2; next } { print (($1 in t) ? t[$1] : 60), FNR, $1 }' \
 	"$times" "$q/names" 2>/dev/null | sort -k1,1nr -k2,2n | awk '{ print $3 }' > "$q/plan" ||
 	cp "$q/names" "$q/plan"
@@ -85,7 +90,8 @@ jobs=$RCD_JOBS
 [ "$nhosts" -eq 0 ] || [ "$jobs" -ge 2 ] || jobs=2
 # One vCPU a guest when there are two or more; a lone guest gets both.
 export RCD_VM_CPUS=${RCD_VM_CPUS:-$((jobs > 1 ? 1 : 2))}
-plan=$((nhosts + ntests + 2 * jobs))
+# Each guest: its end tests, then guest_end (it got to its end: below).
+plan=$((nhosts + ntests + (nend + 1) * jobs))
 # The hosts' network: QEMU's UDP socket netdev, a port each on loopback
 # (either guest may start first). Ports from this run's number, moved on
 # while one is taken.
@@ -97,6 +103,9 @@ knobs="RCD_CYCLES=$RCD_CYCLES RCD_ROUND=$RCD_ROUND RCD_MANY=$RCD_MANY RCD_LOADS=
 knobs="$knobs RCD_UNLOAD_ROUNDS=$RCD_UNLOAD_ROUNDS"
 # The kernel's kselftest runner and KTAP helpers, from the test kernel's tree.
 knobs="$knobs RCD_KSFT=$KDIR/tools/testing/selftests"
+# Its configuration: which detectors it has (tests/t_kernel.sh:
+# detectors_armed).
+knobs="$knobs RCD_KCONFIG=$KDIR/.config"
 knobs="$knobs RCD_FUZZ_SECONDS=$RCD_FUZZ_SECONDS RCD_FUZZ_ROUNDS=$RCD_FUZZ_ROUNDS"
 knobs="$knobs RCD_FUZZPEER_SECONDS=$RCD_FUZZPEER_SECONDS"
 if [ -n "${RCD_TESTS:-}" ]; then
@@ -137,12 +146,10 @@ done
 wait
 elapsed=$((SECONDS - start))
 
-# The KTAP report: each test's block, in plan order; a guest's own kmemleak
-# and dmesg checks after it.
+# The KTAP report: each test's block, in plan order; a guest's own end
+# tests after it, and whether it got to its end.
 report() {
-	local g name n=0
-	echo "KTAP version 1"
-	echo "1..$plan"
+	local g name n=0 why vm_rc
 	block() { # LOG NAME [LABEL]: print NAME's block from LOG, numbered
 		awk -v name="$2" -v label="${3:-$2}" -v n="$n" '
 			$0 == "# test: " name { on = 1; print; next }
@@ -188,14 +195,45 @@ report() {
 	done < "$q/plan"
 	for ((g = 1; g <= jobs; g++)); do
 		head -3 "$q/g$g.log" | grep '^# guest' || echo "# guest $g printed nothing: it did not come up"
-		for name in kmemleak_clean dmesg_clean; do
+		for name in $end_tests; do
 			n=$((n + 1))
 			block "$q/g$g.log" "$name" "$name$([ "$jobs" = 1 ] || echo "_guest$g")"
 		done
+		# guest_end: the guest ran to its last line (tests/guest.sh) and the
+		# kselftest runner saw its program end well; else whatever it did
+		# after its last result (a crash, a hang to the timeout) is lost.
+		n=$((n + 1)) why=
+		vm_rc=$(cat "$q/g$g.rc" 2>/dev/null || echo "?")
+		[ "$vm_rc" = 0 ] || why="$why; it exited with status $vm_rc (124: RCD_VM_TIMEOUT=$RCD_VM_TIMEOUT s ran out)"
+		grep -q '^# ok 1 selftests: rdma/rust_cm_disconnect' "$q/g$g.log" ||
+			why="$why; the kselftest runner did not see its program end well (killed, timed out)"
+		grep -qx "# guest $g end" "$q/g$g.log" ||
+			why="$why; it never printed its last line: it died or hung after its last result"
+		if [ -z "$why" ]; then
+			echo "ok $n guest_end$([ "$jobs" = 1 ] || echo "_guest$g")"
+		else
+			echo "# guest $g: ${why#; }"
+			echo "not ok $n guest_end$([ "$jobs" = 1 ] || echo "_guest$g")"
+		fi
 	done
 }
 log=$RCD_CACHE/$tier.log
-report | tee "$log"
+# The plan and the report must agree: a result missing (or one too many)
+# is a failure of its own, never a quiet difference in the count.
+report > "$q/body"
+nres=$(grep -cE '^(not )?ok [0-9]+ ' "$q/body")
+{
+	echo "KTAP version 1"
+	if [ "$nres" -eq "$plan" ]; then
+		echo "1..$plan"
+		cat "$q/body"
+	else
+		echo "1..$((plan + 1))"
+		cat "$q/body"
+		echo "# the plan had $plan tests, the report $nres results"
+		echo "not ok $((plan + 1)) report_matches_plan"
+	fi
+} | tee "$log"
 
 # Keep each test's time for the next plan's order (this run's replace the
 # earlier ones).
@@ -213,7 +251,9 @@ for ((g = 1; g <= jobs; g++)); do
 	vm_rc=$(cat "$q/g$g.rc" 2>/dev/null || echo "?")
 	[ "$vm_rc" = 0 ] || { echo "# guest $g exited with status $vm_rc (124: RCD_VM_TIMEOUT=$RCD_VM_TIMEOUT s ran out)"; rc=1; }
 done
-[ $((passed + skipped + failed)) -eq "$plan" ] || { echo "# planned $plan, reported $((passed + skipped + failed))"; rc=1; }
+# (guest_end and report_matches_plan have failed the count already.)
+[ $((passed + skipped + failed)) -eq "$plan" ] || [ $((passed + skipped + failed)) -eq $((plan + 1)) ] ||
+	{ echo "# planned $plan, reported $((passed + skipped + failed))"; failed=$((failed + 1)); }
 echo "# $tier: $elapsed s in the guests; cleanup $(awk '/^# time: / { c += $4; t += $7 } END { print c " s, tests " t " s" }' "$log")"
 [ "$failed" -eq 0 ] || rc=1
 line="$passed passed, $failed failed"
