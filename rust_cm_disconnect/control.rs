@@ -12,12 +12,12 @@
 //!
 //! ```text
 //! listen  NUM DEV SERVICE_ID [auto_drep=DATA] [on_dreq=ACTION] [cma=1]
-//!         [backlog=N] [on_req=close|job_delay:MS|fail_job]
-//!         [on_timewait=sleep:MS|after:MS]
+//!         [backlog=N] [on_req=close|job_delay:MS|job_sleep:MS|fail_job]
+//!         [on_timewait=sleep:MS|after:MS] [on_error=sleep:MS]
 //!         [recv=COUNT[:SIZE]] [drep_after=MS] [keep=N]
 //! connect NUM DEV SRC_IP DST_IP SERVICE_ID [port=N] [auto_drep=DATA]
 //!         [on_dreq=ACTION] [lifetime=N] [resp=N] [retries=N] [cma_port=N]
-//!         [req_data=DATA] [on_timewait=sleep:MS|after:MS]
+//!         [req_data=DATA] [on_timewait=sleep:MS|after:MS] [on_error=sleep:MS]
 //!         [on_rep=ignore|reject] [recv=COUNT[:SIZE]] [resolve_ms=N]
 //! dreq    NUM[,NUM...] [DATA]   (NUM may be a range, A-B)
 //! drep    NUM [DATA]
@@ -66,11 +66,14 @@
 //! own listener first), `on_req=job_delay:MS` (listen: each passive end's
 //! job sleeps up to MS ms, at most 60000, after making its QP and before
 //! the QP moves and the REP; cut short when the entry leaves the table or
-//! its id is freed), `on_req=fail_job` (listen: the REQ callback fails as
+//! its id is freed; `job_sleep:MS` the same, never cut short: the job
+//! moves the QP with the attributes it took before, whatever happened to
+//! the id meanwhile), `on_req=fail_job` (listen: the REQ callback fails as
 //! if its job could not be queued, `ENOMEM`), `on_timewait=sleep:MS` (the
 //! timewait-exit callback sleeps before freeing the id; `after:MS`: after
-//! it) and `on_rep=ignore` or `on_rep=reject` (connect: no RTU, or a REJ,
-//! after the REP).
+//! it), `on_error=sleep:MS` (the `*_ERROR` callbacks sleep, then read
+//! their id's state: a handler that uses its id late) and `on_rep=ignore`
+//! or `on_rep=reject` (connect: no RTU, or a REJ, after the REP).
 //!
 //! DATA is `-` (none), `hex:0a0b...`, `text:WORD`, `pat:N` (N bytes 1, 2,
 //! ..., 255, 1, ...) or `fill:N:XX` (N bytes of hex XX). A write fails with
@@ -393,18 +396,24 @@ fn test_hook(hooks: &mut TestHooks, key: &str, value: &str) -> Result<bool> {
     match key {
         "on_dreq" => hooks.on_dreq = parse_on_dreq(value)?,
         "on_timewait" => (hooks.timewait_sleep, hooks.timewait_after) = parse_timewait(value)?,
+        "on_error" => hooks.error_sleep = parse_sleep(value)?,
         _ => return Ok(false),
     }
     Ok(true)
 }
 
-/// `close`, `job_delay:MS` (up to 60 s) or `fail_job` (listen only).
+/// `close`, `job_delay:MS`, `job_sleep:MS` (up to 60 s) or `fail_job`
+/// (listen only).
 fn parse_on_req(s: &str) -> Result<OnReq> {
     match s.split_once(':') {
         None if s == "close" => Ok(OnReq::Close),
         None if s == "fail_job" => Ok(OnReq::FailJob),
         Some(("job_delay", ms)) => match parse_u32(ms)? {
             ms @ 0..=60_000 => Ok(OnReq::JobDelay(ms)),
+            _ => Err(EINVAL),
+        },
+        Some(("job_sleep", ms)) => match parse_u32(ms)? {
+            ms @ 0..=60_000 => Ok(OnReq::JobSleep(ms)),
             _ => Err(EINVAL),
         },
         _ => Err(EINVAL),

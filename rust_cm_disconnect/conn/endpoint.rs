@@ -890,7 +890,7 @@ impl Handler for EpHandle {
         self.core.drep_received.fetch_add(1, Ordering::Relaxed);
     }
 
-    fn dreq_error(&self, _id: &CmIdRef, send_status: WcStatus) {
+    fn dreq_error(&self, id: &CmIdRef, send_status: WcStatus) {
         let mut st = self.st.lock();
         st.record(
             &self.core,
@@ -899,10 +899,13 @@ impl Handler for EpHandle {
             &[],
         );
         st.record_disconnected(&self.core, ETIMEDOUT.to_errno());
+        drop(st);
+        self.test_hooks().after_error(self.num, id);
     }
 
-    fn connect_error(&self, _id: &CmIdRef, send_status: WcStatus) {
+    fn connect_error(&self, id: &CmIdRef, send_status: WcStatus) {
         self.record(EventKind::ConnectError, send_status.to_raw() as i32, &[]);
+        self.test_hooks().after_error(self.num, id);
         if self.role == Role::Passive {
             // Our REP timed out (REP_ERROR): as for a REJ.
             self.free_id();

@@ -62,6 +62,10 @@ pub(crate) enum OnReq {
     /// once the entry leaves the table or its id is freed): the window
     /// between the REQ callback and the REP, held open.
     JobDelay(u32),
+    /// The same sleep, never cut short: the job then moves the QP with the
+    /// attributes it took from the id before, whatever became of the id
+    /// (`QpAttr` holds its GID entry).
+    JobSleep(u32),
     /// The REQ callback fails as if queueing the job had failed with
     /// `ENOMEM` (after the accept and the table's insert).
     FailJob,
@@ -88,6 +92,10 @@ pub(crate) struct TestHooks {
     pub(crate) timewait_after: bool,
     /// What an active end does with the REP (`on_rep=`).
     pub(crate) on_rep: OnRep,
+    /// Milliseconds the `*_ERROR` callbacks sleep before they read their
+    /// id's state (`on_error=sleep:MS`): a handler that uses its id late,
+    /// while the id may be destroyed by another path.
+    pub(crate) error_sleep: u32,
 }
 
 impl TestHooks {
@@ -97,6 +105,7 @@ impl TestHooks {
         timewait_sleep: 0,
         timewait_after: false,
         on_rep: OnRep::Accept,
+        error_sleep: 0,
     };
 
     /// What an endpoint carries for these hooks: nothing for
@@ -133,8 +142,13 @@ impl TestHooks {
     /// once the entry leaves the table or the id is freed (a REJ, a failed
     /// REP).
     pub(super) fn job_delay(&self, ep: &Endpoint) {
-        let OnReq::JobDelay(ms) = self.on_req else {
-            return;
+        let ms = match self.on_req {
+            OnReq::JobDelay(ms) => ms,
+            OnReq::JobSleep(ms) => {
+                msleep(ms);
+                return;
+            }
+            _ => return,
         };
         let end = Ktime::ktime_get().to_ns() + i64::from(ms) * 1_000_000;
         while Ktime::ktime_get().to_ns() < end
@@ -180,6 +194,21 @@ impl TestHooks {
         };
         let status = res.err().map_or(0, |e| e.to_errno());
         ep.record(EventKind::OnDreq, status, &[]);
+    }
+
+    /// A `*_ERROR` callback, last, without the endpoint's lock
+    /// (`on_error=sleep:MS`): sleeps, then uses its id (reads its state).
+    pub(super) fn after_error(&self, num: u32, id: &CmIdRef) {
+        if self.error_sleep > 0 {
+            msleep(self.error_sleep);
+            pr_info!(
+                "conn {}: after an error callback's {} ms: id {:#x} in {}\n",
+                num,
+                self.error_sleep,
+                id.local_id(),
+                id.state().name()
+            );
+        }
     }
 
     /// The timewait-exit callback, before it frees the id

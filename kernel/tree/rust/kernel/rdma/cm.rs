@@ -36,10 +36,12 @@
 //! [`ReaperRef::spawn_job`]). An id is destroyed on exactly one of these
 //! paths:
 //!
-//! 1. [`CmId`] dropped elsewhere than below: `ib_destroy_cm_id` at once,
-//!    which returns only when no callback of the id runs (the CM holds a
-//!    reference on the id for each callback it delivers through
-//!    `cm_process_work`). Whoever drops it waits.
+//! 1. [`CmId`] dropped elsewhere than below: no event reaches the handler
+//!    any more, the callbacks inside it are waited for, then
+//!    `ib_destroy_cm_id`, which returns only when no callback of the id
+//!    runs (the CM holds a reference on the id for each callback it
+//!    delivers through `cm_process_work`; for the `*_ERROR` ones see
+//!    below). Whoever drops it waits.
 //! 2. [`CmId`] dropped inside one of its own callbacks, or a listener's
 //!    inside one of its REQ callbacks, or [`CmId::destroy_deferred`]: a work
 //!    item of the [`Reaper`] destroys it as in 1, waiting for the callback
@@ -63,15 +65,25 @@
 //! one. What a handler may drop: any [`CmId`], its own and its listener's
 //! included; no [`Reaper`].
 //!
-//! One gap is the CM's: for the `*_ERROR` events (REQ, REP, DREQ timed
-//! out), 6.12's `cm_process_send_error` drops its reference on the id
-//! before it calls the handler, so `ib_destroy_cm_id` from another thread
-//! does not wait for one of those callbacks. The trampoline counts the
-//! callbacks inside it (`Inner::running`) and both destroy paths wait for
-//! that count before they free the consumer's data. What remains is the
-//! CM's own window between its unlock and the call of our handler (a
-//! destroy that completes in it frees the id under the CM); nothing outside
-//! the CM can close it (it would need the CM's reference).
+//! The `*_ERROR` events (REQ, REP, DREQ timed out) are the exception to
+//! "the CM holds the id": 6.12's `cm_process_send_error` drops its
+//! reference on the id (`cm_free_priv_msg`) before it calls the handler,
+//! from the MAD layer's completion, not serialised with the id's other
+//! callbacks (a `DREQ_ERROR` handler still runs when `TIMEWAIT_EXIT`
+//! comes on the CM's workqueue). So `ib_destroy_cm_id` from another task
+//! would free the id under such a handler. The trampoline counts the
+//! callbacks inside it (`Inner::running`), and both destroy paths first
+//! mark the id dropped (no callback reaches the handler after that), then
+//! wait for that count to fall to zero *before* `ib_destroy_cm_id`, and
+//! again after it: a handler may sleep and then use its `&CmIdRef`. Every
+//! task inside a callback of the id is recorded (`Inner::callbacks`, one
+//! record per task on its stack), so that two callbacks at once each see
+//! their own drop of the [`CmId`] as one from a callback. What remains is
+//! the CM's own window between its unlock and the call of our handler
+//! (cm.c `cm_process_send_error`, between `spin_unlock_irq` and
+//! `cm_handler`): a destroy that completes in those few instructions frees
+//! the id under the CM itself; nothing outside the CM can close it (it
+//! would need the CM's reference).
 //!
 //! C header: [`include/rdma/ib_cm.h`](srctree/include/rdma/ib_cm.h)
 
@@ -84,12 +96,12 @@ use crate::{
     bindings, c_str,
     error::{from_err_ptr, to_result},
     ffi::{c_int, c_void},
-    new_mutex, new_work,
+    new_mutex, new_spinlock, new_work,
     prelude::*,
     str::CStr,
-    sync::{Arc, Mutex},
+    sync::{Arc, Mutex, SpinLock},
     task::Task,
-    types::Opaque,
+    types::{ARef, Opaque},
     workqueue::{Queue, Work, WorkItem},
 };
 use core::{
@@ -481,8 +493,10 @@ impl CmIdRef {
 
     /// The RDMA device the id lives on.
     pub fn device(&self) -> &Device {
-        // SAFETY: The id is valid (type invariant) and its device outlives it: clients destroy
-        // their ids in their `remove`, before the device is unregistered.
+        // SAFETY: The id is valid (type invariant) and its device outlives it: an id made here is
+        // owned by a `CmId`, which holds a reference on the device (`Inner::device`) until the
+        // id is destroyed, and the unregistration of a device waits for its references; an id
+        // lent by C code (`from_raw`) is valid, its device with it, by that caller's contract.
         unsafe { Device::from_raw((*self.as_raw()).device) }
     }
 
@@ -634,6 +648,11 @@ impl CmIdRef {
 
     /// The QP attributes for moving the connection's QP to `state`, as
     /// `ib_cm_init_qp_attr` computes them from the REQ and REP.
+    ///
+    /// The attributes for RTR carry the id's address vector, whose GID
+    /// entry the CM holds only until the id is destroyed: the value holds
+    /// the entry itself, so it may be applied after the id is gone (see
+    /// [`QpAttr`]).
     pub fn init_qp_attr(&self, state: QpState) -> Result<QpAttr> {
         let mut attr = bindings::ib_qp_attr {
             qp_state: state.to_raw(),
@@ -643,7 +662,11 @@ impl CmIdRef {
         // SAFETY: By the type invariant the id is valid; `attr` and `mask` are
         // valid for writes.
         to_result(unsafe { bindings::ib_cm_init_qp_attr(self.as_raw(), &mut attr, &mut mask) })?;
-        Ok(QpAttr::from_raw(attr, mask))
+        // SAFETY: `attr` was zeroed, so each non-null GID entry in it is the
+        // CM's copy of one of the id's address vectors, which hold their
+        // entries until the id is destroyed, and the id is live (type
+        // invariant) during this call.
+        Ok(unsafe { QpAttr::from_raw_held(attr, mask) })
     }
 }
 
@@ -761,8 +784,12 @@ impl Default for Rep<'_> {
 ///
 /// Handlers run in process context and may sleep: the CM's workqueue
 /// (serialised per id) for received messages and timewait exit, the MAD
-/// layer's completion for the `*_error` events. A handler may drop any
-/// [`CmId`], its own and its listener's included (see [`CmId`]).
+/// layer's completion for the `*_error` events (which may run beside one
+/// of the others: a `dreq_error` still sleeping when `timewait_exit`
+/// comes). The `&CmIdRef` a handler gets stays valid until it returns,
+/// whoever drops the [`CmId`] meanwhile: the destroy waits for it. A
+/// handler may drop any [`CmId`], its own and its listener's included
+/// (see [`CmId`]).
 #[vtable]
 pub trait Handler: Sized + Send + Sync + 'static {
     /// A REQ for a listening id: accept it with [`Request::accept`] (and send
@@ -1040,11 +1067,43 @@ impl Drop for ReaperRef {
 
 /// The memory behind a [`CmId`]: the id, the consumer's data, and what the
 /// callback trampoline needs to know.
+/// A task inside one of an id's callbacks: a record on the trampoline's
+/// stack, linked into the id's list ([`Inner::callbacks`]) for as long as
+/// the callback runs.
+struct CallbackRecord {
+    task: *mut c_void,
+    next: *mut CallbackRecord,
+}
+
+/// The head of an id's list of [`CallbackRecord`]s.
+///
+/// # Invariants
+///
+/// Every record reachable from the head is alive and not moved: it lives
+/// in the frame of the `Adapter::own` call that linked it, which unlinks
+/// it before it returns. The list is only read or changed under its lock.
+struct CallbackList(*mut CallbackRecord);
+
+// SAFETY: The records are only reached under the list's lock, from any task
+// (each is unlinked by its own task before its frame ends).
+unsafe impl Send for CallbackList {}
+
 #[pin_data]
 struct Inner<T: Handler> {
     id: AtomicPtr<bindings::ib_cm_id>,
-    /// The task running one of this id's callbacks, or null.
-    callback_task: AtomicPtr<c_void>,
+    /// The device the id is on, held for as long as the id lives: the CM
+    /// keeps using it (`cm_id->device`, down to `cm_destroy_id`), and the
+    /// device's unregistration waits for this reference, so the id never
+    /// outlives it, whatever the owner of the [`CmId`] holds.
+    device: ARef<Device>,
+    /// The tasks running one of this id's callbacks now (more than one at
+    /// once: a `*_ERROR` callback comes from the MAD completion, beside
+    /// the CM's workqueue).
+    #[pin]
+    callbacks: SpinLock<CallbackList>,
+    /// The task running the REQ callback that accepted this id, while
+    /// `in_req`; else null.
+    req_task: AtomicPtr<c_void>,
     /// The tasks running a REQ callback for this (listening) id: the CM holds
     /// a reference on the listener until each returns, so destroying the
     /// listener there would wait for itself.
@@ -1060,8 +1119,9 @@ struct Inner<T: Handler> {
     dropped: AtomicBool,
     /// Callbacks on this id inside the trampoline now. The CM holds no
     /// reference on the id while it delivers the `*_ERROR` events, so
-    /// `ib_destroy_cm_id` does not wait for those: the destroy paths wait
-    /// for this count before they free this memory.
+    /// `ib_destroy_cm_id` does not wait for those: the destroy paths set
+    /// `dropped`, then wait for this count before `ib_destroy_cm_id` frees
+    /// the id and again before they free this memory.
     running: AtomicUsize,
     #[pin]
     work: Work<Inner<T>>,
@@ -1076,6 +1136,7 @@ kernel::impl_has_work! {
 impl<T: Handler> Inner<T> {
     fn new(
         id: *mut bindings::ib_cm_id,
+        device: &Device,
         in_req: bool,
         reaper: ReaperRef,
         data: T,
@@ -1083,7 +1144,9 @@ impl<T: Handler> Inner<T> {
         Arc::pin_init(
             pin_init!(Self {
                 id: AtomicPtr::new(id),
-                callback_task: AtomicPtr::new(if in_req {
+                device: device.into(),
+                callbacks <- new_spinlock!(CallbackList(core::ptr::null_mut())),
+                req_task: AtomicPtr::new(if in_req {
                     current_task()
                 } else {
                     core::ptr::null_mut()
@@ -1101,12 +1164,90 @@ impl<T: Handler> Inner<T> {
         )
     }
 
-    /// After `ib_destroy_cm_id`: waits for the callbacks the CM did not
-    /// hold the id for (see `running`) to leave the trampoline.
+    /// Waits for the callbacks inside the trampoline (see `running`) to
+    /// leave it; with `dropped` set no new one reaches the handler.
     fn wait_callbacks(&self) {
-        while self.running.load(Ordering::Acquire) != 0 {
+        while self.running.load(Ordering::SeqCst) != 0 {
             msleep(1);
         }
+    }
+
+    /// Records that the running task is inside a callback of this id.
+    ///
+    /// # Safety
+    ///
+    /// `record` must be valid, not moved and not linked, until [`Inner::leave`]
+    /// unlinks it, which the same caller must do before `record` goes.
+    unsafe fn enter(&self, record: *mut CallbackRecord) {
+        let mut list = self.callbacks.lock();
+        // SAFETY: The caller's record, valid and ours to change.
+        unsafe { (*record).next = list.0 };
+        // INVARIANT: valid until `leave` unlinks it (the caller's promise).
+        list.0 = record;
+    }
+
+    /// Unlinks a record [`Inner::enter`] linked.
+    ///
+    /// # Safety
+    ///
+    /// `record` must have been linked by `enter` and not unlinked since.
+    unsafe fn leave(&self, record: *mut CallbackRecord) {
+        let mut list = self.callbacks.lock();
+        let mut link: *mut *mut CallbackRecord = &mut list.0;
+        // SAFETY: `link` points at the head or at the `next` of a linked
+        // record, all alive under the lock (type invariant of the list).
+        unsafe {
+            while !(*link).is_null() {
+                if *link == record {
+                    *link = (*record).next;
+                    return;
+                }
+                link = &mut (**link).next;
+            }
+        }
+    }
+
+    /// Whether `task` is inside one of this id's callbacks.
+    fn in_callback(&self, task: *mut c_void) -> bool {
+        let list = self.callbacks.lock();
+        let mut p = list.0;
+        while let Some(r) = NonNull::new(p) {
+            // SAFETY: A linked record, alive under the lock (type invariant
+            // of the list).
+            let r = unsafe { r.as_ref() };
+            if r.task == task {
+                return true;
+            }
+            p = r.next;
+        }
+        false
+    }
+
+    /// Destroys the id, not from one of its callbacks, and releases the
+    /// context's reference (`CmId`'s invariant), which the caller must not
+    /// use afterwards.
+    ///
+    /// No callback reaches the handler once `dropped` is set; those already
+    /// in it are waited for before `ib_destroy_cm_id`, as the CM does not
+    /// hold the id for its `*_ERROR` callbacks: a handler may sleep and
+    /// then use its id. `ib_destroy_cm_id` waits for the callbacks the CM
+    /// holds; a `*_ERROR` callback that came in between saw `dropped`, and
+    /// is waited for before this memory goes.
+    fn destroy(&self) {
+        self.dropped.store(true, Ordering::SeqCst);
+        self.wait_callbacks();
+        let id = self.id.load(Ordering::Acquire);
+        // SAFETY: The id is live (`CmId`'s invariant) and this is its only
+        // destroy; we are not in one of its callbacks (the caller's
+        // promise), so waiting for them ends.
+        unsafe { bindings::ib_destroy_cm_id(id) };
+        self.wait_callbacks();
+        self.reaper.id_destroyed();
+        let ctx: *const Inner<T> = self;
+        // SAFETY: The id's `context` reference (`CmId`'s invariant: `Arc::into_raw` gave this
+        // address); the id is gone and no callback is inside the trampoline, so nothing uses
+        // it any more.
+        drop(unsafe { Arc::from_raw(ctx) });
     }
 
     /// Whether `task` is running a REQ callback of this listening id.
@@ -1120,18 +1261,11 @@ impl<T: Handler> WorkItem for Inner<T> {
     type Pointer = Arc<Inner<T>>;
 
     fn run(this: Arc<Self>) {
-        let id = this.id.load(Ordering::Acquire);
-        // SAFETY: The id is live: its `CmId` queued this destroy instead of
+        // The id is live: its `CmId` queued this destroy instead of
         // destroying it, and nothing else destroys it. We are not in one of
         // its callbacks (a work item of our own queue), so this waits for
         // them, the one that dropped the `CmId` included.
-        unsafe { bindings::ib_destroy_cm_id(id) };
-        this.wait_callbacks();
-        this.reaper.id_destroyed();
-        let ctx: *const Inner<T> = &*this;
-        // SAFETY: The id's `context` reference (`CmId`'s invariant); the id
-        // is gone, so no callback uses it any more.
-        drop(unsafe { Arc::from_raw(ctx) });
+        this.destroy();
         // The last reference, usually: `data` and the `ReaperRef` go here,
         // and `Reaper::drop` waits for this work item to return.
         drop(this);
@@ -1148,8 +1282,9 @@ fn current_task() -> *mut c_void {
 ///
 /// Dropping it destroys the id; which way depends on where:
 ///
-/// - anywhere that may sleep, except the cases below: `ib_destroy_cm_id` at
-///   once, which waits for the id's callbacks in progress;
+/// - anywhere that may sleep, except the cases below: at once, waiting for
+///   the id's callbacks in progress (the `*_ERROR` ones included, which the
+///   CM does not hold the id for) before `ib_destroy_cm_id` frees the id;
 /// - inside one of the id's own callbacks, or inside a REQ callback of the
 ///   id (a listener) while the CM holds the listener for it: waiting would
 ///   deadlock, so the destroy is queued on the caller's [`Reaper`] and runs
@@ -1161,6 +1296,14 @@ fn current_task() -> *mut c_void {
 ///
 /// [`CmId::destroy_deferred`] queues the destroy from anywhere, without
 /// waiting.
+///
+/// It holds a reference on its device for as long as the id lives, as
+/// [`super::verbs::RcQp`] does: the CM uses `cm_id->device` until the id is
+/// destroyed, and a device's unregistration waits for its references
+/// after its clients' `remove`. An owner that keeps a [`CmId`] past its
+/// client's `remove` makes `rdma link del` wait for it, instead of
+/// leaving the id on a freed device; a client destroys its ids in
+/// `remove`.
 ///
 /// # Invariants
 ///
@@ -1181,7 +1324,7 @@ impl<T: Handler> CmId<T> {
     /// Creates an id on `device` for an active connection or a listener;
     /// `reaper` destroys it if it is dropped in a callback.
     pub fn new(device: &Device, reaper: &ReaperRef, data: T) -> Result<Self> {
-        let inner = Inner::new(core::ptr::null_mut(), false, reaper.clone(), data)?;
+        let inner = Inner::new(core::ptr::null_mut(), device, false, reaper.clone(), data)?;
         let ctx = Arc::into_raw(inner.clone());
         // SAFETY: `device` is registered; `ctx` stays valid until the id is destroyed (`Drop`).
         // No callback runs before the id is used, so `id` is stored below in time.
@@ -1217,7 +1360,7 @@ impl<T: Handler> CmId<T> {
 
     /// Queues the destroy on the reaper.
     fn defer(&self) {
-        self.inner.dropped.store(true, Ordering::Release);
+        self.inner.dropped.store(true, Ordering::SeqCst);
         // The only enqueue of this work item: it cannot be queued already.
         if self
             .inner
@@ -1243,34 +1386,24 @@ impl<T: Handler> Deref for CmId<T> {
 impl<T: Handler> Drop for CmId<T> {
     fn drop(&mut self) {
         let me = current_task();
-        if self.inner.callback_task.load(Ordering::Acquire) == me {
-            if self.inner.in_req.load(Ordering::Acquire) {
-                // The REQ callback that accepted it: un-accept, the CM
-                // destroys the id when the callback returns and sends a REJ.
-                self.inner.destroy_on_return.store(true, Ordering::Release);
-            } else {
-                // One of its own callbacks: `ib_destroy_cm_id` would wait for
-                // itself.
-                self.defer();
-            }
+        if self.inner.in_req.load(Ordering::Acquire)
+            && self.inner.req_task.load(Ordering::Acquire) == me
+        {
+            // The REQ callback that accepted it: un-accept, the CM destroys
+            // the id when the callback returns and sends a REJ.
+            self.inner.destroy_on_return.store(true, Ordering::Release);
             return;
         }
-        if self.deferred || self.inner.in_req_callback(me) {
-            // A listener inside one of its REQ callbacks: the CM holds it
-            // until the callback returns.
+        if self.deferred || self.inner.in_callback(me) || self.inner.in_req_callback(me) {
+            // One of its own callbacks (waiting for them would wait for
+            // itself), or a listener inside one of its REQ callbacks (the CM
+            // holds it until the callback returns).
             self.defer();
             return;
         }
-        let id = self.inner.id.load(Ordering::Acquire);
-        // SAFETY: By the type invariant the id is live; we are not in one of
-        // its callbacks, so this waits for them and then frees the id.
-        unsafe { bindings::ib_destroy_cm_id(id) };
-        self.inner.wait_callbacks();
-        self.inner.reaper.id_destroyed();
-        let ctx: *const Inner<T> = &*self.inner;
-        // SAFETY: The id's `context` reference (type invariant; `Arc::into_raw` gave the address
-        // `Deref` gives). The id is gone, so no callback uses it any more.
-        drop(unsafe { Arc::from_raw(ctx) });
+        // Not in one of its callbacks: this waits for them, then frees the
+        // id and releases the context's reference (type invariant).
+        self.inner.destroy();
     }
 }
 
@@ -1331,7 +1464,13 @@ impl<'a, T: Handler> Request<'a, T> {
     /// Dropped before the REQ callback returns, it rejects the REQ.
     pub fn accept(self, data: T) -> Result<CmId<T>> {
         // In this id's REQ callback already (`in_req`).
-        let inner = Inner::new(self.id.as_raw(), true, self.listener.reaper.clone(), data)?;
+        let inner = Inner::new(
+            self.id.as_raw(),
+            self.id.device(),
+            true,
+            self.listener.reaper.clone(),
+            data,
+        )?;
         let ctx = Arc::into_raw(inner.clone());
         // SAFETY: The new id is valid in its REQ callback and events on one id are serialised:
         // nothing reads `context` until we return. From now on it holds our reference.
@@ -1501,19 +1640,29 @@ impl<T: Handler> Adapter<T> {
         event: &bindings::ib_cm_event,
         kind: EventType,
     ) -> c_int {
-        inner.running.fetch_add(1, Ordering::AcqRel);
-        if !inner.dropped.load(Ordering::Acquire) {
-            inner.callback_task.store(current_task(), Ordering::Release);
+        // Sequentially consistent with the destroy's store of `dropped` and
+        // its load of `running`: either the destroy sees this callback
+        // counted and waits for it before `ib_destroy_cm_id`, or this
+        // callback sees `dropped` and leaves the id alone.
+        inner.running.fetch_add(1, Ordering::SeqCst);
+        if !inner.dropped.load(Ordering::SeqCst) {
+            let mut record = CallbackRecord {
+                task: current_task(),
+                next: core::ptr::null_mut(),
+            };
+            let record: *mut CallbackRecord = &mut record;
+            // SAFETY: `record` lives in this frame, is not moved, and is
+            // unlinked below before the frame ends.
+            unsafe { inner.enter(record) };
             Self::dispatch(&inner.data, id, event, kind);
-            inner
-                .callback_task
-                .store(core::ptr::null_mut(), Ordering::Release);
+            // SAFETY: Linked above by this same task.
+            unsafe { inner.leave(record) };
         }
-        // Else its owner is gone and its destroy queued: the destroy
+        // Else its owner is gone and its destroy under way: the destroy
         // answers what needs an answer (REJ, DREP).
         //
         // The last access to `inner`: a destroy waits for this.
-        inner.running.fetch_sub(1, Ordering::Release);
+        inner.running.fetch_sub(1, Ordering::SeqCst);
         0
     }
 
@@ -1556,7 +1705,7 @@ impl<T: Handler> Adapter<T> {
             None => ret.err().unwrap_or(EINVAL).to_errno(),
             Some(inner) => {
                 inner
-                    .callback_task
+                    .req_task
                     .store(core::ptr::null_mut(), Ordering::Release);
                 inner.in_req.store(false, Ordering::Release);
                 let ctx: *const Inner<T> = &*inner;
@@ -1577,7 +1726,13 @@ impl<T: Handler> Adapter<T> {
             return 0;
         }
         // SAFETY: `ctx` is the id's context, alive until released below.
-        unsafe { &*ctx }.reaper.id_destroyed();
+        let inner = unsafe { &*ctx };
+        // A REP sent from the REQ callback may have timed out meanwhile:
+        // its `REP_ERROR` callback (not held by the CM) is waited for, and
+        // none reaches the handler from here on.
+        inner.dropped.store(true, Ordering::SeqCst);
+        inner.wait_callbacks();
+        inner.reaper.id_destroyed();
         // SAFETY: The context's reference: the owner is gone and the CM
         // destroys the id without further callbacks when we return non-zero,
         // inside `cm_req_handler`, before it lets go of the listener.

@@ -28,6 +28,7 @@ use crate::{
     types::{ARef, Opaque, ScopeGuard},
 };
 use core::{
+    mem::ManuallyDrop,
     ptr::NonNull,
     sync::atomic::{AtomicUsize, Ordering},
 };
@@ -357,6 +358,21 @@ impl core::ops::BitOr for Access {
 /// or by the IB CM for a connection's next state
 /// (`kernel::rdma::cm::CmIdRef::init_qp_attr`).
 ///
+/// The CM's attributes for RTR (and RTS with an alternate path) carry its
+/// address vectors, which point at the GID entries (`struct ib_gid_attr`)
+/// the traffic leaves from; `ib_modify_qp` trusts those pointers
+/// (`rdma_fill_sgid_attr` keeps a set one). The CM holds them only for as
+/// long as the id lives (`cm_destroy_av`), so a value made from an id
+/// holds them itself, until it is dropped: it may outlive the id (and the
+/// entry's address may be deleted meanwhile), the entry stays valid.
+///
+/// # Invariants
+///
+/// If `holds`, each non-null `attr.ah_attr.grh.sgid_attr` and
+/// `attr.alt_ah_attr.grh.sgid_attr` is a GID entry this value holds a
+/// reference on (`rdma_hold_gid_attr()`), put in `drop`; neither pointer
+/// changes while `holds`. If not `holds`, both are null.
+///
 /// # Examples
 ///
 /// ```
@@ -369,13 +385,45 @@ impl core::ops::BitOr for Access {
 pub struct QpAttr {
     attr: bindings::ib_qp_attr,
     mask: c_int,
+    holds: bool,
 }
 
 impl QpAttr {
+    /// The attributes in `attr` that `mask` names, made here: no address
+    /// vector, so no GID entry.
+    fn from_raw(mut attr: bindings::ib_qp_attr, mask: c_int) -> Self {
+        attr.ah_attr.grh.sgid_attr = core::ptr::null();
+        attr.alt_ah_attr.grh.sgid_attr = core::ptr::null();
+        // INVARIANT: both GID entry pointers are null.
+        Self {
+            attr,
+            mask,
+            holds: false,
+        }
+    }
+
     /// The attributes in `attr` that `mask` names, as the RDMA core or the
-    /// IB CM computed them.
-    pub(crate) fn from_raw(attr: bindings::ib_qp_attr, mask: c_int) -> Self {
-        Self { attr, mask }
+    /// IB CM computed them, taking a reference on each GID entry their
+    /// address vectors point at.
+    ///
+    /// # Safety
+    ///
+    /// Each non-null `ah_attr.grh.sgid_attr` and `alt_ah_attr.grh.sgid_attr`
+    /// of `attr` must point at a GID entry that is held (by its producer,
+    /// the CM's id) for the duration of the call.
+    pub(crate) unsafe fn from_raw_held(attr: bindings::ib_qp_attr, mask: c_int) -> Self {
+        for gid in [attr.ah_attr.grh.sgid_attr, attr.alt_ah_attr.grh.sgid_attr] {
+            if !gid.is_null() {
+                // SAFETY: The caller guarantees a held, so valid, entry.
+                unsafe { bindings::rdma_hold_gid_attr(gid) };
+            }
+        }
+        // INVARIANT: each non-null entry is held just above, put in `drop`.
+        Self {
+            attr,
+            mask,
+            holds: true,
+        }
     }
 
     /// To INIT, on port `port` with P_Key index `pkey_index`, granting the
@@ -428,6 +476,24 @@ impl QpAttr {
     pub fn set_rq_psn(&mut self, psn: u32) {
         self.attr.rq_psn = psn;
         self.mask |= bindings::ib_qp_attr_mask_IB_QP_RQ_PSN as c_int;
+    }
+}
+
+impl Drop for QpAttr {
+    fn drop(&mut self) {
+        if !self.holds {
+            return;
+        }
+        for gid in [
+            self.attr.ah_attr.grh.sgid_attr,
+            self.attr.alt_ah_attr.grh.sgid_attr,
+        ] {
+            if !gid.is_null() {
+                // SAFETY: A reference this value holds (type invariant),
+                // put once: this is its drop.
+                unsafe { bindings::rdma_put_gid_attr(gid) };
+            }
+        }
     }
 }
 
@@ -633,8 +699,8 @@ impl Default for QpSize {
 /// on `qp` and not yet taken from `cq` is in `wrs`, at the index that is its
 /// `wr_id`, with the buffer it was posted with (mapped for the device):
 /// nothing else reaches those buffers until the request's completion is
-/// polled or the QP is destroyed. `device` (a reference) is dropped after
-/// them.
+/// polled or the QP is destroyed. `device` (a reference) is released after
+/// them, and never if the QP could not be destroyed (it is leaked with it).
 pub struct RcQp {
     pd: NonNull<bindings::ib_pd>,
     cq: NonNull<bindings::ib_cq>,
@@ -642,8 +708,9 @@ pub struct RcQp {
     size: QpSize,
     wrs: KVec<Option<Posted>>,
     mrs: KVec<MrSlot>,
-    // Last: dropped after `drop` has freed the objects and mappings above.
-    device: ARef<Device>,
+    // Released by `drop` after it has freed the objects and mappings above;
+    // leaked with them if the QP could not be destroyed.
+    device: ManuallyDrop<ARef<Device>>,
 }
 
 impl RcQp {
@@ -700,7 +767,7 @@ impl RcQp {
         // INVARIANT: all three live, the QP on `pd` with `cq`, nothing posted;
         // ownership moves from the guards to `Self`.
         Ok(Self {
-            device: device.into(),
+            device: ManuallyDrop::new(device.into()),
             pd: pd.dismiss(),
             cq: cq.dismiss(),
             qp,
@@ -1196,10 +1263,14 @@ impl Drop for RcQp {
             // and the peer may still reach its MRs. Leaking them, the
             // buffers, the CQ and the PD is the only safe choice.
             pr_warn!(
-                "QP {} not destroyed ({}): its MRs, buffers, CQ and PD are leaked\n",
+                "QP {} not destroyed ({}): its MRs, buffers, CQ, PD and device reference are leaked\n",
                 self.qp_num(),
                 ret
             );
+            // The device too: the leaked QP, CQ and PD are its objects,
+            // which its unregistration would tear down under the driver
+            // (its reference is never put, so it waits; a hang rather than
+            // a use after free).
             core::mem::forget(core::mem::take(&mut self.mrs));
             core::mem::forget(core::mem::take(&mut self.wrs));
             return;
@@ -1222,6 +1293,9 @@ impl Drop for RcQp {
             bindings::ib_free_cq(self.cq.as_ptr());
             bindings::ib_dealloc_pd_user(self.pd.as_ptr(), core::ptr::null_mut());
         }
+        // SAFETY: Released once, here, last: nothing of the device is used
+        // after this.
+        unsafe { ManuallyDrop::drop(&mut self.device) };
     }
 }
 

@@ -1,0 +1,110 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# What the kernel crate's CM id and QP attributes keep alive (issue 22,
+# items 2 and 6): a handler's id for as long as the handler runs, and a
+# QP attribute's GID entry for as long as the attributes live, whoever
+# destroys the id meanwhile. Each window is held open with a test hook of
+# the module and the debug kernel's KASAN tells whether freed memory was
+# read; every test also checks for the report itself.
+
+# cmid_mark: a mark in the kernel log, from which kasan_clean looks.
+cmid_mark() { echo "rcd-test: t_cmid mark" > /dev/kmsg; }
+# kasan_clean WHAT: no KASAN report (or BUG) in the log since the last
+# cmid_mark. (Without kasan_multi_shot KASAN reports only its first
+# finding: a test run after another's report cannot fail here.)
+kasan_clean() {
+	local r
+	r=$(dmesg | awk '/rcd-test: t_cmid mark/ { r = ""; next }
+		/KASAN|BUG:/ && r == "" { r = $0 } END { print r }')
+	[ -z "$r" ] || fail "$1: $r"
+}
+
+cmid_state_is() { [ "$(conn_state "$1")" = "$2" ]; }
+
+# The CM frees an id with kfree_rcu, which 6.12 batches for up to 5 s
+# (KFREE_DRAIN_JIFFIES) before the grace period: a handler must sleep
+# longer than that after the destroy for KASAN to see its read.
+#
+# A DREQ nobody answers (v0 drops everything), the DREQ_ERROR handler
+# sleeps 9 s and then reads its id (on_error=sleep:9000). With lifetime=14
+# the id's timewait is about 130 ms: the CM delivers TIMEWAIT_EXIT on its
+# own workqueue while the DREQ_ERROR handler (the MAD completion, which the
+# CM does not hold the id for) still sleeps, and that callback frees the
+# id (destroy queued on the reaper). Two callbacks of one id at once; the
+# destroy must wait for the sleeping one before ib_destroy_cm_id frees what
+# it uses.
+test_error_callback_outlives_timewait() {
+	local n=81
+	CONNECT_OPTS="lifetime=14 resp=14 retries=2 on_error=sleep:9000" cm_pair2 $n || return 1
+	cmid_mark
+	modprobe sch_netem || return 1
+	tc qdisc add dev v0 root netem loss 100% || return 1
+	ctl dreq $n text:anyone-there || return 1
+	wait_event 60 $n DREQ_ERROR || return 1
+	wait_event 30 $n TIMEWAIT_EXIT || return 1
+	check "TIMEWAIT_EXIT came while the DREQ_ERROR handler slept" \
+		sh -c "! dmesg | grep -q 'conn $n: after an error callback'" || return 1
+	check "the handler used its id after its sleep" \
+		wait_for 20 sh -c "dmesg | grep -q 'conn $n: after an error callback'" || return 1
+	log "$(dmesg | grep "conn $n: after an error callback")"
+	check "freed" wait_for 10 cmid_state_is $n FREED || return 1
+	kasan_clean "a handler's id was freed under it"
+}
+
+# The same handler, its id destroyed by close from another task while it
+# sleeps: lifetime=18 makes the timewait about 2 s, so close (right after
+# DREQ_ERROR shows) is the destroy. close waits for the handler.
+test_error_callback_outlives_close() {
+	local n=82 t0 dt
+	CONNECT_OPTS="lifetime=18 resp=14 retries=1 on_error=sleep:9000" cm_pair2 $n || return 1
+	cmid_mark
+	modprobe sch_netem || return 1
+	tc qdisc add dev v0 root netem loss 100% || return 1
+	ctl dreq $n text:anyone-there || return 1
+	wait_event 60 $n DREQ_ERROR || return 1
+	t0=${EPOCHREALTIME/./}
+	ctl close $n || return 1
+	dt=$(( (${EPOCHREALTIME/./} - t0) / 1000 ))
+	log "close took $dt ms"
+	check "the handler used its id after its sleep" \
+		wait_for 20 sh -c "dmesg | grep -q 'conn $n: after an error callback'" || return 1
+	log "$(dmesg | grep "conn $n: after an error callback")"
+	kasan_clean "a handler's id was freed under it"
+}
+
+# A passive end's job takes the QP's attributes for RTR from the CM (the
+# address vector with its GID entry, cm.c cm_init_qp_rtr_attr) and, with
+# on_req=job_sleep, moves the QP 8 s later whatever became of the id.
+# Meanwhile 10.77.0.2 is deleted from v1 (rxe1's GID entry leaves the
+# table, the id's address vector still holds it) and the passive end is
+# closed (its id destroyed: the CM puts its hold). Unless the attributes
+# hold the entry themselves, ib_modify_qp then reads a freed GID entry.
+rxe1_has_ip_gid() { grep -qs ':0a4d:0002$' /sys/class/infiniband/rxe1/ports/1/gids/*; }
+test_qp_attr_outlives_id() {
+	local p=$((10 + PASSIVE_BASE)) q1 t0 bad=0
+	rxe_add rxe0 v0 && rxe_add rxe1 v1 && veth_cross_routes && rcd_load || return 1
+	q1=$(rdma resource show qp link rxe1/1 2>/dev/null | grep -c .)
+	cmid_mark
+	ctl listen 1 rxe1 0x1000 on_req=job_sleep:8000 auto_drep=- || return 1
+	ctl connect 10 rxe0 10.77.0.1 10.77.0.2 0x1000 || return 1
+	wait_for 10 grep -q "^$p " $RCD_DBG/conns || fail "no passive end" || return 1
+	t0=$SECONDS
+	check "rxe1 has the GID of 10.77.0.2" rxe1_has_ip_gid || return 1
+	ip addr del 10.77.0.2/24 dev v1 || return 1
+	check "the GID entry left rxe1's table" wait_for 5 sh -c '! grep -qs ":0a4d:0002$" /sys/class/infiniband/rxe1/ports/1/gids/*' || bad=1
+	ctl close $p || bad=1
+	ctl close 10 || bad=1
+	# The job wakes 8 s after the REQ, moves the QP with its attributes,
+	# finds its entry gone and frees the QP.
+	check "the close came before the job woke ($((SECONDS - t0)) s < 8 s)" \
+		test $((SECONDS - t0)) -lt 8 || bad=1
+	local left=$((8 + 4 - (SECONDS - t0)))
+	[ $left -le 0 ] || nap $left
+	check "the job freed its QP" \
+		wait_for 30 sh -c "[ \$(rdma resource show qp link rxe1/1 2>/dev/null | grep -c .) -le $q1 ]" ||
+		bad=1
+	ip addr add 10.77.0.2/24 dev v1
+	wait_for 10 rxe1_has_ip_gid || log "rxe1's GID of 10.77.0.2 not back yet"
+	kasan_clean "ib_modify_qp read a freed GID entry" || bad=1
+	return $bad
+}
