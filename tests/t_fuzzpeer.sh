@@ -109,12 +109,15 @@ fuzzpeer_counts() {
 FP_OWN='^(10[0-3]|11[01]|100010[0-3]|100011[01]|30[0-5]|100030[0-5]|[1-7])$'
 
 # fuzzpeer_held: the peer's ends (passive, on rxe0, not the module's own)
-# neither ESTABLISHED nor FREED, as "NUM:STATE" words.
+# neither ESTABLISHED nor FREED, as "NUM:STATE:listenerN" words.
 fuzzpeer_held() {
 	awk -v own="$FP_OWN" '$1 !~ own && / dev=rxe0 / && / listener=/ {
-		s = ""
-		for (i = 2; i <= NF; i++) if ($i ~ /^state=/) s = substr($i, 7)
-		if (s != "ESTABLISHED" && s != "FREED") printf "%s:%s ", $1, s
+		s = ""; l = ""
+		for (i = 2; i <= NF; i++) {
+			if ($i ~ /^state=/) s = substr($i, 7)
+			if ($i ~ /^listener=/) l = substr($i, 10)
+		}
+		if (s != "ESTABLISHED" && s != "FREED") printf "%s:%s:listener%s ", $1, s, l
 	}' "$RCD_DBG/conns"
 }
 fuzzpeer_none_held() { [ -z "$(fuzzpeer_held)" ]; }
