@@ -253,6 +253,10 @@ test_fuzz_cm_peer() {
 	flog "closed"
 	check "only the 7 listeners' ids left ($(rcd_stat cm_ids_live))" \
 		wait_for 30 stat_is cm_ids_live 7 || bad=1
+	# And their endpoints only (within the module's 30 s deadline for
+	# the DREQs it answers itself, which may still hold a closed end).
+	check "only the 7 listeners' endpoints left ($(rcd_stat endpoints_live))" \
+		wait_for 45 stat_is endpoints_live 7 || bad=1
 	check "no QP of ours left ($(rdma_res qp) vs $qps0)" \
 		wait_for 30 sh -c "[ \$(rdma resource show qp 2>/dev/null | grep -c .) = $qps0 ]" || bad=1
 	flog "module after close: $(stats_line)"
