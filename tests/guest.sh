@@ -71,11 +71,13 @@ run_hosts() {
 
 # run_host_test NAME: this host's half of a two-host test.
 run_host_test() {
-	local t=$1 t0=$SECONDS t1 rc=1 tmo
+	local t=$1 t0=$SECONDS t1 rc=1 tmo clean=ok
 	export RCD_HOSTS_DIR=$queue/hosts.d/$t
 	mkdir -p "$RCD_HOSTS_DIR"
 	echo "# test: $t"
-	cleanup
+	# What cleanup could not undo fails this half, after the test (the
+	# other host still meets it at every barrier).
+	cleanup || clean=failed
 	# The first test also waits for the other guest to boot.
 	t1=$SECONDS
 	if [ -z "$RCD_NIC" ]; then
@@ -99,6 +101,10 @@ run_host_test() {
 	[ -n "${RCD_HOSTS_MISSED:-}" ] ||
 		peer_wait end 120 quiet 2>&1 >/dev/null || echo "# host $RCD_PEER did not end its half (in 120 s, or its guest stopped)"
 	echo "# time: cleanup $((t1 - t0)) s, test $((SECONDS - t1)) s"
+	if [ $clean = failed ]; then
+		echo "# the clean guest before it failed (cleanup above)"
+		rc=1
+	fi
 	if [ $rc -eq 0 ]; then
 		echo "RESULT ok $t"
 	elif [ $rc -eq $KSFT_SKIP ]; then
