@@ -346,6 +346,7 @@ impl Core {
             inner.closing += 1;
             conn
         };
+        self.forget_pending(&conn.ep);
         drop(conn);
         let mut inner = self.inner.lock();
         inner.closing -= 1;

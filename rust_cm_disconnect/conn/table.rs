@@ -226,12 +226,34 @@ impl Core {
         }
         let pruned = prune_freed(&mut inner, ep.listener, keep);
         drop(inner);
-        // Their endpoints go without the lock.
+        // Their endpoints go without the lock, and off the sweeper's list.
         let n = pruned.iter().flatten().count();
+        for conn in pruned.iter().flatten() {
+            self.forget_pending(&conn.ep);
+        }
         drop(pruned);
         self.bounds
             .records_pruned
             .fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    /// Takes `ep`'s unanswered DREQ, if any, off the sweeper's list: an end
+    /// that is closed or pruned is nobody's to answer (destroying its id in
+    /// DREQ_RCVD sends the DREP), and the list's reference would keep its
+    /// record, and its QP, alive until the deadline.
+    pub(super) fn forget_pending(&self, ep: &Endpoint) {
+        let gone = {
+            let mut p = self.bounds.pending.lock();
+            let key = p
+                .list
+                .iter()
+                .find(|(_, e)| core::ptr::eq(&***e, ep))
+                .map(|(k, _)| *k);
+            key.and_then(|k| p.list.remove(&k))
+        };
+        // Not the last reference (the caller's is alive): dropped without
+        // the list's lock all the same.
+        drop(gone);
     }
 
     /// Takes `ep`'s own entry out of the table (none if its number now
