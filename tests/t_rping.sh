@@ -228,3 +228,51 @@ test_rping_peer_holds_no_removal_nor_unload() {
 	check "rping stopped, no protocol error" test "$(rping_field "$FOREIGN" error)" = 0
 }
 timeout_test_rping_peer_holds_no_removal_nor_unload=240
+
+# stat_above NAME N: the module's stats counter NAME is above N (for wait_for).
+stat_above() { local v; v=$(rcd_stat "$1") && [ "${v:-0}" -gt "$2" ]; }
+
+# churn_loop IP PORT: rdma-core's cmtime, 10 connections at a time, again
+# and again against the module's listener at IP:PORT until killed (a short
+# pause after a failed round: the device may be gone).
+churn_loop() {
+	while :; do
+		timeout 60 cmtime -s "$1" -p "$2" -c 10 >/dev/null 2>&1 || sleep 0.2
+	done
+}
+
+# Issue 22, "Done when": `rdma link del` and `rmmod` return within
+# RPING_BOUND s while peers keep pinging, connecting and disconnecting on
+# every device: rping -c -C 0 on rxe1, and cmtime rounds against a listener
+# on each of rxe0 and rxe1. The deletion of rxe0 touches only rxe0's ends
+# (the pings and rxe1's rounds go on), then `rmmod` ends everything.
+test_removal_bounded_under_churn() {
+	local del p0 p1 n0 e0 bad=0
+	rping_setup || return
+	command -v cmtime >/dev/null || { echo "# SKIP cmtime not installed"; return $KSFT_SKIP; }
+	rxe_del rxe1; rxe_add rxe1 v1 || return 1
+	rping_endless_on_rxe1 || return 1
+	ctl listen 2 rxe0 tcp:7185 cma=1 auto_drep=- || return 1
+	ctl listen 3 rxe1 tcp:7186 cma=1 auto_drep=- || return 1
+	churn_loop 10.77.0.1 7185 & p0=$!
+	churn_loop 10.77.0.2 7186 & p1=$!
+	e0=$(rcd_stat established)
+	check "both devices churn (connections established go up)" \
+		wait_for 60 stat_above established $((e0 + 40)) || bad=1
+	rdma link del rxe0 & del=$!
+	timed_or_unblock "rdma link del rxe0" $del $PID || bad=1
+	check "rdma link del rxe0 succeeds" test "${RC:-1}" = 0 || bad=1
+	n0=$(rping_field "$FOREIGN" pings)
+	e0=$(rcd_stat established)
+	check "the pings go on on rxe1" wait_for 30 pings_at_least "$FOREIGN" $((n0 + 10)) || bad=1
+	check "rxe1's rounds go on" wait_for 60 stat_above established $((e0 + 20)) || bad=1
+	rmmod rust_cm_disconnect & del=$!
+	timed_or_unblock "rmmod" $del $PID || bad=1
+	check "rmmod succeeds" test "${RC:-1}" = 0 || bad=1
+	kill $p0 $p1 2>/dev/null
+	wait $p0 $p1 2>/dev/null
+	pkill -x cmtime
+	wait $PID
+	return $bad
+}
+timeout_test_removal_bounded_under_churn=300
