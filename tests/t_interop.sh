@@ -94,9 +94,15 @@ peer_done() {
 }
 
 # one_dreq_drep: over the one device every message of both sides is counted
-# on rxe0: exactly one DREQ and one DREP left (retries not counted).
+# on rxe0: exactly one DREQ and one DREP left (retries not counted). The CM
+# counts a DREQ when its send completes, which is when the DREP arrives: a
+# tool that exits right after its DREQ may be done before that, so the
+# counts are awaited (10 s), then compared exactly.
+dreq_drep_counted() { [ "$(sent rxe0 dreq)" -ge 1 ] && [ "$(sent rxe0 drep)" -ge 1 ]; }
 one_dreq_drep() {
-	check "one DREQ and one DREP on the wire" test "$(sent rxe0 dreq)/$(sent rxe0 drep)" = 1/1
+	wait_for 10 dreq_drep_counted
+	check "one DREQ and one DREP on the wire ($(sent rxe0 dreq)/$(sent rxe0 drep))" \
+		test "$(sent rxe0 dreq)/$(sent rxe0 drep)" = 1/1
 }
 
 # ucmatose as client with payloads (-C 10 -S MTU): it posts its receives,
