@@ -68,15 +68,10 @@
 //! job), and `wait_for_closes` (on `Core::closed`, which releases
 //! `Core::inner` while it waits).
 
-#[path = "conn/commands.rs"]
 mod commands;
-#[path = "conn/endpoint.rs"]
 mod endpoint;
-#[path = "conn/reports.rs"]
 mod reports;
-#[path = "conn/table.rs"]
 mod table;
-#[path = "conn/test_hooks.rs"]
 mod test_hooks;
 
 pub(crate) use commands::{ConnectArgs, Post, Rdma};
