@@ -3,7 +3,8 @@
 # rust_cm_disconnect: every target sets up what it needs (packages, the
 # cached kernel tree) on first use. See README.md.
 #
-#   make            build rust_cm_disconnect.ko (and the test modules)
+#   make            build rust_cm_disconnect.ko (and the test harness
+#                   rcd_harness.ko, the test modules)
 #   make check      the KTAP test suite in QEMU guests over rdma_rxe (T=regex)
 #   make stress     the full-size stress runs (10,000 cycles, 1,000 at once, ...)
 #   make check-intree  the same against the module built in the kernel tree
@@ -19,6 +20,7 @@
 # RCD_CACHE=<dir> moves the cache (default ~/.cache/rust-cm-disconnect).
 
 RUST_SOURCES := rust_cm_disconnect.rs $(wildcard rust_cm_disconnect/*.rs rust_cm_disconnect/*/*.rs) \
+	$(wildcard tests/harness/*.rs tests/harness/*/*.rs) \
 	$(wildcard kernel/tree/rust/kernel/*.rs kernel/tree/rust/kernel/*/*.rs)
 RUSTFMT_CMD = /usr/bin/rustfmt --edition 2021 \
 	--config-path $$(bash scripts/kernel.sh | tail -n 1)/.rustfmt.toml
@@ -54,6 +56,8 @@ kernel:
 clean:
 	rm -rf *.o *.ko *.mod *.mod.c .*.cmd .*.d modules.order Module.symvers \
 		rust_cm_disconnect/.*.cmd tests/modules/*.o tests/modules/*.ko \
+		tests/harness/*.o tests/harness/*.ko tests/harness/*.mod \
+		tests/harness/*.mod.c tests/harness/.*.cmd tests/harness/modules.order \
 		tests/modules/*.mod tests/modules/*.mod.c tests/modules/.*.cmd \
 		tests/modules/modules.order .tmp_versions
 

@@ -72,17 +72,3 @@ int rcd_disconnect(struct ib_cm_id *cm_id, struct ib_qp *qp,
 	return rcd_rs_disconnect(cm_id, qp, &pd);
 }
 EXPORT_SYMBOL_GPL(rcd_disconnect);
-
-/*
- * Test-only (tests/modules/rcd_test.h), in its own namespace: a module must
- * MODULE_IMPORT_NS(RCD_TEST) to link against it. The locks it takes are
- * mutexes.
- */
-int rcd_test_with_conn(u32 num,
-		       int (*fn)(struct ib_cm_id *id, struct ib_qp *qp, void *arg),
-		       void *arg)
-{
-	might_sleep();
-	return rcd_rs_test_with_conn(num, fn, arg);
-}
-EXPORT_SYMBOL_NS_GPL(rcd_test_with_conn, RCD_TEST);

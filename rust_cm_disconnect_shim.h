@@ -14,8 +14,6 @@
  *  - @qp is NULL or a live struct ib_qp, the connection's (likewise);
  *  - @pd points to an initialized struct rcd_private_data (the wrapper's
  *    own, zeroed, then filled by rcd_copy_private_data());
- *  - @fn of rcd_rs_test_with_conn() is NULL or a function that takes the
- *    id and QP it is lent only for its call (tests/modules/rcd_test.h);
  *  - the functions that may sleep are called in process context, after
  *    might_sleep() (a wrong context is the caller's bug, reported by the
  *    kernel as for any sleeping function).
@@ -59,17 +57,5 @@ int rcd_rs_send_dreq(struct ib_cm_id *cm_id, const struct rcd_private_data *pd);
 int rcd_rs_send_drep(struct ib_cm_id *cm_id, const struct rcd_private_data *pd);
 int rcd_rs_disconnect(struct ib_cm_id *cm_id, struct ib_qp *qp,
 		      const struct rcd_private_data *pd);
-
-/*
- * The test-only entry point, exported in namespace RCD_TEST as
- * rcd_test_with_conn(); consumers see it in tests/modules/rcd_test.h
- * (documented there), never in include/.
- */
-int rcd_test_with_conn(u32 num,
-		       int (*fn)(struct ib_cm_id *id, struct ib_qp *qp, void *arg),
-		       void *arg);
-int rcd_rs_test_with_conn(u32 num,
-			  int (*fn)(struct ib_cm_id *id, struct ib_qp *qp, void *arg),
-			  void *arg);
 
 #endif

@@ -25,15 +25,13 @@
 
 use crate::{
     cm::{CmIdRef, DREP_PRIVATE_DATA_SIZE},
-    conn::Core,
     disconnect::{self, Message},
     verbs::QpRef,
 };
 use kernel::{
     error::{code::*, from_result},
-    ffi::{c_int, c_void},
+    ffi::c_int,
     prelude::*,
-    sync::{Arc, ArcSlot},
 };
 
 /// The caller's private data, as the C wrapper copies it:
@@ -109,54 +107,5 @@ pub(crate) extern "C" fn rcd_rs_disconnect(
         let data = data.get(Message::Drep.max_private_data())?;
         disconnect::disconnect(id, qp, data)?.1?;
         Ok(0)
-    })
-}
-
-/// The module's state, for the C functions that reach it.
-static CORE: ArcSlot<Core> = ArcSlot::new();
-
-/// Makes the module's state reachable from the C API while it lives.
-pub(crate) struct Registration(());
-
-impl Registration {
-    pub(crate) fn new(core: Arc<Core>) -> Result<Self> {
-        CORE.set(core).map_err(|_| EBUSY)?;
-        Ok(Self(()))
-    }
-}
-
-impl Drop for Registration {
-    fn drop(&mut self) {
-        // Waits for an `rcd_test_with_conn()` that is taking its reference.
-        drop(CORE.take());
-    }
-}
-
-/// What `rcd_test_with_conn()` calls: a connection's id and QP, lent for
-/// the call, and the caller's argument.
-type WithConnFn = extern "C" fn(id: &CmIdRef, qp: &QpRef, arg: *mut c_void) -> c_int;
-
-/// `rcd_test_with_conn()`: see `tests/modules/rcd_test.h`. Test-only,
-/// exported in the `RCD_TEST` namespace: it lends a connection the module
-/// owns to C test code for the duration of one call, and nothing escapes
-/// it (the id and QP are valid only while `f` runs, under the locks that
-/// keep them). The C wrapper calls `might_sleep()` first (the locks are
-/// mutexes).
-///
-/// `f` is the C caller's function, which the header asks not to keep the
-/// id or QP past its return, not to call `rcd_test_with_conn()`, not to wait
-/// for the connection's callbacks, and neither to post on the QP nor to poll
-/// its CQ (the module trusts every completion's `wr_id` to be one of its own
-/// requests: `RcQp::poll_one`).
-#[no_mangle]
-pub(crate) extern "C" fn rcd_rs_test_with_conn(
-    num: u32,
-    f: Option<WithConnFn>,
-    arg: *mut c_void,
-) -> c_int {
-    from_result(|| {
-        let f = f.ok_or(EINVAL)?;
-        let core = CORE.get().ok_or(ENODEV)?;
-        core.with_test_conn(num, |id, qp| f(id, qp, arg))
     })
 }

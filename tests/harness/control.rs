@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The control interface: `/sys/kernel/debug/rust_cm_disconnect/`.
+//! The control interface: `/sys/kernel/debug/rcd_harness/`.
 //!
 //! Read:
 //! - `devices`: one line per usable RDMA device and its IB CM ports;
@@ -85,8 +85,8 @@ use crate::{
         Behaviour, ConnectArgs, Core, OnDreq, OnRep, OnReq, Post, Rdma, TestHooks,
         DREQ_ANSWER_MAX_MS,
     },
-    disconnect::Message,
     path::Timing,
+    product::Message,
     rping,
     verbs::WrKind,
 };

@@ -2,13 +2,13 @@
 /*
  * rcd_consumer: a C kernel consumer of rust_cm_disconnect's exported API,
  * used by tests/t_capi.sh. It uses the public header, and the test-only
- * entry point of rcd_test.h (namespace RCD_TEST) to reach a connection the
- * module owns.
+ * entry point of rcd_test.h (namespace RCD_TEST, exported by the test
+ * harness rcd_harness.ko) to reach a connection the harness owns.
  *
  * On load it runs, inside rcd_test_with_conn() on connection @conn (made
- * through the module's control interface; its passive end is @conn +
+ * through the harness's control interface; its passive end is @conn +
  * 1000000), the steps named by @steps against its CM id and QP, which the
- * module keeps alive for as long as that call lasts:
+ * harness keeps alive for as long as that call lasts:
  *
  *   bad      bad inputs to every function: nothing may reach the CM
  *   drep     a DREP with no DREQ received (the CM's -EINVAL)
@@ -24,7 +24,7 @@
  *            spinlock, which is allowed: 0 and no report
  *
  * Each check logs "rcd_consumer: ok|FAIL <what>: got <ret>". The module
- * stays loaded (it holds rust_cm_disconnect) until removed.
+ * stays loaded (it holds rust_cm_disconnect and rcd_harness) until removed.
  */
 #include <linux/delay.h>
 #include <linux/kernel.h>

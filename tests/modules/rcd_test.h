@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * rust_cm_disconnect's test-only entry point, for tests/modules/ only.
+ * The test harness's (rcd_harness.ko) test-only entry point, for
+ * tests/modules/ only.
  *
  * Not part of the C API (include/rust_cm_disconnect.h): exported in its own
  * symbol namespace, RCD_TEST, so that a module must say
@@ -15,12 +16,12 @@ struct ib_cm_id;
 struct ib_qp;
 
 /**
- * rcd_test_with_conn() - Run @fn on a connection the module owns.
- * @num: the connection's number in the module's control interface.
+ * rcd_test_with_conn() - Run @fn on a connection the harness owns.
+ * @num: the connection's number in the harness's control interface.
  * @fn: called with the connection's CM id and QP, and @arg.
  * @arg: passed to @fn.
  *
- * The id and the QP are valid only during @fn: the module's connection
+ * The id and the QP are valid only during @fn: the harness's connection
  * table and the connection's own lock are held around the call, so neither
  * can be freed (timewait exit, close, device removal, unload) until @fn
  * returns. @fn must not keep them, must not call rcd_test_with_conn() and
@@ -28,7 +29,7 @@ struct ib_qp;
  *
  * The QP is lent for its state only (rcd_disconnect() moves it to the
  * error state): @fn must not post work requests on it, poll its CQ, or
- * destroy or re-create anything of it. The module owns every work request
+ * destroy or re-create anything of it. The harness owns every work request
  * on that QP and takes each completion's wr_id as the index of one of its
  * own requests (kernel::rdma::verbs, RcQp::poll_one): a foreign wr_id
  * would make it unmap and hand back a buffer the device still owns.
@@ -36,7 +37,7 @@ struct ib_qp;
  * Context: process context, may sleep (it takes mutexes).
  * Return: @fn's return value; -EINVAL for a NULL @fn; -ENOENT if there is
  * no such connection; -ENOTCONN if its id is already freed; -ENODEV if it
- * has no QP; -ENODEV if the module is going away.
+ * has no QP; -ENODEV if the harness is going away.
  */
 int rcd_test_with_conn(u32 num,
 		       int (*fn)(struct ib_cm_id *id, struct ib_qp *qp, void *arg),

@@ -7,8 +7,8 @@ use super::{endpoint::*, table::*};
 use crate::{
     cm::{CmId, Req},
     cma,
-    disconnect::Message,
     path::{self, Timing},
+    product::Message,
     verbs::{Access, QpAttr, RcQp, WrKind},
 };
 use kernel::{error::code::*, prelude::*, sync::Arc, time::Ktime};
@@ -295,7 +295,7 @@ impl Core {
     }
 
     /// `disconnect NUM [DATA]`: rdma_disconnect(3), reporting every failure
-    /// (see [`crate::disconnect::disconnect`]); `EALREADY` for a second call. The
+    /// (see [`crate::product::disconnect`]); `EALREADY` for a second call. The
     /// DISCONNECTED event follows, once, on the DREP, the peer's DREQ or the
     /// DREQ's timeout (`-ETIMEDOUT`).
     pub(crate) fn disconnect(&self, num: u32, data: &[u8]) -> Result {

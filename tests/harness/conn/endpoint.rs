@@ -8,9 +8,9 @@ use super::{commands::*, reports::*, table::*, test_hooks::*};
 use crate::{
     cm::{self, CmIdRef, Handler, PortSpace, RejReason, Rep, Request},
     cma,
-    disconnect::{self, Message},
     ib_client::Device,
     path::{self, Gid, GidAttr},
+    product::{self, Message},
     rping::{self, Rping},
     verbs::{self, QpAttr, QpSize, QpState, RcQp, WcStatus},
 };
@@ -67,7 +67,7 @@ pub(super) fn qp_size() -> QpSize {
     QpSize {
         send: 64,
         recv: 64,
-        caller: kernel::c_str!("rust_cm_disconnect"),
+        caller: kernel::c_str!("rcd_harness"),
         counters: Some(&VERBS_COUNTERS),
         ..QpSize::default()
     }
@@ -735,7 +735,7 @@ impl Endpoint {
         let qp = st.verbs.as_ref().map(|v| v.qp());
         let t_ns = Ktime::ktime_get().to_ns();
         // Refused (the outer `?`): nothing was done, nothing changes.
-        let (msg, res) = disconnect::disconnect(cm, qp, data)?;
+        let (msg, res) = product::disconnect(cm, qp, data)?;
         st.disconnecting = true;
         if msg == Message::Dreq && res.is_ok() {
             st.record_at(&self.core, t_ns, EventKind::DreqSent, 0, data);
@@ -872,7 +872,7 @@ impl Handler for EpHandle {
             answer => answer,
         };
         if let Some(data) = answer {
-            let res = id.send_drep(&data);
+            let res = Message::Drep.send(id, &data);
             self.core.count(Message::Drep, res.is_ok());
             let status = res.err().map_or(0, |e| e.to_errno());
             st.record(&self.core, EventKind::DrepSent, status, &data);
@@ -1053,7 +1053,7 @@ impl Endpoint {
             if cm.state() != cm::State::DreqRcvd {
                 return Ok(());
             }
-            let res = cm.send_drep(&[]);
+            let res = Message::Drep.send(cm, &[]);
             self.core.count(Message::Drep, res.is_ok());
             if res.is_ok() {
                 self.core

@@ -9,8 +9,8 @@ use super::endpoint::*;
 use crate::{
     cm::{CmId, ReaperRef},
     devices::{DeviceEntry, Devices},
-    disconnect::Message,
     ib_client::{Client, Device},
+    product::Message,
 };
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use kernel::{
