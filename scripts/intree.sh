@@ -47,12 +47,10 @@ mkdir -p "$out"
 place() {
 	local t=$1
 	rm -rf "${t:?}/$rel"
-	mkdir -p "$t/$rel/rust_cm_disconnect/conn" "$t/$rel/rust_cm_disconnect/shim" \
-		"$t/$rel/include"
+	mkdir -p "$t/$rel/rust_cm_disconnect/shim" "$t/$rel/include"
 	cp "$here"/rust_cm_disconnect.rs "$here"/rust_cm_disconnect_exports.c \
 		"$here"/rust_cm_disconnect_shim.h "$t/$rel/"
 	cp "$here"/rust_cm_disconnect/*.rs "$t/$rel/rust_cm_disconnect/"
-	cp "$here"/rust_cm_disconnect/conn/*.rs "$t/$rel/rust_cm_disconnect/conn/"
 	cp "$here"/rust_cm_disconnect/shim/*.rs "$t/$rel/rust_cm_disconnect/shim/"
 	cp "$here"/include/rust_cm_disconnect.h "$t/$rel/include/"
 	# The same Kbuild as out of tree, less the test modules.
@@ -69,8 +67,8 @@ config RUST_CM_DISCONNECT
 	  DREQ and DREP private data checked against their fields, DREQ/DREP
 	  events with their private data, an rdma_disconnect() that reports
 	  every failure, and the same checked paths for C kernel code
-	  (rcd_send_dreq, rcd_send_drep, rcd_disconnect). Its debugfs
-	  directory drives test connections over soft-RoCE.
+	  (rcd_send_dreq, rcd_send_drep, rcd_disconnect). It keeps no
+	  state: it acts on its caller's own ib_cm_id and QP.
 
 	  If unsure, say N.
 KCONFIG
@@ -82,18 +80,24 @@ KCONFIG
 }
 
 # place_tests TREE: the selftests (what tests/Makefile names, the C test
-# modules) into TREE/$sel. Not the host's runner (run.sh, guest.sh), the
-# demo, the bench or the plan's times.
+# modules, and the test harness rcd_harness.ko in modules/harness/, built by
+# modules/Makefile against the tree) into TREE/$sel. Not the host's runner
+# (run.sh, guest.sh), the demo, the bench or the plan's times.
 place_tests() {
 	local t=$1
 	rm -rf "${t:?}/$sel"
-	mkdir -p "$t/$sel/modules"
+	mkdir -p "$t/$sel/modules/harness/conn"
 	cp "$here"/tests/{Makefile,config,settings,rust_cm_disconnect.sh,ksft.sh,lib.sh,fuzz.py,sidr_flood.c} \
 		"$here"/tests/t_*.sh "$t/$sel/"
 	# The sources only: an out-of-tree build leaves *.mod.c beside them.
 	cp "$here"/tests/modules/{Kbuild,Makefile,*.h} "$t/$sel/modules/"
 	for f in "$here"/tests/modules/*.c; do
 		[[ $f == *.mod.c ]] || cp "$f" "$t/$sel/modules/"
+	done
+	cp "$here"/tests/harness/{Kbuild,*.rs} "$t/$sel/modules/harness/"
+	cp "$here"/tests/harness/conn/*.rs "$t/$sel/modules/harness/conn/"
+	for f in "$here"/tests/harness/*.c; do
+		[[ $f == *.mod.c ]] || cp "$f" "$t/$sel/modules/harness/"
 	done
 }
 
@@ -198,17 +202,21 @@ tests_msg() {
 	cat <<'MSG'
 selftests: rdma: add rust_cm_disconnect tests
 
-rust_cm_disconnect's tests, over soft-RoCE (rdma_rxe) on veth pairs: the
-checked DREQ/DREP private data and its events, rdma_disconnect() semantics,
-the C API through a C consumer module, device removal and unload with
+rust_cm_disconnect's tests, over soft-RoCE (rdma_rxe) on veth pairs,
+driven through a test harness module (modules/harness/, rcd_harness.ko, in
+Rust: connections made from its debugfs control files, whose DREQs, DREPs
+and disconnects go through rust_cm_disconnect's C API): the checked
+DREQ/DREP private data and its events, rdma_disconnect() semantics, the C
+API through a C consumer module, device removal and unload with
 connections live, hostile CM peers (crafted MADs from a test module) and
 malformed control input, interop with rdma-core's rping, ucmatose, udaddy
 and ibv_rc_pingpong, and, last, kmemleak and the kernel log.
 
 One program, rust_cm_disconnect.sh, runs every test and reports KTAP
 through kselftest/ktap_helpers.sh; rust_cm_disconnect.sh NAME... runs
-those. The C test modules are TEST_GEN_MODS_DIR, sidr_flood (a librdmacm
-SIDR flood) TEST_GEN_PROGS_EXTENDED. They need root, the module (config)
+those. The harness and the C test modules are TEST_GEN_MODS_DIR (the
+harness first, against the product this tree built), sidr_flood (a
+librdmacm SIDR flood) TEST_GEN_PROGS_EXTENDED. They need root, the module (config)
 and rdma-core's tools, so they are not in the default TARGETS:
 
   make -C tools/testing/selftests TARGETS=rdma/rust_cm_disconnect run_tests
@@ -342,8 +350,9 @@ series_build() {
 		t0=$SECONDS
 		make -C "$t/$sel" -s "${KMAKE_VARS[@]}" > "$log" 2>&1 ||
 			{ tail -n 30 "$log" >&2; echo "intree: series-build: the selftests' make fails" >&2; exit 1; }
-		ls "$t/$sel"/modules/*.ko "$t/$sel/sidr_flood" >/dev/null
-		echo "intree: series-build: the selftests' make builds the test modules and sidr_flood ($((SECONDS - t0)) s)"
+		ls "$t/$sel"/modules/*.ko "$t/$sel/modules/harness/rcd_harness.ko" \
+			"$t/$sel/sidr_flood" >/dev/null
+		echo "intree: series-build: the selftests' make builds the harness, the test modules and sidr_flood ($((SECONDS - t0)) s)"
 	fi
 	# The whole series once more with clippy (CLIPPY=1, as the kernel runs
 	# it), then the kernel crate's rustdoc: a warning about a Rust file the

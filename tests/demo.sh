@@ -3,8 +3,9 @@
 #
 # The demo, inside the guest: two endpoints connect over soft-RoCE, one
 # disconnects with a DREQ carrying a message, the other shows it and answers
-# with a DREP carrying its own, both reach timewait exit, and the module is
-# unloaded with nothing left.
+# with a DREP carrying its own, both reach timewait exit, and the harness
+# and the product are unloaded with nothing left. The DREQ and DREP go
+# through the product's C API (the harness calls rcd_send_dreq/_drep).
 set -euo pipefail
 RCD_TOP=$(cd "$(dirname "$0")/.." && pwd)
 . "$RCD_TOP/tests/lib.sh"
@@ -22,7 +23,9 @@ rxe_add rxe1 v1
 veth_cross_routes
 rdma link show
 
-step "insmod rust_cm_disconnect.ko; it sees:"
+# The product first, then the test harness, its consumer, which drives
+# connections from debugfs.
+step "insmod rust_cm_disconnect.ko, then rcd_harness.ko; the harness sees:"
 rcd_load
 cat "$RCD_DBG/devices"
 
@@ -59,7 +62,7 @@ grep -E 'conns|cm_ids_live|endpoints_live' "$RCD_DBG/stats"
 
 step "rmmod"
 rcd_unload
-dmesg | grep rust_cm_disconnect
+dmesg | grep -E 'rust_cm_disconnect|rcd_harness'
 if dmesg | grep -qE 'BUG:|WARNING:|Oops'; then echo "dmesg has warnings"; exit 1; fi
 echo "clean dmesg"
 cleanup || true

@@ -26,7 +26,7 @@
 # RCD_TESTS: the tests to run, this directory by default; `make
 # check-intree` passes the kernel tree's copy
 # (tools/testing/selftests/rdma/rust_cm_disconnect/), which finds the module
-# its tree built (tests/lib.sh).
+# its tree built and the harness its selftests' make built (tests/lib.sh).
 RCD_TESTS=${RCD_TESTS:-$(cd "$(dirname "$0")" && pwd)}
 . "$RCD_TESTS/lib.sh"
 for f in "$RCD_TESTS"/t_*.sh; do . "$f"; done

@@ -3,7 +3,10 @@
 # Helpers for the guest-side tests. Sourced by tests/guest.sh; every test
 # function may use them. A failed check prints why and returns 1.
 
-RCD_DBG=/sys/kernel/debug/rust_cm_disconnect
+# The harness's control files (rcd_harness.ko, tests/harness/): the tests
+# drive connections through them; the harness sends every DREQ, DREP and
+# disconnect through the product's C API (rust_cm_disconnect.ko).
+RCD_DBG=/sys/kernel/debug/rcd_harness
 # Where things are, in the two places the tests live:
 #   out of tree   RCD_TESTS is the repository's tests/, the module's sources
 #                 and its .ko one level up;
@@ -15,6 +18,9 @@ RCD_DBG=/sys/kernel/debug/rust_cm_disconnect
 # load, else the one built next to its sources, else the installed one
 # (modprobe). RCD_MODS: the C test modules (TEST_GEN_MODS_DIR, built there
 # by the selftests' make, or by the module's make out of tree).
+# RCD_HARNESS_KO: the test harness, built beside the tests (tests/harness/)
+# out of tree, in the test modules' directory (modules/harness/) by the
+# selftests' make.
 RCD_TESTS=${RCD_TESTS:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}
 if [ -z "${RCD_TOP:-}" ]; then
 	if [ -f "$RCD_TESTS/../rust_cm_disconnect.rs" ]; then
@@ -28,7 +34,11 @@ fi
 	RCD_KO=$RCD_TOP/rust_cm_disconnect.ko
 RCD_KO=${RCD_KO:-}
 RCD_MODS=$RCD_TESTS/modules
-export RCD_TESTS RCD_TOP RCD_KO
+if [ -z "${RCD_HARNESS_KO:-}" ]; then
+	RCD_HARNESS_KO=$RCD_TESTS/harness/rcd_harness.ko
+	[ -f "$RCD_HARNESS_KO" ] || RCD_HARNESS_KO=$RCD_MODS/harness/rcd_harness.ko
+fi
+export RCD_TESTS RCD_TOP RCD_KO RCD_HARNESS_KO
 KSFT_SKIP=4
 
 log() { echo "# $*"; }
@@ -186,12 +196,18 @@ rxe_del_checked() {
 	return $bad
 }
 
-rcd_loaded() { [ -d /sys/module/rust_cm_disconnect ]; }
+# rcd_loaded: the harness is loaded (and with it the product it uses).
+rcd_loaded() { [ -d /sys/module/rcd_harness ]; }
 
-rcd_load() {
+# product_loaded: the product, rust_cm_disconnect.ko, is loaded.
+product_loaded() { [ -d /sys/module/rust_cm_disconnect ]; }
+
+# product_load: the product alone (kept if already loaded).
+product_load() {
 	# Built in on the test kernel (no process needed); modules elsewhere.
 	[ -d /sys/module/ib_cm ] || modprobe ib_cm || return 1
 	[ -d /sys/module/rdma_cm ] || modprobe rdma_cm || return 1
+	product_loaded && return 0
 	if [ -n "$RCD_KO" ]; then
 		insmod "$RCD_KO" || fail "insmod $RCD_KO"
 	else
@@ -200,8 +216,18 @@ rcd_load() {
 	fi
 }
 
+# rcd_load: the product, then the harness, its consumer.
+rcd_load() {
+	product_load || return 1
+	insmod "$RCD_HARNESS_KO" || fail "insmod $RCD_HARNESS_KO"
+}
+
+# rcd_unload: the harness, then the product.
 rcd_unload() {
-	rcd_loaded || return 0
+	if rcd_loaded; then
+		rmmod rcd_harness || { fail "rmmod rcd_harness"; return 1; }
+	fi
+	product_loaded || return 0
 	rmmod rust_cm_disconnect || fail "rmmod rust_cm_disconnect"
 }
 
@@ -285,6 +311,9 @@ cleanup() {
 		out=$(rmmod $m 2>&1) || bad+="; rmmod $m: $out"
 	done
 	if rcd_loaded; then
+		out=$(rmmod rcd_harness 2>&1) || bad+="; rmmod rcd_harness: $out"
+	fi
+	if product_loaded; then
 		out=$(rmmod rust_cm_disconnect 2>&1) || bad+="; rmmod rust_cm_disconnect: $out"
 	fi
 	# A user-space peer a failed or timed-out test left (timeout kills the

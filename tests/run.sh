@@ -19,7 +19,8 @@
 #           the fuzzer for 120 s and its 40-round data pass.
 # Every size can still be set by hand (RCD_CYCLES, RCD_ROUND, RCD_MANY,
 # RCD_LOADS, RCD_UNLOAD_ROUNDS, RCD_STORM, RCD_FUZZ_SECONDS, RCD_FUZZ_ROUNDS).
-# RCD_KO=/path/to/rust_cm_disconnect.ko tests another build of the module.
+# RCD_KO=/path/to/rust_cm_disconnect.ko tests another build of the module
+# (the product; the harness is tests/harness/rcd_harness.ko, RCD_HARNESS_KO).
 # RCD_TESTS=DIR runs the tests of DIR instead of tests/: `make check-intree`
 # gives the kernel tree's selftests directory, whose tests load the module
 # that tree built (tests/lib.sh).
@@ -114,7 +115,8 @@ if [ -n "${RCD_TESTS:-}" ]; then
 else
 	knobs="$knobs RCD_KO=${RCD_KO:-$here/rust_cm_disconnect.ko}"
 fi
-for v in RCD_FUZZ_SEED RCD_TEST_TIMEOUT RCD_STORM RCD_FUZZPEER_SEED RCD_FUZZPEER_DRAIN; do
+for v in RCD_FUZZ_SEED RCD_TEST_TIMEOUT RCD_STORM RCD_FUZZPEER_SEED RCD_FUZZPEER_DRAIN \
+	RCD_HARNESS_KO; do
 	[ -z "${!v:-}" ] || knobs="$knobs $v=${!v}"
 done
 

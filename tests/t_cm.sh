@@ -244,7 +244,7 @@ test_unload_with_live_connections() {
 	ctl connect 72 rxe0 10.77.0.1 10.77.0.1 0x7777 || return 1  # rejected
 	cat "$RCD_DBG/conns" | sed 's/^/# /'
 	rcd_unload || return 1
-	check "unloaded" sh -c "! test -d /sys/module/rust_cm_disconnect" || return 1
+	check "unloaded" sh -c "! test -d /sys/module/rcd_harness" || return 1
 	rcd_load || return 1
 	cm_pair 73 || return 1
 	check "works after reload" test "$(conn_state 73)" = ESTABLISHED
@@ -391,12 +391,12 @@ test_connect_resolution() {
 	# once the write has returned, the module unloads.
 	ctl_errno_alarm 60 "connect 5 $nobody resolve_ms=3000" > /run/rcd-resolve.out &
 	wait_for 20 perl_in_write || fail "the writer never got into its write" || return 1
-	! rmmod rust_cm_disconnect 2>/dev/null ||
+	! rmmod rcd_harness 2>/dev/null ||
 		fail "rmmod went through under a waiting writer" || return 1
 	check "the module is still there" rcd_loaded || return 1
 	wait
 	read -r got ms < /run/rcd-resolve.out
 	log "rmmod during a resolution: refused (in use); the writer got $got after $ms ms"
 	check "the writer got EHOSTUNREACH (got $got)" test "$got" = EHOSTUNREACH || return 1
-	check "the module unloads" timeout 60 rmmod rust_cm_disconnect
+	check "the module unloads" timeout 60 rmmod rcd_harness
 }

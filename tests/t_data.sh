@@ -176,8 +176,8 @@ test_data_device_removed_and_unload() {
 		"and its SENDs not yet polled)"
 	t0=$SECONDS
 	check "the module unloads with buffers posted" \
-		timeout 120 rmmod rust_cm_disconnect || return 1
+		timeout 120 rmmod rcd_harness || return 1
 	log "unloaded in $((SECONDS - t0)) s"
 	check "no QP of ours left" \
-		test "$(rdma resource show qp 2>/dev/null | grep -c rust_cm_disconnect)" = 0
+		test "$(rdma resource show qp 2>/dev/null | grep -c rcd_harness)" = 0
 }

@@ -5,12 +5,45 @@
 test_load_unload() {
 	rcd_load || return 1
 	check "debugfs directory" test -r "$RCD_DBG/devices" || return 1
-	check "'loaded' in dmesg" dmesg_has 'rust_cm_disconnect: loaded$' || return 1
+	check "'loaded' in dmesg" dmesg_has 'rcd_harness: loaded$' || return 1
 	rcd_unload || return 1
-	check "module gone" sh -c "! test -d /sys/module/rust_cm_disconnect" || return 1
+	check "modules gone" sh -c "! test -d /sys/module/rcd_harness -o -d /sys/module/rust_cm_disconnect" || return 1
 	check "debugfs gone" sh -c "! test -e $RCD_DBG" || return 1
 	# And again: nothing was left behind that breaks a second load.
 	rcd_load && rcd_unload
+}
+
+# The product alone (issue 23): rust_cm_disconnect.ko loads and unloads
+# without the harness, with no device and no debugfs directory of its own;
+# the harness does not load without it; and while the harness, its
+# consumer, is loaded, rmmod of the product is refused and both stay.
+test_product_alone_and_held() {
+	local out
+	product_load || return 1
+	check "the product is loaded" product_loaded || return 1
+	check "without the harness" sh -c "! test -d /sys/module/rcd_harness" || return 1
+	check "no debugfs directory of the product" \
+		sh -c "! test -e /sys/kernel/debug/rust_cm_disconnect" || return 1
+	check "its C API exported" \
+		grep -qE " rcd_disconnect\s+\[rust_cm_disconnect\]" /proc/kallsyms || return 1
+	check "the product unloads alone" rmmod rust_cm_disconnect || return 1
+	check "the product is gone" sh -c "! test -d /sys/module/rust_cm_disconnect" || return 1
+	check "the harness does not load without the product" \
+		sh -c "! insmod $RCD_HARNESS_KO 2>/dev/null" || return 1
+	rcd_load || return 1
+	check "the harness holds the product (refcnt 1)" \
+		test "$(cat /sys/module/rust_cm_disconnect/refcnt)" = 1 || return 1
+	if out=$(rmmod rust_cm_disconnect 2>&1); then
+		fail "rmmod of the product went through under the harness"
+		return 1
+	fi
+	log "rmmod of the product under the harness: $out"
+	check "refused as in use" sh -c "echo '$out' | grep -q 'in use'" || return 1
+	check "the product is still loaded" product_loaded || return 1
+	check "the harness is still loaded" rcd_loaded || return 1
+	rcd_unload || return 1
+	check "both gone" \
+		sh -c "! test -d /sys/module/rcd_harness -o -d /sys/module/rust_cm_disconnect"
 }
 
 test_device_before_load() {

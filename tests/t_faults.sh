@@ -166,5 +166,5 @@ test_device_deleted_under_100() {
 	# timeout (-ETIMEDOUT) or the deletion (-ENODEV).
 	statuses_are $a $b "rxe0's ends" 0 -19 -110 || return 1
 	check "no id left" test "$(rcd_stat cm_ids_live)" = 0 || return 1
-	check "the module unloads" timeout 120 rmmod rust_cm_disconnect
+	check "the module unloads" timeout 120 rmmod rcd_harness
 }

@@ -264,7 +264,7 @@ test_fuzz_cm_peer() {
 	rmmod rcd_fuzzpeer || { fail "rmmod rcd_fuzzpeer"; bad=1; }
 	t0=$SECONDS
 	rcd_unload || bad=1
-	log "rmmod rust_cm_disconnect: $((SECONDS - t0)) s"
+	log "rmmod rcd_harness, rust_cm_disconnect: $((SECONDS - t0)) s"
 	check "no QP left after unload" test "$(rdma_res qp)" = "$qps0" || bad=1
 	local reports
 	reports=$(dmesg | awk '/rcd-test: fuzz_cm_peer begins/ { buf = ""; on = 1; next }

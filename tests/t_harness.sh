@@ -60,7 +60,7 @@ test_harness_cleanup_reports_failure() {
 	check "cleanup failed (got $rc)" test $rc != 0 || return 1
 	check "the module is still loaded" rcd_loaded || return 1
 	cleanup || fail "cleanup once the module is free" || return 1
-	check "the module is gone" sh -c "! test -d /sys/module/rust_cm_disconnect"
+	check "the module is gone" sh -c "! test -d /sys/module/rcd_harness"
 }
 
 # A test's log checks see its own log only (dmesg_has, since the marker the
@@ -71,7 +71,7 @@ test_harness_cleanup_reports_failure() {
 test_harness_log_checks_are_the_tests() {
 	local n=240 old
 	echo "rcd_consumer: cannot run on connection $n: -22" > /dev/kmsg
-	echo "rust_cm_disconnect: device rxe9 added (1 IB CM port(s))" > /dev/kmsg
+	echo "rcd_harness: device rxe9 added (1 IB CM port(s))" > /dev/kmsg
 	check "the errno -2 does not match -22" \
 		sh -c "! dmesg | grep -qE 'rcd_consumer: cannot run on connection $n: -2\$'" || return 1
 	old=$(dmesg | grep -c "cannot run on connection $n: -2")
@@ -81,7 +81,7 @@ test_harness_log_checks_are_the_tests() {
 	log "the old log-wide grep finds the earlier line: $old line(s)"
 	! dmesg_has 'device rxe9 added' ||
 		fail "dmesg_has found a line from before the test's marker" || return 1
-	echo "rust_cm_disconnect: device rxe9 added (1 IB CM port(s))" > /dev/kmsg
+	echo "rcd_harness: device rxe9 added (1 IB CM port(s))" > /dev/kmsg
 	check "dmesg_has finds the test's own line" dmesg_has 'device rxe9 added ' || return 1
 	check "dmesg_test has no line from before the marker" \
 		test "$(dmesg_test | grep -c 'connection 240: -22')" = 0

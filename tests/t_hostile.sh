@@ -158,7 +158,7 @@ test_fuzz_ctl() {
 	ctl listen 1 rxe0 0x1000 || return 1
 	ctl connect 3 rxe0 10.77.0.1 10.77.0.1 0x1000 || return 1
 	wait_event 30 3 ESTABLISHED || return 1
-	check "the module unloads" timeout 120 rmmod rust_cm_disconnect
+	check "the module unloads" timeout 120 rmmod rcd_harness
 }
 
 # Random DREQ/DREP private data (tests/fuzz.py data): RCD_FUZZ_ROUNDS

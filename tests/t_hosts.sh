@@ -364,7 +364,7 @@ hosts_link_del_50() {
 		check "no id left" test "$(rcd_stat cm_ids_live)" = 0 || return 1
 		log "$(stats_line)"
 		t=$SECONDS
-		check "the module unloads" timeout 120 rmmod rust_cm_disconnect || return 1
+		check "the module unloads" timeout 120 rmmod rcd_harness || return 1
 		log "host a: unloaded in $((SECONDS - t)) s; done at $((SECONDS - t0)) s"
 		peer_wait freed 120 >/dev/null || return 1
 		tc qdisc del dev "$RCD_NIC" root

@@ -204,7 +204,7 @@ test_rping_peer_holds_no_removal_nor_unload() {
 	# rxe1 after rxe0: see rping_endless_on_rxe1.
 	rxe_del rxe1; rxe_add rxe1 v1 || return 1
 	rping_endless_on_rxe1 || return 1
-	rmmod rust_cm_disconnect & del=$!
+	rmmod rcd_harness & del=$!
 	timed_or_unblock "rmmod" $del $PID || return 1
 	check "rmmod succeeds" test "$RC" = 0 || return 1
 	wait $PID; rc=$?
@@ -266,7 +266,7 @@ test_removal_bounded_under_churn() {
 	e0=$(rcd_stat established)
 	check "the pings go on on rxe1" wait_for 30 pings_at_least "$FOREIGN" $((n0 + 10)) || bad=1
 	check "rxe1's rounds go on" wait_for 60 stat_above established $((e0 + 20)) || bad=1
-	rmmod rust_cm_disconnect & del=$!
+	rmmod rcd_harness & del=$!
 	timed_or_unblock "rmmod" $del $PID || bad=1
 	check "rmmod succeeds" test "${RC:-1}" = 0 || bad=1
 	kill $p0 $p1 2>/dev/null

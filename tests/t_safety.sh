@@ -169,7 +169,7 @@ test_unload_during_timewait_exits() {
 		done
 		[ $((r % 4)) -lt 2 ] || nap 0.3
 		tw=$(grep -c ' TIMEWAIT_EXIT ' $RCD_DBG/events)
-		rmmod rust_cm_disconnect || fail "round $r: rmmod" || return 1
+		rmmod rcd_harness || fail "round $r: rmmod" || return 1
 		check "round $r: no QP of ours left" test "$(rdma_res qp)" = "$qps" || return 1
 		# In the window: rmmod came while timewait exits were still being
 		# delivered (some recorded, not all).
@@ -372,7 +372,7 @@ test_req_to_rep_window() {
 	ctl connect 16 rxe0 10.77.0.1 10.77.0.1 0x1003 || return 1
 	wait_for 10 grep -q "^$((p + 16)) " $RCD_DBG/conns || fail "no passive end 16" || return 1
 	t0=$(ms_now)
-	rmmod rust_cm_disconnect || fail "rmmod" || return 1
+	rmmod rcd_harness || fail "rmmod" || return 1
 	log "rmmod during a job's delay: $(( $(ms_now) - t0 )) ms"
 	check "no QP left on rxe0 after rmmod" test "$(qps_on rxe0)" = "$q0" || bad=1
 	return $bad

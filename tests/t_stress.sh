@@ -200,10 +200,10 @@ test_unload_with_many_live() {
 	wait_events 600 ESTABLISHED $a $b $MANY || return 1
 	log "$MANY established; QPs $(rdma_res qp)"
 	t0=$SECONDS
-	check "rmmod returns" timeout 300 rmmod rust_cm_disconnect || return 1
+	check "rmmod returns" timeout 300 rmmod rcd_harness || return 1
 	log "unloaded in $((SECONDS - t0)) s"
 	check "QPs freed" test "$(rdma_res qp)" = "$qps" || return 1
-	check "gone" sh -c "! test -d /sys/module/rust_cm_disconnect"
+	check "gone" sh -c "! test -d /sys/module/rcd_harness"
 }
 
 # Load, use (a connection, DREQ, DREP), unload: LOADS times in a row (50 in

@@ -14,7 +14,7 @@
 #include <linux/kernel.h>
 #include <linux/module.h>
 
-#include "../modules/rcd_test.h"
+#include "rcd_test.h"
 
 int rcd_rs_test_with_conn(u32 num,
 			  int (*fn)(struct ib_cm_id *id, struct ib_qp *qp, void *arg),
