@@ -216,8 +216,8 @@ One program, rust_cm_disconnect.sh, runs every test and reports KTAP
 through kselftest/ktap_helpers.sh; rust_cm_disconnect.sh NAME... runs
 those. The harness and the C test modules are TEST_GEN_MODS_DIR (the
 harness first, against the product this tree built), sidr_flood (a
-librdmacm SIDR flood) TEST_GEN_PROGS_EXTENDED. They need root, the module (config)
-and rdma-core's tools, so they are not in the default TARGETS:
+librdmacm SIDR flood) TEST_GEN_PROGS_EXTENDED. They need root, the module
+(config) and rdma-core's tools, so they are not in the default TARGETS:
 
   make -C tools/testing/selftests TARGETS=rdma/rust_cm_disconnect run_tests
 

@@ -34,7 +34,8 @@ test_capi_exports_and_dependency() {
 	check "rcd_test_with_conn only in namespace RCD_TEST" \
 		sh -c "modinfo -F import_ns $CONSUMER | grep -qx RCD_TEST" || return 1
 	check "consumer depends on the module" \
-		sh -c "modinfo -F depends $CONSUMER | tr , '\\n' | grep -qx rust_cm_disconnect" || return 1
+		sh -c "modinfo -F depends $CONSUMER | tr , '\\n' |
+			grep -qx rust_cm_disconnect" || return 1
 	ctl listen 1 rxe0 0x1000 || return 1
 	check "a listener's QP is refused" \
 		sh -c "! insmod $CONSUMER conn=1 steps=bad 2>/dev/null" || return 1
