@@ -7,7 +7,7 @@
 //! endpoint calls at those points and which do nothing without hooks).
 //! Nothing else sets them: an endpoint carries them only if the tests asked
 //! for one (`Behaviour::test`), and without them the module behaves as a
-//! consumer would. Also here: the C API's test-only access to a connection
+//! consumer would. Also here: the test-only access to a connection
 //! ([`Core::with_test_conn`]).
 
 use super::{
@@ -244,7 +244,7 @@ impl Endpoint {
 
 impl Core {
     /// Runs `f` on the id and QP of connection `num`, for the test-only
-    /// `rcd_test_with_conn()` of the C API. The table's lock keeps the id,
+    /// `rcd_test_with_conn()` (`test_conn`). The table's lock keeps the id,
     /// the endpoint's lock the QP: neither is freed until `f` returns
     /// (timewait exit frees the QP under the endpoint's lock and the id
     /// under the table's; close, device removal and unload take the entry
