@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# Build the module (and the test modules) against the cached kernel tree:
+# Build the module (the product, rust_cm_disconnect.ko) and, with
+# RCD_TEST_MODULES=m, the test harness (tests/harness/) and the test modules
+# (tests/modules/) against the cached kernel tree:
 #   scripts/build.sh [kbuild targets and variables...]
 # KDIR=/path/to/built/tree uses that tree instead (no setup, no kernel build).
 set -euo pipefail
