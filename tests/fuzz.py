@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0
-"""A randomized driver for rust_cm_disconnect's control interface (guest).
+"""A randomized driver for the harness's control interface (rcd_harness, guest).
 
   fuzz.py ctl SECONDS SEED
       Writes random commands to ctl for SECONDS: well-formed ones from the
@@ -26,7 +26,7 @@ import random
 import sys
 import time
 
-DBG = "/sys/kernel/debug/rust_cm_disconnect"
+DBG = "/sys/kernel/debug/rcd_harness"
 PASSIVE = 1000000
 
 # What a refused command may answer: malformed (EINVAL), too big (E2BIG),
