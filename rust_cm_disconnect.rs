@@ -28,7 +28,13 @@ use shim::capi;
 
 // The abstractions of the kernel crate (`kernel::rdma`), under the paths the
 // modules have always used.
-use kernel::rdma::{cm, path, verbs};
+use kernel::rdma::{cm, path};
+/// The kernel crate's verbs, with the module's counting QP in place of its
+/// `RcQp`.
+mod verbs {
+    pub(crate) use crate::conn::RcQp;
+    pub(crate) use kernel::rdma::verbs::*;
+}
 mod ib_client {
     pub(crate) use kernel::rdma::{
         client::{Client, Registration},

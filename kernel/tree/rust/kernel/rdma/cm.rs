@@ -12,8 +12,10 @@
 //! - event private data is only lent to the handler for the callback, which
 //!   is as long as the CM keeps the received MAD;
 //! - a listener's new ids get their own data ([`Request::accept`]) before
-//!   any other event can reach them; a SIDR REQ's new id is never handed to
-//!   the consumer: it is rejected at once (a SIDR REP with IB_SIDR_REJECT);
+//!   any other event can reach them; a SIDR REQ's new id is only lent to
+//!   the listener's handler ([`Handler::sidr_req_received`]), which answers
+//!   it there or leaves the CM to reject it (a SIDR REP with
+//!   IB_SIDR_REJECT);
 //! - every event type the CM has is matched explicitly in the trampoline,
 //!   with what the CM does with the handler's return value;
 //! - dropping a [`CmId`] destroys the id and waits for its callbacks, except
@@ -23,9 +25,10 @@
 //!   caller's [`Reaper`].
 //!
 //! Policy is the caller's: the timing, retries, flow control and resources
-//! of a connection are fields of [`Req`] and [`Rep`] (with rdma_cm's values
-//! as defaults), the count of live ids is the [`Reaper`]'s, which the caller
-//! owns.
+//! of a connection are fields of [`Req`] and [`Rep`], with no defaults; the
+//! answer to a SIDR REQ is the handler's. A caller that counts its ids
+//! counts them in its own data (`T`), which lives exactly as long as the
+//! id.
 //!
 //! # Who destroys an id, and who waits for it
 //!
@@ -53,10 +56,11 @@
 //!    destroys it (a REJ, none for `-ENOMEM` in `REQ_RCVD`) inside
 //!    `cm_req_handler`, before it drops its reference on the listener. The
 //!    listener's destroy (1 or 2) waits for that reference, so for this.
-//! 4. A SIDR REQ's new id: non-zero return at once, the CM destroys it
-//!    (SIDR REP, IB_SIDR_REJECT); `cm_sidr_req_handler` holds the listener
-//!    until our handler has returned, so the listener's destroy waits for
-//!    it. No consumer code runs for it.
+//! 4. A SIDR REQ's new id: lent to the listener's
+//!    [`Handler::sidr_req_received`], then a non-zero return, and the CM
+//!    destroys it (with a SIDR REP of IB_SIDR_REJECT unless the handler
+//!    answered); `cm_sidr_req_handler` holds the listener until our handler
+//!    has returned, so the listener's destroy waits for it.
 //!
 //! So once the user's own contexts have destroyed every id they hold (1)
 //! and the reaper is gone (2, and 3 and 4 through the listeners), no CM
@@ -71,13 +75,13 @@
 //! from the MAD layer's completion, not serialised with the id's other
 //! callbacks (a `DREQ_ERROR` handler still runs when `TIMEWAIT_EXIT`
 //! comes on the CM's workqueue). So `ib_destroy_cm_id` from another task
-//! would free the id under such a handler. The trampoline counts the
-//! callbacks inside it (`Inner::running`), and both destroy paths first
-//! mark the id dropped (no callback reaches the handler after that), then
-//! wait for that count to fall to zero *before* `ib_destroy_cm_id`, and
-//! again after it: a handler may sleep and then use its `&CmIdRef`. Every
-//! task inside a callback of the id is recorded (`Inner::callbacks`, one
-//! record per task on its stack), so that two callbacks at once each see
+//! would free the id under such a handler. Every task inside a callback of
+//! the id is recorded (`Inner::callbacks`, one record per task on its
+//! stack), and both destroy paths first mark the id dropped under that
+//! list's lock (no callback reaches the handler after that), then sleep
+//! until the list is empty (the last callback to leave wakes them) *before*
+//! `ib_destroy_cm_id`, and again after it: a handler may sleep and then use
+//! its `&CmIdRef`. The records also let two callbacks at once each see
 //! their own drop of the [`CmId`] as one from a callback. What remains is
 //! the CM's own window between its unlock and the call of our handler
 //! (cm.c `cm_process_send_error`, between `spin_unlock_irq` and
@@ -96,20 +100,20 @@ use crate::{
     bindings, c_str,
     error::{from_err_ptr, to_result},
     ffi::{c_int, c_void},
-    new_mutex, new_spinlock, new_work,
+    new_condvar, new_mutex, new_spinlock, new_work,
     prelude::*,
     str::CStr,
-    sync::{Arc, Mutex, SpinLock},
+    sync::{Arc, CondVar, Mutex, SpinLock},
     task::Task,
     types::{ARef, Opaque},
     workqueue::{Queue, Work, WorkItem},
 };
 use core::{
     cell::Cell,
-    marker::{PhantomData, PhantomPinned},
+    marker::PhantomData,
     ops::Deref,
     ptr::NonNull,
-    sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering},
+    sync::atomic::{AtomicBool, AtomicPtr, Ordering},
 };
 /// Bytes of private data a DREQ carries (`IB_CM_DREQ_PRIVATE_DATA_SIZE`).
 pub const DREQ_PRIVATE_DATA_SIZE: usize =
@@ -129,6 +133,14 @@ pub const RTU_PRIVATE_DATA_SIZE: usize =
 /// Bytes of private data a REJ carries (`IB_CM_REJ_PRIVATE_DATA_SIZE`).
 pub const REJ_PRIVATE_DATA_SIZE: usize =
     bindings::ib_cm_data_size_IB_CM_REJ_PRIVATE_DATA_SIZE as usize;
+/// Bytes of private data a SIDR REQ carries
+/// (`IB_CM_SIDR_REQ_PRIVATE_DATA_SIZE`).
+pub const SIDR_REQ_PRIVATE_DATA_SIZE: usize =
+    bindings::ib_cm_data_size_IB_CM_SIDR_REQ_PRIVATE_DATA_SIZE as usize;
+/// Bytes of private data a SIDR REP carries
+/// (`IB_CM_SIDR_REP_PRIVATE_DATA_SIZE`).
+pub const SIDR_REP_PRIVATE_DATA_SIZE: usize =
+    bindings::ib_cm_data_size_IB_CM_SIDR_REP_PRIVATE_DATA_SIZE as usize;
 
 /// A CM message that carries private data, and the size of its field.
 ///
@@ -170,6 +182,8 @@ pub enum Message {
     Dreq,
     /// A disconnection reply.
     Drep,
+    /// A reply to a SIDR REQ (UD service id resolution).
+    SidrRep,
 }
 
 impl Message {
@@ -182,6 +196,7 @@ impl Message {
             Self::Rej => REJ_PRIVATE_DATA_SIZE,
             Self::Dreq => DREQ_PRIVATE_DATA_SIZE,
             Self::Drep => DREP_PRIVATE_DATA_SIZE,
+            Self::SidrRep => SIDR_REP_PRIVATE_DATA_SIZE,
         }
     }
 
@@ -394,49 +409,6 @@ raw_enum! {
         VendorOptionNotSupported = ib_cm_rej_reason_IB_CM_REJ_VENDOR_OPTION_NOT_SUPPORTED,
     }
     Unknown
-}
-
-/// An rdma_cm port space (`enum rdma_ucm_port_space`), for raw IB CM users
-/// that talk to rdma_cm peers: rdma_cm listens on and connects to the
-/// service id `(port space << 16) + port`.
-///
-/// # Examples
-///
-/// ```
-/// use kernel::rdma::cm::PortSpace;
-///
-/// assert_eq!(PortSpace::Tcp.service_id(7471), 0x0106_1d2f);
-/// assert_eq!(PortSpace::of(PortSpace::Udp.service_id(9)), Some(PortSpace::Udp));
-/// assert_eq!(PortSpace::of(0x1234), None);
-/// ```
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum PortSpace {
-    /// `RDMA_PS_TCP`: RC connections.
-    Tcp,
-    /// `RDMA_PS_UDP`: UD, resolved with SIDR REQ/REP (rdma_cm rejects an RC
-    /// REQ there).
-    Udp,
-}
-
-impl PortSpace {
-    fn to_raw(self) -> u32 {
-        match self {
-            Self::Tcp => bindings::rdma_ucm_port_space_RDMA_PS_TCP,
-            Self::Udp => bindings::rdma_ucm_port_space_RDMA_PS_UDP,
-        }
-    }
-
-    /// rdma_cm's service id for `port` in this port space (host order).
-    pub fn service_id(self, port: u16) -> u64 {
-        (u64::from(self.to_raw()) << 16) + u64::from(port)
-    }
-
-    /// The port space `service_id` (host order) is in, if one of these.
-    pub fn of(service_id: u64) -> Option<Self> {
-        [Self::Tcp, Self::Udp]
-            .into_iter()
-            .find(|ps| service_id >> 16 == u64::from(ps.to_raw()))
-    }
 }
 
 /// An id borrowed from the CM: during a callback, or from a [`CmId`].
@@ -671,19 +643,27 @@ impl CmIdRef {
 }
 
 /// What [`CmIdRef::send_req`] sends: the connection's addressing, and its
-/// policy (resources, retries, flow control, timing) with rdma_cm's values
-/// from [`Req::new`].
+/// policy (resources, retries, flow control, timing), all the caller's.
 ///
 /// # Examples
 ///
 /// ```
 /// use kernel::rdma::{cm::Req, path::{Route, Timing}};
 ///
-/// fn req<'a>(route: &'a Route, qp_num: u32) -> Req<'a> {
+/// // rdma_cm's choices: one RDMA READ each way, flow control, 7 retries.
+/// fn req<'a>(route: &'a Route, qp_num: u32, timing: Timing) -> Req<'a> {
 ///     Req {
+///         route,
+///         service_id: 0x1234,
+///         qp_num,
+///         starting_psn: qp_num,
+///         timing,
+///         responder_resources: 1,
+///         initiator_depth: 1,
+///         flow_control: true,
+///         retry_count: 7,
+///         rnr_retry_count: 7,
 ///         private_data: b"hello",
-///         timing: Timing { max_cm_retries: 2, ..Timing::default() },
-///         ..Req::new(route, 0x1234, qp_num)
 ///     }
 /// }
 /// # let _ = req;
@@ -714,39 +694,24 @@ pub struct Req<'a> {
     pub private_data: &'a [u8],
 }
 
-impl<'a> Req<'a> {
-    /// A REQ for `qp_num` along `route` to `service_id`, starting at PSN
-    /// `qp_num`, with rdma_cm's policy: one RDMA READ each way, flow
-    /// control, 7 retries of each kind, [`Timing::RDMA_CM`], no private
-    /// data.
-    pub fn new(route: &'a Route, service_id: u64, qp_num: u32) -> Self {
-        Self {
-            route,
-            service_id,
-            qp_num,
-            starting_psn: qp_num,
-            timing: Timing::RDMA_CM,
-            responder_resources: 1,
-            initiator_depth: 1,
-            flow_control: true,
-            retry_count: 7,
-            rnr_retry_count: 7,
-            private_data: &[],
-        }
-    }
-}
-
-/// What [`CmIdRef::send_rep`] sends; [`Default`] is rdma_cm's policy (flow
-/// control, RNR retries forever) with zeros and no private data.
+/// What [`CmIdRef::send_rep`] sends, all of it the caller's choice.
 ///
 /// # Examples
 ///
 /// ```
 /// use kernel::rdma::cm::Rep;
 ///
-/// let rep = Rep { qp_num: 17, starting_psn: 17, ..Rep::default() };
-/// assert!(rep.flow_control);
-/// assert_eq!(rep.rnr_retry_count, 7);
+/// // rdma_cm's choices: flow control, RNR retries for ever.
+/// let rep = Rep {
+///     qp_num: 17,
+///     starting_psn: 17,
+///     responder_resources: 1,
+///     initiator_depth: 1,
+///     flow_control: true,
+///     rnr_retry_count: 7,
+///     private_data: &[],
+/// };
+/// # let _ = rep;
 /// ```
 pub struct Rep<'a> {
     /// Our QP's number.
@@ -763,20 +728,6 @@ pub struct Rep<'a> {
     pub rnr_retry_count: u8,
     /// The REP's private data (at most [`REP_PRIVATE_DATA_SIZE`] bytes).
     pub private_data: &'a [u8],
-}
-
-impl Default for Rep<'_> {
-    fn default() -> Self {
-        Self {
-            qp_num: 0,
-            starting_psn: 0,
-            responder_resources: 0,
-            initiator_depth: 0,
-            flow_control: true,
-            rnr_retry_count: 7,
-            private_data: &[],
-        }
-    }
 }
 
 /// What the CM tells the owner of an id. Every method has a default that
@@ -827,6 +778,85 @@ pub trait Handler: Sized + Send + Sync + 'static {
     fn connect_error(&self, _id: &CmIdRef, _send_status: WcStatus) {}
     /// The id left timewait: the connection is gone for good.
     fn timewait_exit(&self, _id: &CmIdRef) {}
+    /// A SIDR REQ (a UD peer resolving a service id) for a listening id:
+    /// answer it with [`SidrRequest::reply`], or not, and the CM rejects it
+    /// (a SIDR REP of status [`SidrStatus::Reject`]). Either way the CM's
+    /// id for it is destroyed when this returns: there is no connection.
+    fn sidr_req_received(&self, _req: SidrRequest<'_>) {}
+}
+
+raw_enum! {
+    /// The status a SIDR REP carries (`enum ib_cm_sidr_status`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use kernel::rdma::cm::SidrStatus;
+    ///
+    /// assert_eq!(SidrStatus::Reject.to_raw(), 2);
+    /// assert_eq!(SidrStatus::from_raw(0), SidrStatus::Success);
+    /// assert_eq!(SidrStatus::NoQp.name(), "NO_QP");
+    /// ```
+    pub enum SidrStatus: u32, "ib_cm_sidr_status_IB_SIDR_" {
+        /// Served: the REP names the QP and its Q_Key.
+        Success = ib_cm_sidr_status_IB_SIDR_SUCCESS,
+        /// Nobody serves the service id.
+        Unsupported = ib_cm_sidr_status_IB_SIDR_UNSUPPORTED,
+        /// Refused.
+        Reject = ib_cm_sidr_status_IB_SIDR_REJECT,
+        /// No QP for it.
+        NoQp = ib_cm_sidr_status_IB_SIDR_NO_QP,
+        /// Served elsewhere (the REP's additional information says where).
+        Redirect = ib_cm_sidr_status_IB_SIDR_REDIRECT,
+        /// The class version is not supported.
+        UnsupportedVersion = ib_cm_sidr_status_IB_SIDR_UNSUPPORTED_VERSION,
+    }
+    Unknown
+}
+
+/// A SIDR REQ for a listening id, lent to [`Handler::sidr_req_received`].
+///
+/// The id the CM made for it belongs to the CM, which destroys it when the
+/// callback returns: it is never the consumer's.
+pub struct SidrRequest<'a> {
+    id: &'a CmIdRef,
+    event: &'a bindings::ib_cm_event,
+}
+
+impl SidrRequest<'_> {
+    /// The service id the peer resolves (host order).
+    pub fn service_id(&self) -> u64 {
+        // SAFETY: The new id is valid during its callback; the CM set
+        // `service_id` from the SIDR REQ before it delivered the event.
+        u64::from_be(unsafe { (*self.id.as_raw()).service_id })
+    }
+
+    /// The SIDR REQ's private data ([`SIDR_REQ_PRIVATE_DATA_SIZE`] bytes).
+    pub fn private_data(&self) -> &[u8] {
+        // SAFETY: For a SIDR REQ the CM points `private_data` at the MAD's
+        // field of `SIDR_REQ_PRIVATE_DATA_SIZE` bytes, alive during the
+        // callback.
+        unsafe { event_private_data(self.event, SIDR_REQ_PRIVATE_DATA_SIZE) }
+    }
+
+    /// Answers with a SIDR REP of `status` naming UD QP `qp_num` and its
+    /// `qkey`, with `private_data` (at most [`SIDR_REP_PRIVATE_DATA_SIZE`]
+    /// bytes, else `EINVAL` and nothing is sent).
+    pub fn reply(self, status: SidrStatus, qp_num: u32, qkey: u32, private_data: &[u8]) -> Result {
+        let (ptr, len) = Message::SidrRep.raw(private_data)?;
+        let mut param = bindings::ib_cm_sidr_rep_param {
+            qp_num,
+            qkey,
+            status: status.to_raw(),
+            private_data: ptr,
+            private_data_len: len,
+            ..Default::default()
+        };
+        // SAFETY: The id is valid during its SIDR REQ callback (it is in
+        // SIDR_REQ_RCVD until this REP); `param` and the private data are
+        // valid for the call (the CM copies them into the MAD).
+        to_result(unsafe { bindings::ib_send_cm_sidr_rep(self.id.as_raw(), &mut param) })
+    }
 }
 
 /// The caller's workqueue that destroys the ids whose [`CmId`] was dropped
@@ -837,41 +867,38 @@ pub trait Handler: Sized + Send + Sync + 'static {
 /// Its work items run the caller's code (the drop of a [`Handler`], a job's
 /// closure), so the caller owns it: a module makes it at init and drops it
 /// last at exit, which makes the module's text outlive every work item.
-/// Everything that makes ids holds a [`ReaperRef`]. Dropping it waits until
-/// no [`ReaperRef`] is left (every id it could destroy is gone), then
-/// destroys the workqueues, which run what is still queued first. It is
-/// never reference counted by its own work items: the last owner is the
-/// caller.
-///
-/// It also counts the ids made with it that are not destroyed yet
-/// ([`Reaper::live_ids`]), for a caller that checks that none is left.
+/// Everything that makes ids holds a [`ReaperRef`]. Dropping it sleeps
+/// until no [`ReaperRef`] is left (every id it could destroy is gone: the
+/// last one to go wakes it; queued destroys run meanwhile, as the queues
+/// are live), then destroys the workqueues, which run what is still queued
+/// first. It is never reference counted by its own work items: the last
+/// owner is the caller.
 ///
 /// # Invariants
 ///
 /// `wq` and `jobs` are workqueues made by `alloc_workqueue()`, destroyed
 /// only in `drop`; `refs` counts the live [`ReaperRef`]s, which point at
-/// `self`; `ids` counts the ids made through them and not yet destroyed.
+/// `self`, and `unused` is notified when it falls to 0.
+#[pin_data(PinnedDrop)]
 pub struct Reaper {
     wq: NonNull<bindings::workqueue_struct>,
     /// Ordered: the work a CM callback hands off ([`ReaperRef::spawn_job`]).
     jobs: NonNull<bindings::workqueue_struct>,
-    refs: AtomicUsize,
-    ids: AtomicUsize,
-    _pin: PhantomPinned,
+    /// A spinlock, not a mutex: the last [`ReaperRef`]'s drop unlocks it
+    /// and the waiter may free the reaper at once, which `spin_unlock`
+    /// allows and `mutex_unlock` does not (it may touch the mutex after
+    /// another task took it).
+    #[pin]
+    refs: SpinLock<usize>,
+    #[pin]
+    unused: CondVar,
 }
 
-// SAFETY: The workqueue is used only through the workqueue API, which is
-// thread-safe; `refs` and `ids` are atomic.
+// SAFETY: The workqueues are used only through the workqueue API, which is
+// thread-safe; `refs` is under its lock.
 unsafe impl Send for Reaper {}
 // SAFETY: As for `Send`.
 unsafe impl Sync for Reaper {}
-
-/// Sleeps for `ms` milliseconds.
-fn msleep(ms: u32) {
-    // SAFETY: `msleep` takes any value; every caller here is in process
-    // context (a destroy, which may sleep).
-    unsafe { bindings::msleep(ms) }
-}
 
 impl Reaper {
     /// Makes the workqueues, named `name` (the destroys: unbound, as a
@@ -904,31 +931,34 @@ impl Reaper {
             unsafe { bindings::destroy_workqueue(wq.as_ptr()) };
             return Err(ENOMEM);
         };
-        let reaper = Self {
-            wq,
-            jobs,
-            refs: AtomicUsize::new(0),
-            ids: AtomicUsize::new(0),
-            _pin: PhantomPinned,
-        };
-        // On failure `reaper` is dropped, which destroys the empty queues.
-        Ok(KBox::pin(reaper, GFP_KERNEL)?)
+        let reaper = KBox::pin_init(
+            pin_init!(Self {
+                wq,
+                jobs,
+                refs <- new_spinlock!(0, "cm::Reaper::refs"),
+                unused <- new_condvar!("cm::Reaper::unused"),
+            }),
+            GFP_KERNEL,
+        );
+        if reaper.is_err() {
+            // SAFETY: Made above, nothing queued on them, no `Reaper` owns
+            // them.
+            unsafe {
+                bindings::destroy_workqueue(jobs.as_ptr());
+                bindings::destroy_workqueue(wq.as_ptr());
+            }
+        }
+        reaper
     }
 
     /// A counted reference, for those that make ids.
     pub fn get(self: Pin<&Self>) -> ReaperRef {
-        self.refs.fetch_add(1, Ordering::Relaxed);
+        *self.refs.lock() += 1;
         // INVARIANT: counted just above; `self` is pinned, so it stays where
         // it is until `drop`, which waits for the count to fall to 0.
         ReaperRef {
             reaper: NonNull::from(self.get_ref()),
         }
-    }
-
-    /// How many ids made with this reaper (created, or accepted from a
-    /// REQ) are not destroyed yet.
-    pub fn live_ids(&self) -> usize {
-        self.ids.load(Ordering::Relaxed)
     }
 
     /// Runs what is queued on both queues: the jobs first, since a job may
@@ -942,28 +972,18 @@ impl Reaper {
     }
 }
 
-impl Drop for Reaper {
-    fn drop(&mut self) {
-        let mut waited = 0u32;
-        // An id's last reference may sit in a queued destroy: run those, then
-        // see whether anything that could still queue one is left.
-        loop {
-            self.flush();
-            if self.refs.load(Ordering::Acquire) == 0 {
-                break;
-            }
-            // A reference outside this queue: its owner is still being torn
-            // down (or leaked, a bug: then wait rather than free the queue
-            // under it).
-            if waited % 100 == 0 {
-                pr_warn!(
-                    "cm: reaper waiting for {} id owner(s)\n",
-                    self.refs.load(Ordering::Relaxed)
-                );
-            }
-            waited = waited.wrapping_add(1);
-            msleep(100);
+#[pinned_drop]
+impl PinnedDrop for Reaper {
+    fn drop(self: Pin<&mut Self>) {
+        // An id's last reference may sit in a queued destroy, which runs on
+        // its own; the others are with owners still being torn down (or
+        // leaked, a bug: then this waits rather than free the queues under
+        // them, and the hung task detector names it).
+        let mut refs = self.refs.lock();
+        while *refs != 0 {
+            self.unused.wait(&mut refs);
         }
+        drop(refs);
         // SAFETY: `jobs` and `wq` are live (type invariant) and nothing can
         // queue on them any more (no `ReaperRef` is left); `destroy_workqueue`
         // first runs what is queued, including the tail of a work item that
@@ -1008,22 +1028,6 @@ impl ReaperRef {
         self.queue().try_spawn(GFP_KERNEL, f).map_err(|_| ENOMEM)
     }
 
-    /// How many ids made with the reaper are not destroyed yet
-    /// ([`Reaper::live_ids`]).
-    pub fn live_ids(&self) -> usize {
-        self.reaper().live_ids()
-    }
-
-    /// Counts an id made (created, or accepted from a REQ).
-    fn id_made(&self) {
-        self.reaper().ids.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Counts an id destroyed.
-    fn id_destroyed(&self) {
-        self.reaper().ids.fetch_sub(1, Ordering::Relaxed);
-    }
-
     /// Waits until every job and every destroy queued so far is done: every
     /// id dropped before the call is destroyed and its callbacks have
     /// returned. Must not be called from a CM callback (a queued destroy
@@ -1050,7 +1054,7 @@ impl ReaperRef {
 
 impl Clone for ReaperRef {
     fn clone(&self) -> Self {
-        self.reaper().refs.fetch_add(1, Ordering::Relaxed);
+        *self.reaper().refs.lock() += 1;
         // INVARIANT: counted just above.
         Self {
             reaper: self.reaper,
@@ -1060,8 +1064,15 @@ impl Clone for ReaperRef {
 
 impl Drop for ReaperRef {
     fn drop(&mut self) {
-        // The last use of the reaper: once the count is 0 it may be freed.
-        self.reaper().refs.fetch_sub(1, Ordering::Release);
+        let reaper = self.reaper();
+        let mut refs = reaper.refs.lock();
+        *refs -= 1;
+        if *refs == 0 {
+            reaper.unused.notify_all();
+        }
+        // The last use of the reaper: once the count is 0 and the lock free,
+        // its drop may free it.
+        drop(refs);
     }
 }
 
@@ -1098,9 +1109,16 @@ struct Inner<T: Handler> {
     device: ARef<Device>,
     /// The tasks running one of this id's callbacks now (more than one at
     /// once: a `*_ERROR` callback comes from the MAD completion, beside
-    /// the CM's workqueue).
+    /// the CM's workqueue). `dropped` is set under this lock, and a
+    /// callback reads it under the lock before it enters the list, so a
+    /// destroy that has set it and then seen the list empty is seen by
+    /// every later callback. A spinlock: the last callback to leave wakes
+    /// `idle` and unlocks, and then the memory may go.
     #[pin]
     callbacks: SpinLock<CallbackList>,
+    /// Notified when the last task leaves `callbacks`.
+    #[pin]
+    idle: CondVar,
     /// The task running the REQ callback that accepted this id, while
     /// `in_req`; else null.
     req_task: AtomicPtr<c_void>,
@@ -1115,14 +1133,12 @@ struct Inner<T: Handler> {
     /// the trampoline rejects the REQ instead (the CM destroys the id).
     destroy_on_return: AtomicBool,
     /// The [`CmId`] is gone and the destroy queued: no more events are
-    /// delivered, REQs are rejected.
+    /// delivered, REQs are rejected. The CM holds no reference on the id
+    /// while it delivers the `*_ERROR` events, so `ib_destroy_cm_id` does
+    /// not wait for those: the destroy paths set this, then wait for
+    /// `callbacks` to empty before `ib_destroy_cm_id` frees the id and
+    /// again before they free this memory.
     dropped: AtomicBool,
-    /// Callbacks on this id inside the trampoline now. The CM holds no
-    /// reference on the id while it delivers the `*_ERROR` events, so
-    /// `ib_destroy_cm_id` does not wait for those: the destroy paths set
-    /// `dropped`, then wait for this count before `ib_destroy_cm_id` frees
-    /// the id and again before they free this memory.
-    running: AtomicUsize,
     #[pin]
     work: Work<Inner<T>>,
     reaper: ReaperRef,
@@ -1146,6 +1162,7 @@ impl<T: Handler> Inner<T> {
                 id: AtomicPtr::new(id),
                 device: device.into(),
                 callbacks <- new_spinlock!(CallbackList(core::ptr::null_mut())),
+                idle <- new_condvar!("cm::Inner::idle"),
                 req_task: AtomicPtr::new(if in_req {
                     current_task()
                 } else {
@@ -1155,7 +1172,6 @@ impl<T: Handler> Inner<T> {
                 in_req: AtomicBool::new(in_req),
                 destroy_on_return: AtomicBool::new(false),
                 dropped: AtomicBool::new(false),
-                running: AtomicUsize::new(0),
                 work <- new_work!("cm::Inner::work"),
                 reaper,
                 data,
@@ -1164,29 +1180,38 @@ impl<T: Handler> Inner<T> {
         )
     }
 
-    /// Waits for the callbacks inside the trampoline (see `running`) to
-    /// leave it; with `dropped` set no new one reaches the handler.
-    fn wait_callbacks(&self) {
-        while self.running.load(Ordering::SeqCst) != 0 {
-            msleep(1);
+    /// Delivers no more events (`dropped`) and sleeps until no callback is
+    /// inside the handler.
+    fn stop_callbacks(&self) {
+        let mut list = self.callbacks.lock();
+        self.dropped.store(true, Ordering::Relaxed);
+        while !list.0.is_null() {
+            self.idle.wait(&mut list);
         }
     }
 
-    /// Records that the running task is inside a callback of this id.
+    /// Records that the running task is inside a callback of this id, unless
+    /// the id is `dropped` (then `false`, and nothing is linked).
     ///
     /// # Safety
     ///
     /// `record` must be valid, not moved and not linked, until [`Inner::leave`]
     /// unlinks it, which the same caller must do before `record` goes.
-    unsafe fn enter(&self, record: *mut CallbackRecord) {
+    unsafe fn enter(&self, record: *mut CallbackRecord) -> bool {
         let mut list = self.callbacks.lock();
+        if self.dropped.load(Ordering::Relaxed) {
+            return false;
+        }
         // SAFETY: The caller's record, valid and ours to change.
         unsafe { (*record).next = list.0 };
         // INVARIANT: valid until `leave` unlinks it (the caller's promise).
         list.0 = record;
+        true
     }
 
-    /// Unlinks a record [`Inner::enter`] linked.
+    /// Unlinks a record [`Inner::enter`] linked, and wakes a destroy waiting
+    /// for the last one. After this the caller must not use `self`: a
+    /// destroy may free it.
     ///
     /// # Safety
     ///
@@ -1200,10 +1225,13 @@ impl<T: Handler> Inner<T> {
             while !(*link).is_null() {
                 if *link == record {
                     *link = (*record).next;
-                    return;
+                    break;
                 }
                 link = &mut (**link).next;
             }
+        }
+        if list.0.is_null() {
+            self.idle.notify_all();
         }
     }
 
@@ -1234,15 +1262,13 @@ impl<T: Handler> Inner<T> {
     /// holds; a `*_ERROR` callback that came in between saw `dropped`, and
     /// is waited for before this memory goes.
     fn destroy(&self) {
-        self.dropped.store(true, Ordering::SeqCst);
-        self.wait_callbacks();
+        self.stop_callbacks();
         let id = self.id.load(Ordering::Acquire);
         // SAFETY: The id is live (`CmId`'s invariant) and this is its only
         // destroy; we are not in one of its callbacks (the caller's
         // promise), so waiting for them ends.
         unsafe { bindings::ib_destroy_cm_id(id) };
-        self.wait_callbacks();
-        self.reaper.id_destroyed();
+        self.stop_callbacks();
         let ctx: *const Inner<T> = self;
         // SAFETY: The id's `context` reference (`CmId`'s invariant: `Arc::into_raw` gave this
         // address); the id is gone and no callback is inside the trampoline, so nothing uses
@@ -1316,11 +1342,6 @@ pub struct CmId<T: Handler> {
 }
 
 impl<T: Handler> CmId<T> {
-    /// Bytes this abstraction allocates per id (the consumer's data included),
-    /// besides what the CM allocates for the id itself: for a caller that
-    /// accounts for its memory.
-    pub const ALLOC_BYTES: usize = core::mem::size_of::<Inner<T>>();
-
     /// Creates an id on `device` for an active connection or a listener;
     /// `reaper` destroys it if it is dropped in a callback.
     pub fn new(device: &Device, reaper: &ReaperRef, data: T) -> Result<Self> {
@@ -1343,7 +1364,6 @@ impl<T: Handler> CmId<T> {
                 return Err(e);
             }
         }
-        reaper.id_made();
         // INVARIANT: the id is live, with our handler and `ctx`.
         Ok(Self {
             inner,
@@ -1475,7 +1495,6 @@ impl<'a, T: Handler> Request<'a, T> {
         // SAFETY: The new id is valid in its REQ callback and events on one id are serialised:
         // nothing reads `context` until we return. From now on it holds our reference.
         unsafe { (*self.id.as_raw()).context = ctx.cast_mut().cast() };
-        inner.reaper.id_made();
         self.accepted.set(Some(inner.clone()));
         // INVARIANT: The id is live, has our handler (inherited from the
         // listener) and its context holds `ctx`.
@@ -1595,12 +1614,14 @@ impl<T: Handler> Adapter<T> {
             }
             // A new id for a SIDR REQ (UD service resolution) to a listener,
             // context the listener's, the listener held until we return.
-            // Non-zero: the CM destroys it (`cm_destroy_id` in SIDR_REQ_RCVD)
-            // and answers with a SIDR REP of status IB_SIDR_REJECT. Zero
-            // would leave the id to a handler that never saw it: nobody would
-            // answer or free it. We serve no UD services, so every SIDR REQ
-            // is rejected here, without touching the listener's state.
-            EventType::SidrReqReceived => 1,
+            // The listener's handler may answer it; then non-zero: the CM
+            // destroys it (`cm_destroy_id`: in SIDR_REQ_RCVD, unanswered, with
+            // a SIDR REP of status IB_SIDR_REJECT; answered, it is idle and
+            // only freed). Zero would leave the id to nobody.
+            EventType::SidrReqReceived => {
+                // SAFETY: The listener, alive while the CM holds it for us.
+                Self::sidr_req(unsafe { &*ctx }, id, event)
+            }
             // Events on an id we own (our context), the CM holding a
             // reference during the call. Zero: the id stays ours.
             EventType::RepReceived
@@ -1640,47 +1661,61 @@ impl<T: Handler> Adapter<T> {
         event: &bindings::ib_cm_event,
         kind: EventType,
     ) -> c_int {
-        // Sequentially consistent with the destroy's store of `dropped` and
-        // its load of `running`: either the destroy sees this callback
-        // counted and waits for it before `ib_destroy_cm_id`, or this
-        // callback sees `dropped` and leaves the id alone.
-        inner.running.fetch_add(1, Ordering::SeqCst);
-        if !inner.dropped.load(Ordering::SeqCst) {
-            let mut record = CallbackRecord {
-                task: current_task(),
-                next: core::ptr::null_mut(),
-            };
-            let record: *mut CallbackRecord = &mut record;
-            // SAFETY: `record` lives in this frame, is not moved, and is
-            // unlinked below before the frame ends.
-            unsafe { inner.enter(record) };
+        let mut record = CallbackRecord {
+            task: current_task(),
+            next: core::ptr::null_mut(),
+        };
+        let record: *mut CallbackRecord = &mut record;
+        // Under the list's lock with the destroy's `dropped`: either the
+        // destroy sees this callback linked and waits for it before
+        // `ib_destroy_cm_id`, or this callback sees `dropped` and leaves the
+        // id alone (its owner is gone and its destroy under way: the destroy
+        // answers what needs an answer, REJ or DREP).
+        //
+        // SAFETY: `record` lives in this frame, is not moved, and is
+        // unlinked below before the frame ends.
+        if unsafe { inner.enter(record) } {
             Self::dispatch(&inner.data, id, event, kind);
-            // SAFETY: Linked above by this same task.
+            // SAFETY: Linked above by this same task. The last access to
+            // `inner`: a destroy waits for this.
             unsafe { inner.leave(record) };
         }
-        // Else its owner is gone and its destroy under way: the destroy
-        // answers what needs an answer (REJ, DREP).
-        //
-        // The last access to `inner`: a destroy waits for this.
-        inner.running.fetch_sub(1, Ordering::SeqCst);
         0
+    }
+
+    /// Runs `f` as a REQ or SIDR REQ callback of `listener`: recorded, so
+    /// that dropping the listener in there is seen (`CmId`). `ENOMEM` if
+    /// it cannot be recorded.
+    fn as_req_task<R>(listener: &Inner<T>, f: impl FnOnce() -> R) -> Result<R> {
+        let me = current_task() as usize;
+        listener.req_tasks.lock().push(me, GFP_KERNEL)?;
+        let ret = f();
+        let mut tasks = listener.req_tasks.lock();
+        if let Some(i) = tasks.iter().position(|&t| t == me) {
+            let last = tasks.len() - 1;
+            tasks.swap(i, last);
+            // SAFETY: Shortens the vector by one: the element dropped is a
+            // `usize` (nothing to drop) and the others stay initialised.
+            unsafe { tasks.set_len(last) };
+        }
+        Ok(ret)
+    }
+
+    /// A SIDR REQ on a listener's new id: the listener's handler may answer.
+    fn sidr_req(listener: &Inner<T>, id: &CmIdRef, event: &bindings::ib_cm_event) -> c_int {
+        if T::HAS_SIDR_REQ_RECEIVED && !listener.dropped.load(Ordering::Acquire) {
+            let req = SidrRequest { id, event };
+            // Unrecorded (`ENOMEM`), the REQ goes unanswered: the CM rejects it.
+            let _ = Self::as_req_task(listener, || listener.data.sidr_req_received(req));
+        }
+        // The CM destroys the id, which is never the consumer's.
+        EINVAL.to_errno()
     }
 
     /// A REQ on a listener's new id: the listener's handler decides.
     fn req(listener: &Inner<T>, id: &CmIdRef, event: &bindings::ib_cm_event) -> c_int {
         if !T::HAS_REQ_RECEIVED || listener.dropped.load(Ordering::Acquire) {
             return EINVAL.to_errno();
-        }
-        let me = current_task();
-        // Recorded, so that dropping the listener in here is seen (`CmId`).
-        if listener
-            .req_tasks
-            .lock()
-            .push(me as usize, GFP_KERNEL)
-            .is_err()
-        {
-            // The CM forgets the REQ without a REJ: the peer retries.
-            return ENOMEM.to_errno();
         }
         let accepted = Cell::new(None);
         let req = Request {
@@ -1689,17 +1724,10 @@ impl<T: Handler> Adapter<T> {
             listener,
             accepted: &accepted,
         };
-        let ret = listener.data.req_received(req);
-        {
-            let mut tasks = listener.req_tasks.lock();
-            if let Some(i) = tasks.iter().position(|&t| t == me as usize) {
-                let last = tasks.len() - 1;
-                tasks.swap(i, last);
-                // SAFETY: Shortens the vector by one: the element dropped is
-                // a `usize` (nothing to drop) and the others stay initialised.
-                unsafe { tasks.set_len(last) };
-            }
-        }
+        let Ok(ret) = Self::as_req_task(listener, || listener.data.req_received(req)) else {
+            // The CM forgets the REQ without a REJ: the peer retries.
+            return ENOMEM.to_errno();
+        };
         match accepted.take() {
             // Not accepted: the CM destroys the new id and sends a REJ.
             None => ret.err().unwrap_or(EINVAL).to_errno(),
@@ -1730,9 +1758,7 @@ impl<T: Handler> Adapter<T> {
         // A REP sent from the REQ callback may have timed out meanwhile:
         // its `REP_ERROR` callback (not held by the CM) is waited for, and
         // none reaches the handler from here on.
-        inner.dropped.store(true, Ordering::SeqCst);
-        inner.wait_callbacks();
-        inner.reaper.id_destroyed();
+        inner.stop_callbacks();
         // SAFETY: The context's reference: the owner is gone and the CM
         // destroys the id without further callbacks when we return non-zero,
         // inside `cm_req_handler`, before it lets go of the listener.

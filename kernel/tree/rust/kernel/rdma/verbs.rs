@@ -11,9 +11,15 @@
 //! whose completion never comes (the QP is destroyed first) are unmapped and
 //! freed after the QP is destroyed, when the device can no longer touch them.
 //!
-//! Policy is the user's: queue sizes, how many MRs, the name the RDMA core
-//! records and the counts kept are fields of [`QpSize`], which has a
-//! [`Default`].
+//! Policy is the user's: queue sizes, how many MRs and the name the RDMA
+//! core records are fields of [`QpSize`], which has no default. What the
+//! QP holds right now (buffers mapped, MRs allocated) it reports itself
+//! ([`RcQp::bufs_mapped`], [`RcQp::mrs_allocated`]); a user that keeps
+//! counts over its QPs keeps them itself.
+//!
+//! Each work request carries one buffer (one scatter/gather entry:
+//! `max_send_sge` and `max_recv_sge` are 1), which is what lets a request
+//! own its buffer and hand it back whole with its completion.
 //!
 //! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
 
@@ -21,77 +27,13 @@ use super::device::Device;
 use crate::{
     bindings, c_str,
     error::{from_err_ptr, to_result},
-    ffi::c_int,
+    ffi::{c_int, c_void},
     prelude::*,
     str::CStr,
-    time::{ktime_ms_delta, Ktime},
+    time::{ktime_ms_delta, msecs_to_jiffies, Ktime},
     types::{ARef, Opaque, ScopeGuard},
 };
-use core::{
-    mem::ManuallyDrop,
-    ptr::NonNull,
-    sync::atomic::{AtomicUsize, Ordering},
-};
-
-/// `-ENOTCONN`, which `kernel::error::code` has no constant for.
-fn enotconn() -> Error {
-    Error::from_errno(-(bindings::ENOTCONN as c_int))
-}
-
-/// `-EMSGSIZE`, which `kernel::error::code` has no constant for.
-fn emsgsize() -> Error {
-    Error::from_errno(-(bindings::EMSGSIZE as c_int))
-}
-
-/// Counts over every QP of one user: how many work-request buffers are
-/// mapped for a device and how many MRs are allocated right now.
-///
-/// A user that wants them (for its statistics, or to check that nothing is
-/// left at unload) keeps one in a `static` and names it in
-/// [`QpSize::counters`]; both are 0 once every buffer came back and every
-/// QP is freed.
-///
-/// # Examples
-///
-/// ```
-/// use kernel::rdma::verbs::{Counters, QpSize};
-///
-/// static COUNTERS: Counters = Counters::new();
-/// let size = QpSize { send: 64, recv: 64, counters: Some(&COUNTERS), ..Default::default() };
-/// assert_eq!(size.max_mrs, 8);
-/// assert_eq!(COUNTERS.mapped_bufs(), 0);
-/// assert_eq!(COUNTERS.live_mrs(), 0);
-/// ```
-pub struct Counters {
-    mapped_bufs: AtomicUsize,
-    live_mrs: AtomicUsize,
-}
-
-impl Counters {
-    /// Both counts at 0.
-    pub const fn new() -> Self {
-        Self {
-            mapped_bufs: AtomicUsize::new(0),
-            live_mrs: AtomicUsize::new(0),
-        }
-    }
-
-    /// How many work-request buffers are mapped for a device right now.
-    pub fn mapped_bufs(&self) -> usize {
-        self.mapped_bufs.load(Ordering::Relaxed)
-    }
-
-    /// How many MRs are allocated right now.
-    pub fn live_mrs(&self) -> usize {
-        self.live_mrs.load(Ordering::Relaxed)
-    }
-}
-
-impl Default for Counters {
-    fn default() -> Self {
-        Self::new()
-    }
-}
+use core::{mem::ManuallyDrop, ptr::NonNull};
 
 /// What a posted work request is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -117,10 +59,6 @@ impl WrKind {
         self != Self::Recv
     }
 }
-
-/// The most MRs one QP registers at once, unless [`QpSize::max_mrs`] says
-/// otherwise.
-pub const MAX_MRS: usize = 8;
 
 /// The largest buffer an MR registers: two pages of page list cover it
 /// wherever it starts.
@@ -515,7 +453,6 @@ struct Mapping {
     addr: u64,
     dev: NonNull<bindings::ib_device>,
     dir: bindings::dma_data_direction,
-    counters: Option<&'static Counters>,
 }
 
 impl Mapping {
@@ -529,7 +466,6 @@ impl Mapping {
         dev: NonNull<bindings::ib_device>,
         mut buf: KVec<u8>,
         dir: bindings::dma_data_direction,
-        counters: Option<&'static Counters>,
     ) -> Result<Self> {
         let len = buf.len();
         let mut addr = 0;
@@ -544,9 +480,6 @@ impl Mapping {
             if unsafe { bindings::ib_dma_mapping_error(dev.as_ptr(), addr) } != 0 {
                 return Err(ENOMEM);
             }
-            if let Some(c) = counters {
-                c.mapped_bufs.fetch_add(1, Ordering::Relaxed);
-            }
         }
         // INVARIANT: mapped above if `len > 0`.
         Ok(Self {
@@ -555,7 +488,6 @@ impl Mapping {
             addr,
             dev,
             dir,
-            counters,
         })
     }
 
@@ -568,7 +500,6 @@ impl Mapping {
             addr: 0,
             dev: NonNull::dangling(),
             dir: bindings::dma_data_direction_DMA_NONE,
-            counters: None,
         }
     }
 
@@ -589,9 +520,6 @@ impl Drop for Mapping {
             unsafe {
                 bindings::ib_dma_unmap_single(self.dev.as_ptr(), self.addr, self.len, self.dir)
             };
-            if let Some(c) = self.counters {
-                c.mapped_bufs.fetch_sub(1, Ordering::Relaxed);
-            }
         }
     }
 }
@@ -645,20 +573,16 @@ impl QpRef {
     }
 }
 
-/// What an [`RcQp`] is made with: its queue sizes and the user's choices.
+/// What an [`RcQp`] is made with: its queue sizes and the user's choices,
+/// all of them the caller's (there is no default).
 ///
 /// # Examples
 ///
 /// ```
-/// use kernel::{c_str, rdma::verbs::{QpSize, MAX_MRS}};
+/// use kernel::{c_str, rdma::verbs::QpSize};
 ///
-/// // The defaults: 16 work requests each way, `MAX_MRS` MRs, no counters.
-/// let size = QpSize::default();
-/// assert_eq!((size.send, size.recv, size.max_mrs), (16, 16, MAX_MRS));
-/// assert!(size.counters.is_none());
-/// // A caller names what it changes.
-/// let size = QpSize { recv: 256, caller: c_str!("rping"), ..QpSize::default() };
-/// assert_eq!((size.send, size.recv), (16, 256));
+/// let size = QpSize { send: 64, recv: 256, max_mrs: 2, caller: c_str!("rping") };
+/// assert_eq!((size.send, size.recv, size.max_mrs), (64, 256, 2));
 /// ```
 #[derive(Clone, Copy)]
 pub struct QpSize {
@@ -667,24 +591,52 @@ pub struct QpSize {
     pub send: u32,
     /// Work requests the receive queue holds.
     pub recv: u32,
-    /// The most MRs the QP registers at once (`ENOSPC` beyond).
+    /// The most MRs the QP registers at once (`ENOSPC` beyond; 0: none).
     pub max_mrs: usize,
     /// The name the RDMA core records for the PD, CQ and QP (restrack, as
     /// `rdma resource` shows it): usually the module's.
     pub caller: &'static CStr,
-    /// The user's counts over all its QPs, if it keeps them.
-    pub counters: Option<&'static Counters>,
 }
 
-impl Default for QpSize {
-    fn default() -> Self {
-        Self {
-            send: 16,
-            recv: 16,
-            max_mrs: MAX_MRS,
-            caller: c_str!("rust"),
-            counters: None,
+/// The CQ's completion events, as a `struct completion` the CQ's handler
+/// completes once per event: [`RcQp::drain`] sleeps on it.
+///
+/// # Invariants
+///
+/// The `completion` is initialised (as `init_completion()` does) and, boxed,
+/// never moves.
+struct CqEvents(Opaque<bindings::completion>);
+
+impl CqEvents {
+    fn new() -> Result<KBox<Self>> {
+        let this = KBox::new(Self(Opaque::uninit()), GFP_KERNEL)?;
+        let c = this.0.get();
+        // SAFETY: `c` is valid for writes and stays where it is (boxed); this
+        // is `init_completion()`: no events yet, an empty wait queue with a
+        // lock class of its own.
+        unsafe {
+            (*c).done = 0;
+            bindings::__init_swait_queue_head(
+                core::ptr::addr_of_mut!((*c).wait),
+                c_str!("rdma::verbs::RcQp::cq_events").as_char_ptr(),
+                crate::static_lock_class!().as_ptr(),
+            );
         }
+        // INVARIANT: initialised above, in its box.
+        Ok(this)
+    }
+
+    /// The CQ's `comp_handler`, called by the driver (any context, IRQs
+    /// perhaps off) for an event requested with `ib_req_notify_cq()`.
+    ///
+    /// # Safety
+    ///
+    /// `ctx` is the `completion` of a live [`CqEvents`] (the CQ's context,
+    /// which outlives the CQ).
+    unsafe extern "C" fn handler(_cq: *mut bindings::ib_cq, ctx: *mut c_void) {
+        // SAFETY: By the function's safety requirement; `complete()` may be
+        // called from any context.
+        unsafe { bindings::complete(ctx.cast()) };
     }
 }
 
@@ -699,11 +651,14 @@ impl Default for QpSize {
 /// on `qp` and not yet taken from `cq` is in `wrs`, at the index that is its
 /// `wr_id`, with the buffer it was posted with (mapped for the device):
 /// nothing else reaches those buffers until the request's completion is
-/// polled or the QP is destroyed. `device` (a reference) is released after
-/// them, and never if the QP could not be destroyed (it is leaked with it).
+/// polled or the QP is destroyed. `cq`'s completion handler is
+/// [`CqEvents::handler`] with `events` as its context, which is freed
+/// after the CQ. `device` (a reference) is released after them, and never
+/// if the QP could not be destroyed (it is leaked with it).
 pub struct RcQp {
     pd: NonNull<bindings::ib_pd>,
     cq: NonNull<bindings::ib_cq>,
+    events: ManuallyDrop<KBox<CqEvents>>,
     qp: NonNull<bindings::ib_qp>,
     size: QpSize,
     wrs: KVec<Option<Posted>>,
@@ -727,22 +682,32 @@ impl RcQp {
             unsafe { bindings::ib_dealloc_pd_user(pd.as_ptr(), core::ptr::null_mut()) };
         });
 
-        let cqe = c_int::try_from(size.send + size.recv).map_err(|_| EINVAL)?;
-        // SAFETY: As above; no private context, completion vector 0, polled
-        // directly by `poll_one`.
+        let cqe = size.send.checked_add(size.recv).ok_or(EINVAL)?;
+        c_int::try_from(cqe).map_err(|_| EINVAL)?;
+        let events = CqEvents::new()?;
+        let cq_attr = bindings::ib_cq_init_attr {
+            cqe,
+            comp_vector: 0,
+            flags: 0,
+        };
+        // SAFETY: As above. Polled directly by `poll_one` (the consumer's
+        // own polling, as `ib_create_cq()` leaves it); its events complete
+        // `events`, which outlives the CQ (freed after it, here and in
+        // `drop`); no asynchronous event handler.
         let cq = from_err_ptr(unsafe {
-            bindings::__ib_alloc_cq(
+            bindings::__ib_create_cq(
                 device.as_raw(),
-                core::ptr::null_mut(),
-                cqe,
-                0,
-                bindings::ib_poll_context_IB_POLL_DIRECT,
+                Some(CqEvents::handler),
+                None,
+                events.0.get().cast(),
+                &cq_attr,
                 size.caller.as_char_ptr(),
             )
         })?;
+        // Declared after `events`, so dropped (on an error below) before it.
         let cq = ScopeGuard::new_with_data(NonNull::new(cq).ok_or(ENOMEM)?, |cq| {
             // SAFETY: A live CQ with no users left (its QP was not created).
-            unsafe { bindings::ib_free_cq(cq.as_ptr()) };
+            unsafe { bindings::ib_destroy_cq_user(cq.as_ptr(), core::ptr::null_mut()) };
         });
 
         let mut attr = bindings::ib_qp_init_attr {
@@ -770,6 +735,7 @@ impl RcQp {
             device: ManuallyDrop::new(device.into()),
             pd: pd.dismiss(),
             cq: cq.dismiss(),
+            events: ManuallyDrop::new(events),
             qp,
             size,
             wrs: KVec::new(),
@@ -813,7 +779,7 @@ impl RcQp {
         if attr.qp_state == bindings::ib_qp_state_IB_QPS_RESET
             || attr.qp_state == bindings::ib_qp_state_IB_QPS_INIT
         {
-            return Err(enotconn());
+            return Err(ENOTCONN);
         }
         // `ib_mtu_enum_to_int()`: IB_MTU_256 (1) .. IB_MTU_4096 (5).
         match attr.path_mtu {
@@ -830,6 +796,21 @@ impl RcQp {
     /// Requests posted and not yet completed, on both queues.
     pub fn outstanding_all(&self) -> u32 {
         self.wrs.iter().flatten().count() as u32
+    }
+
+    /// Buffers this QP holds mapped for its device now: those of its posted
+    /// work requests and those its MRs expose. 0 once every request came
+    /// back and every MR was invalidated.
+    pub fn bufs_mapped(&self) -> usize {
+        let posted = self.wrs.iter().flatten().filter(|p| p.buf.len > 0);
+        let mrs = self.mrs.iter().filter(|m| m.buf.is_some());
+        posted.count() + mrs.count()
+    }
+
+    /// MRs this QP has allocated (they are reused, and freed with the QP):
+    /// at most [`QpSize::max_mrs`].
+    pub fn mrs_allocated(&self) -> usize {
+        self.mrs.len()
     }
 
     /// Room for `n` more work requests of `kind` (the QP's queue size).
@@ -874,14 +855,7 @@ impl RcQp {
         };
         // SAFETY: The PD's device is registered; the mapping goes into our
         // table, freed before the device goes (see `Mapping`).
-        let map = unsafe {
-            Mapping::new(
-                NonNull::new(dev).ok_or(EINVAL)?,
-                buf,
-                dir,
-                self.size.counters,
-            )?
-        };
+        let map = unsafe { Mapping::new(NonNull::new(dev).ok_or(EINVAL)?, buf, dir)? };
         let sge = bindings::ib_sge {
             addr: map.addr,
             length,
@@ -995,11 +969,11 @@ impl RcQp {
     /// reused). Returns the MR's index; [`RcQp::mrs`] says when it is valid
     /// and what to tell the peer. The buffer belongs to the MR until
     /// [`RcQp::invalidate_mr`]'s LOCAL_INV completes (the completion hands it
-    /// back) or the QP is freed. At most [`MAX_MRS`] (`ENOSPC`) and
-    /// [`MAX_REG_BYTES`] bytes (`EMSGSIZE`).
+    /// back) or the QP is freed. At most [`QpSize::max_mrs`] MRs (`ENOSPC`)
+    /// and [`MAX_REG_BYTES`] bytes (`EMSGSIZE`).
     pub fn reg_mr(&mut self, buf: KVec<u8>) -> Result<usize> {
         if buf.is_empty() || buf.len() > MAX_REG_BYTES {
-            return Err(emsgsize());
+            return Err(EMSGSIZE);
         }
         if !self.has_room(WrKind::RegMr, 1) {
             return Err(ENOMEM);
@@ -1017,9 +991,6 @@ impl RcQp {
                     )
                 })?;
                 let mr = NonNull::new(mr).ok_or(ENOMEM)?;
-                if let Some(c) = self.size.counters {
-                    c.live_mrs.fetch_add(1, Ordering::Relaxed);
-                }
                 let slot = MrSlot {
                     mr,
                     buf: None,
@@ -1029,9 +1000,6 @@ impl RcQp {
                 if let Err(e) = self.mrs.push(slot, GFP_KERNEL) {
                     // SAFETY: Just allocated, never used.
                     unsafe { bindings::ib_dereg_mr_user(mr.as_ptr(), core::ptr::null_mut()) };
-                    if let Some(c) = self.size.counters {
-                        c.live_mrs.fetch_sub(1, Ordering::Relaxed);
-                    }
                     return Err(e.into());
                 }
                 self.mrs.len() - 1
@@ -1049,7 +1017,6 @@ impl RcQp {
                 NonNull::new(dev).ok_or(EINVAL)?,
                 buf,
                 bindings::dma_data_direction_DMA_BIDIRECTIONAL,
-                self.size.counters,
             )?
         };
         let m = &mut self.mrs[idx];
@@ -1172,7 +1139,7 @@ impl RcQp {
     pub fn poll_one(&mut self) -> Result<Option<Completion>> {
         let mut wc = bindings::ib_wc::default();
         // SAFETY: By the type invariant the CQ is live and polled only here
-        // (IB_POLL_DIRECT, under `&mut self`); `wc` is valid for one entry.
+        // (under `&mut self`); `wc` is valid for one entry.
         let got = unsafe { bindings::ib_poll_cq(self.cq.as_ptr(), 1, &mut wc) };
         if got < 0 {
             return Err(Error::from_errno(got));
@@ -1221,32 +1188,56 @@ impl RcQp {
     }
 
     /// Ends every posted work request before the QP is freed, as
-    /// `ib_drain_qp()` would (which a directly polled CQ cannot use): moves
-    /// the QP to the error state if anything is posted, so that the device
-    /// flushes it, and hands each completion to `f`, waiting up to
-    /// `wait_ms` for the last. Returns how many requests did not come back
-    /// (their buffers are freed with the QP, after it is destroyed). May
-    /// sleep.
+    /// `ib_drain_qp()` would (which a CQ the consumer polls cannot use):
+    /// moves the QP to the error state if anything is posted, so that the
+    /// device flushes it, and hands each completion to `f`, sleeping until
+    /// the CQ reports the next one (`ib_req_notify_cq()`) for at most
+    /// `wait_ms` in all. Returns how many requests did not come back (their
+    /// buffers are freed with the QP, after it is destroyed). May sleep.
     pub fn drain(&mut self, wait_ms: u32, mut f: impl FnMut(Completion)) -> u32 {
-        let left = |qp: &Self| qp.outstanding_all();
-        if left(self) > 0 {
+        if self.outstanding_all() > 0 {
             // Failing, the QP is already in error or gone with the device:
             // what comes back is taken below, the rest is counted.
             let _ = self.qp().to_error();
         }
-        // A deadline on the clock: `msleep(1)` sleeps two jiffies or more
-        // (8 ms at HZ=250), so counting sleeps would wait eight times longer.
         let start = Ktime::ktime_get();
         loop {
             while let Ok(Some(c)) = self.poll_one() {
                 f(c);
             }
-            if left(self) == 0 || ktime_ms_delta(Ktime::ktime_get(), start) >= i64::from(wait_ms) {
-                return left(self);
+            let left = self.outstanding_all();
+            let waited = ktime_ms_delta(Ktime::ktime_get(), start);
+            let rest = i64::from(wait_ms).saturating_sub(waited);
+            if left == 0 || rest <= 0 {
+                return left;
             }
-            // SAFETY: `msleep` takes any value; `drain` runs in process
-            // context (its documentation says it may sleep).
-            unsafe { bindings::msleep(1) };
+            let flags = bindings::ib_cq_notify_flags_IB_CQ_NEXT_COMP
+                | bindings::ib_cq_notify_flags_IB_CQ_REPORT_MISSED_EVENTS;
+            // SAFETY: By the type invariant the CQ is live; `req_notify_cq`
+            // is a mandatory operation of every kernel verbs driver.
+            let armed = unsafe {
+                let cq = self.cq.as_ptr();
+                match (*(*cq).device).ops.req_notify_cq {
+                    Some(notify) => notify(cq, flags),
+                    None => -(bindings::EOPNOTSUPP as c_int),
+                }
+            };
+            match armed {
+                // Completions came in before the request: poll them.
+                1.. => continue,
+                // No events to wait for: what is out stays out.
+                ..=-1 => return left,
+                0 => {}
+            }
+            // SAFETY: `events` is live (type invariant). An event from before
+            // (a count left over) only ends this wait early: the loop polls
+            // and asks again.
+            unsafe {
+                bindings::wait_for_completion_timeout(
+                    self.events.0.get(),
+                    msecs_to_jiffies(u32::try_from(rest).unwrap_or(u32::MAX)),
+                )
+            };
         }
     }
 }
@@ -1273,6 +1264,7 @@ impl Drop for RcQp {
             // a use after free).
             core::mem::forget(core::mem::take(&mut self.mrs));
             core::mem::forget(core::mem::take(&mut self.wrs));
+            // `events` too: the CQ's handler may still complete it.
             return;
         }
         // The QP is gone: the device no longer touches the buffers of the
@@ -1282,15 +1274,14 @@ impl Drop for RcQp {
         for m in core::mem::take(&mut self.mrs).into_iter() {
             // SAFETY: The MR is live and ours; nothing uses it any more.
             unsafe { bindings::ib_dereg_mr_user(m.mr.as_ptr(), core::ptr::null_mut()) };
-            if let Some(c) = self.size.counters {
-                c.live_mrs.fetch_sub(1, Ordering::Relaxed);
-            }
             drop(m.buf);
         }
         drop(core::mem::take(&mut self.wrs));
-        // SAFETY: As above.
+        // SAFETY: As above; the CQ's events go after it, nothing completes
+        // them any more.
         unsafe {
-            bindings::ib_free_cq(self.cq.as_ptr());
+            bindings::ib_destroy_cq_user(self.cq.as_ptr(), core::ptr::null_mut());
+            ManuallyDrop::drop(&mut self.events);
             bindings::ib_dealloc_pd_user(self.pd.as_ptr(), core::ptr::null_mut());
         }
         // SAFETY: Released once, here, last: nothing of the device is used
