@@ -130,7 +130,7 @@ raw_enum! {
         InvalidMtu = ib_cm_rej_reason_IB_CM_REJ_INVALID_MTU,
         /// Insufficient responder resources.
         InsufficientRespResources = ib_cm_rej_reason_IB_CM_REJ_INSUFFICIENT_RESP_RESOURCES,
-        /// The peer's consumer rejected it ([`CmIdRef::send_rej`]).
+        /// The peer's consumer rejected it ([`CmIdRef::send_rej`](super::CmIdRef::send_rej)).
         ConsumerDefined = ib_cm_rej_reason_IB_CM_REJ_CONSUMER_DEFINED,
         /// Invalid RNR retry count.
         InvalidRnrRetry = ib_cm_rej_reason_IB_CM_REJ_INVALID_RNR_RETRY,

@@ -36,7 +36,7 @@ pub trait Handler: Sized + Send + Sync + 'static {
     /// `REQ_RCVD` (the peer retries; after [`CmIdRef::send_mra`] the CM
     /// rejects whatever the errno). Work
     /// that takes long (making the QP) belongs in a job
-    /// ([`ReaperRef::spawn`]) that sends the REP later, after
+    /// ([`ReaperRef::spawn`](super::ReaperRef::spawn)) that sends the REP later, after
     /// [`CmIdRef::send_mra`] here: the CM runs one callback at a time per
     /// CPU for every id on the host.
     fn req_received(&self, _req: Request<'_, Self>) -> Result {
@@ -97,7 +97,8 @@ impl SidrRequest<'_> {
     }
 
     /// Answers with a SIDR REP of `status` naming UD QP `qp_num` and its
-    /// `qkey`, with `private_data` (at most [`SIDR_REP_PRIVATE_DATA_SIZE`]
+    /// `qkey`, with `private_data` (at most
+    /// [`SIDR_REP_PRIVATE_DATA_SIZE`](super::SIDR_REP_PRIVATE_DATA_SIZE)
     /// bytes, else `EINVAL` and nothing is sent).
     pub fn reply(self, status: SidrStatus, qp_num: u32, qkey: u32, private_data: &[u8]) -> Result {
         let (ptr, len) = Message::SidrRep.raw(private_data)?;

@@ -165,7 +165,8 @@ impl CmIdRef {
     }
 
     /// Rejects a connection (REQ or REP received) with the reason
-    /// [`RejReason::ConsumerDefined`] and `data` (at most 148 bytes).
+    /// [`RejReason::ConsumerDefined`](super::RejReason::ConsumerDefined) and
+    /// `data` (at most 148 bytes).
     pub fn send_rej(&self, data: &[u8]) -> Result {
         let (ptr, len) = Message::Rej.raw(data)?;
         // SAFETY: As in `send_rtu`; no ARI is passed.
@@ -189,10 +190,10 @@ impl CmIdRef {
     /// (`cm_mra_handler`: later ones are duplicates in `MRA_REQ_RCVD`).
     ///
     /// Legal where `ib_send_cm_mra` takes it: `REQ_RCVD` (the REQ callback,
-    /// after [`Request::accept`]; the id goes to `MRA_REQ_SENT`, where a REP
-    /// or a REJ may follow from anywhere), `REP_RCVD` (to `MRA_REP_SENT`)
-    /// and `ESTABLISHED` with a LAP received; `EINVAL` elsewhere. With
-    /// `delay`, nothing is sent now: the CM answers each retransmission of
+    /// after [`Request::accept`](super::Request::accept); the id goes to
+    /// `MRA_REQ_SENT`, where a REP or a REJ may follow from anywhere),
+    /// `REP_RCVD` (to `MRA_REP_SENT`) and `ESTABLISHED` with a LAP received;
+    /// `EINVAL` elsewhere. With `delay`, nothing is sent now: the CM answers each retransmission of
     /// the message with the MRA (rdma_cm's `CMA_CM_MRA_SETTING`), so a quick
     /// answer costs no MAD, and the call cannot fail for want of memory
     /// (no private data is copied).
@@ -214,7 +215,8 @@ impl CmIdRef {
     /// Sends a disconnection request carrying `data` (at most 220 bytes; an
     /// empty slice sends none).
     ///
-    /// `EINVAL` if `data` is longer than [`DREQ_PRIVATE_DATA_SIZE`]: nothing
+    /// `EINVAL` if `data` is longer than
+    /// [`DREQ_PRIVATE_DATA_SIZE`](super::DREQ_PRIVATE_DATA_SIZE): nothing
     /// is sent and the connection is untouched. Otherwise the CM's answer as
     /// it is: `EINVAL` unless the id is `ESTABLISHED` (a second DREQ, one
     /// after the peer's DREQ, one before the RTU), `ENOMEM` or a MAD error
@@ -229,7 +231,8 @@ impl CmIdRef {
     /// Answers the peer's DREQ with a DREP carrying `data` (at most 224
     /// bytes).
     ///
-    /// `EINVAL` if `data` is longer than [`DREP_PRIVATE_DATA_SIZE`], checked
+    /// `EINVAL` if `data` is longer than
+    /// [`DREP_PRIVATE_DATA_SIZE`](super::DREP_PRIVATE_DATA_SIZE), checked
     /// here because 6.12's `ib_send_cm_drep` leaks its copy of the data in
     /// that case; `EINVAL` from the CM unless the id is `DREQ_RCVD`. May
     /// sleep (the CM copies the data with `GFP_KERNEL`).
@@ -500,10 +503,10 @@ pub(super) fn current_task() -> *mut c_void {
 ///   CM does not hold the id for) before `ib_destroy_cm_id` frees the id;
 /// - inside one of the id's own callbacks, or inside a REQ callback of the
 ///   id (a listener) while the CM holds the listener for it: waiting would
-///   deadlock, so the destroy is queued on the caller's [`Reaper`] and runs
+///   deadlock, so the destroy is queued on the caller's [`Reaper`](super::Reaper) and runs
 ///   as soon as the callback has returned; no further event reaches `T`
 ///   (REQs to a listener are rejected);
-/// - inside the REQ callback that accepted it ([`Request::accept`]): the
+/// - inside the REQ callback that accepted it ([`Request::accept`](super::Request::accept)): the
 ///   REQ is rejected as if never accepted (the CM destroys the id when the
 ///   callback returns, and sends a REJ).
 ///
@@ -511,7 +514,7 @@ pub(super) fn current_task() -> *mut c_void {
 /// waiting.
 ///
 /// It holds a reference on its device for as long as the id lives, as
-/// [`super::verbs::RcQp`] does: the CM uses `cm_id->device` until the id is
+/// [`RcQp`](crate::rdma::verbs::RcQp) does: the CM uses `cm_id->device` until the id is
 /// destroyed, and a device's unregistration waits for its references
 /// after its clients' `remove`. An owner that keeps a [`CmId`] past its
 /// client's `remove` makes `rdma link del` wait for it, instead of
@@ -558,7 +561,7 @@ impl<T: Handler> CmId<T> {
         })
     }
 
-    /// Destroys the id from the caller's [`Reaper`], never waiting here: for
+    /// Destroys the id from the caller's [`Reaper`](super::Reaper), never waiting here: for
     /// callers that hold a lock a callback of the id may need. The id gets
     /// no more events; [`ReaperRef::flush`] waits for the destroy.
     pub fn destroy_deferred(mut self) {

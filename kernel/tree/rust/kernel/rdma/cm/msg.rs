@@ -119,7 +119,7 @@ impl Message {
     }
 }
 
-/// What [`CmIdRef::send_req`] sends: the connection's addressing, and its
+/// What [`CmIdRef::send_req`](super::CmIdRef::send_req) sends: the connection's addressing, and its
 /// policy (resources, retries, flow control, timing), all the caller's.
 ///
 /// # Examples
@@ -171,7 +171,7 @@ pub struct Req<'a> {
     pub private_data: &'a [u8],
 }
 
-/// What [`CmIdRef::send_rep`] sends, all of it the caller's choice.
+/// What [`CmIdRef::send_rep`](super::CmIdRef::send_rep) sends, all of it the caller's choice.
 ///
 /// # Examples
 ///

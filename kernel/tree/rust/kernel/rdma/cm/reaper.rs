@@ -14,12 +14,12 @@ use crate::{
 };
 use core::ptr::NonNull;
 
-/// The caller's workqueue that destroys the ids whose [`CmId`] was dropped
+/// The caller's workqueue that destroys the ids whose [`CmId`](super::CmId) was dropped
 /// where `ib_destroy_cm_id` would wait for the caller itself (see
-/// [`CmId`]), and an ordered one for the jobs CM callbacks hand off
+/// [`CmId`](super::CmId)), and an ordered one for the jobs CM callbacks hand off
 /// ([`ReaperRef::spawn_job`]).
 ///
-/// Its work items run the caller's code (the drop of a [`Handler`], a job's
+/// Its work items run the caller's code (the drop of a [`Handler`](super::Handler), a job's
 /// closure), so the caller owns it: a module makes it at init and drops it
 /// last at exit, which makes the module's text outlive every work item.
 /// Everything that makes ids holds a [`ReaperRef`]. Dropping it sleeps

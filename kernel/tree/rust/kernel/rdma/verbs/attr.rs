@@ -244,7 +244,7 @@ impl QpRef {
     }
 
     /// Moves the QP to the error state: every posted work request completes
-    /// on its CQ with [`WcStatus::WrFlushErr`].
+    /// on its CQ with [`WcStatus::WrFlushErr`](super::WcStatus::WrFlushErr).
     pub fn to_error(&self) -> Result {
         self.modify(&QpAttr::to_error())
     }

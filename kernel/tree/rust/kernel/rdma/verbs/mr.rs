@@ -64,7 +64,7 @@ impl RcQp {
     /// reused). Returns the MR's index; [`RcQp::mrs`] says when it is valid
     /// and what to tell the peer. The buffer belongs to the MR until
     /// [`RcQp::invalidate_mr`]'s LOCAL_INV completes (the completion hands it
-    /// back) or the QP is freed. At most [`QpSize::max_mrs`] MRs (`ENOSPC`)
+    /// back) or the QP is freed. At most [`QpSize::max_mrs`](super::QpSize::max_mrs) MRs (`ENOSPC`)
     /// and [`MAX_REG_BYTES`] bytes (`EMSGSIZE`).
     pub fn reg_mr(&mut self, buf: KVec<u8>) -> Result<usize> {
         if buf.is_empty() || buf.len() > MAX_REG_BYTES {

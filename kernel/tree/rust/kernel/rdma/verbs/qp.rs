@@ -58,7 +58,7 @@ pub struct QpSize {
 /// `wr_id`, with the buffer it was posted with (mapped for the device):
 /// nothing else reaches those buffers until the request's completion is
 /// polled or the QP is destroyed. `cq`'s completion handler is
-/// [`CqEvents::handler`] with `events` as its context, which is freed
+/// `CqEvents::handler` with `events` as its context, which is freed
 /// after the CQ. `device` (a reference) is released after them, and never
 /// if the QP could not be destroyed (it is leaked with it).
 pub struct RcQp {
