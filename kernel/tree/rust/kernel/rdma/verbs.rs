@@ -33,5 +33,4 @@ mod wc;
 pub use attr::{Access, QpAttr, QpRef, QpState};
 pub use mr::{MrInfo, MrState, MAX_REG_BYTES};
 pub use qp::{QpSize, RcQp};
-pub(crate) use wc::raw_enum;
 pub use wc::{Completion, WcStatus, WrKind};

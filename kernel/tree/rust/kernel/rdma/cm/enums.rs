@@ -3,9 +3,7 @@
 //! The CM's C enums as Rust enums: an id's [`State`], a REJ's
 //! [`RejReason`], a SIDR REP's [`SidrStatus`].
 
-use crate::rdma::verbs::raw_enum;
-
-raw_enum! {
+crate::rdma_raw_enum! {
     /// The state of an id, as the CM keeps it (`enum ib_cm_state`).
     ///
     /// # Examples
@@ -58,7 +56,7 @@ raw_enum! {
     Unknown
 }
 
-raw_enum! {
+crate::rdma_raw_enum! {
     /// Why the peer rejected a REQ or REP (`enum ib_cm_rej_reason`), as its
     /// REJ says. The wire field is 16 bits: a value the kernel does not
     /// name is kept as [`RejReason::Unknown`].
@@ -148,7 +146,7 @@ raw_enum! {
     Unknown
 }
 
-raw_enum! {
+crate::rdma_raw_enum! {
     /// The status a SIDR REP carries (`enum ib_cm_sidr_status`).
     ///
     /// # Examples

@@ -123,7 +123,7 @@ impl QpAttr {
     /// Each non-null `ah_attr.grh.sgid_attr` and `alt_ah_attr.grh.sgid_attr`
     /// of `attr` must point at a GID entry that is held (by its producer,
     /// the CM's id) for the duration of the call.
-    pub(crate) unsafe fn from_raw_held(attr: bindings::ib_qp_attr, mask: c_int) -> Self {
+    pub unsafe fn from_raw_held(attr: bindings::ib_qp_attr, mask: c_int) -> Self {
         for gid in [attr.ah_attr.grh.sgid_attr, attr.alt_ah_attr.grh.sgid_attr] {
             if !gid.is_null() {
                 // SAFETY: The caller guarantees a held, so valid, entry.

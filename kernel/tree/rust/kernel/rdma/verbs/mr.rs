@@ -12,9 +12,11 @@ use super::{
 use crate::{bindings, error::from_err_ptr, error::to_result, ffi::c_int, prelude::*};
 use core::ptr::NonNull;
 
-/// The largest buffer an MR registers: two pages of page list cover it
-/// wherever it starts.
-pub const MAX_REG_BYTES: usize = 4096;
+/// The largest buffer an MR registers: a page, which the two entries of
+/// the page list each MR is allocated with cover wherever it starts (a
+/// property of the mechanism, not a choice: a larger buffer would need a
+/// longer page list).
+pub const MAX_REG_BYTES: usize = crate::page::PAGE_SIZE;
 
 /// Where an MR of the QP is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

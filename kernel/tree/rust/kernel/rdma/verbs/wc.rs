@@ -2,7 +2,7 @@
 
 //! Work completions: how a work request ended ([`WcStatus`], also what
 //! the IB CM reports for its MADs), what it was ([`WrKind`]), and the
-//! [`Completion`] that hands its buffer back. Also `raw_enum!`, the one
+//! [`Completion`] that hands its buffer back. Also `rdma_raw_enum!`, the one
 //! macro that mirrors a C enum of the RDMA headers as a Rust enum (here
 //! and in [`crate::rdma::cm`]).
 
@@ -13,7 +13,12 @@ use crate::prelude::*;
 /// have (a driver's bug, or a peer's field), so that the conversion loses
 /// nothing; with `from_raw`, `to_raw` and `name` (the C name without
 /// `$prefix`).
-macro_rules! raw_enum {
+///
+/// Exported (hidden) so that every file of `kernel::rdma` reaches it by its
+/// path (`crate::rdma_raw_enum!`), whichever of them a kernel has.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! rdma_raw_enum {
     (
         $(#[$meta:meta])*
         pub enum $ty:ident: $raw_ty:ty, $prefix:literal {
@@ -58,8 +63,6 @@ macro_rules! raw_enum {
     };
 }
 
-pub(crate) use raw_enum;
-
 /// What a posted work request is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WrKind {
@@ -102,7 +105,7 @@ pub struct Completion {
     pub mr: Option<usize>,
 }
 
-raw_enum! {
+crate::rdma_raw_enum! {
     /// How a work request (or a MAD the CM sent) ended: `enum ib_wc_status`.
     ///
     /// # Examples
