@@ -6,12 +6,53 @@
 //! - A connection to an rdma_cm listener on TCP port `P` is a REQ to service
 //!   id `(RDMA_PS_TCP << 16) + P`; UD "connections" on UDP port `P` resolve
 //!   service id `(RDMA_PS_UDP << 16) + P` with a SIDR REQ
-//!   (`kernel::rdma::cm::PortSpace`).
+//!   ([`PortSpace`]).
+//! - Its timing on RoCE is [`TIMING`].
 //! - Its private data starts with a `struct cma_hdr` (cma.c): version 0, the
 //!   IP version in bits 7:4 of the second byte, the source port, then the
 //!   source and destination addresses (16 bytes each; IPv4 in the last 4).
 
-use kernel::{error::code::*, prelude::*};
+use kernel::{bindings, error::code::*, prelude::*, rdma::path::Timing};
+
+/// rdma_cm's timing for RoCE (`CMA_IBOE_PACKET_LIFETIME`,
+/// `CMA_CM_RESPONSE_TIMEOUT`, `CMA_MAX_CM_RETRIES`).
+pub(crate) const TIMING: Timing = Timing {
+    packet_life_time: 16,
+    cm_response_timeout: 20,
+    max_cm_retries: 15,
+};
+
+/// An rdma_cm port space (`enum rdma_ucm_port_space`): rdma_cm listens on
+/// and connects to the service id `(port space << 16) + port`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum PortSpace {
+    /// `RDMA_PS_TCP`: RC connections.
+    Tcp,
+    /// `RDMA_PS_UDP`: UD, resolved with SIDR REQ/REP (rdma_cm rejects an RC
+    /// REQ there).
+    Udp,
+}
+
+impl PortSpace {
+    fn to_raw(self) -> u32 {
+        match self {
+            Self::Tcp => bindings::rdma_ucm_port_space_RDMA_PS_TCP,
+            Self::Udp => bindings::rdma_ucm_port_space_RDMA_PS_UDP,
+        }
+    }
+
+    /// rdma_cm's service id for `port` in this port space (host order).
+    pub(crate) fn service_id(self, port: u16) -> u64 {
+        (u64::from(self.to_raw()) << 16) + u64::from(port)
+    }
+
+    /// The port space `service_id` (host order) is in, if one of these.
+    pub(crate) fn of(service_id: u64) -> Option<Self> {
+        [Self::Tcp, Self::Udp]
+            .into_iter()
+            .find(|ps| service_id >> 16 == u64::from(ps.to_raw()))
+    }
+}
 
 /// Bytes of `struct cma_hdr`.
 pub(crate) const HDR_SIZE: usize = 36;

@@ -80,12 +80,11 @@
 //! the command's errno and changes nothing when the command is malformed.
 
 use crate::{
-    cm::PortSpace,
+    cma::{self, PortSpace},
     conn::{
         Behaviour, ConnectArgs, Core, OnDreq, OnRep, OnReq, Post, Rdma, TestHooks,
         DREQ_ANSWER_MAX_MS,
     },
-    path::Timing,
     product::Message,
     rping,
     verbs::WrKind,
@@ -238,7 +237,7 @@ fn connect(core: &Arc<Core>, args: &[&str]) -> Result {
         src: parse_ipv4(src)?,
         dst: parse_ipv4(dst)?,
         service_id: parse_service(service)?,
-        timing: Timing::default(),
+        timing: cma::TIMING,
         behaviour: Behaviour::default(),
         cma_port: None,
         req_data: None,

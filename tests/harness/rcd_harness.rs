@@ -26,7 +26,13 @@ use kernel::debugfs;
 
 // The abstractions of the kernel crate (`kernel::rdma`), under the paths the
 // modules have always used.
-use kernel::rdma::{cm, path, verbs};
+use kernel::rdma::{cm, path};
+/// The kernel crate's verbs, with the harness's counting QP in place of its
+/// `RcQp`.
+mod verbs {
+    pub(crate) use crate::conn::RcQp;
+    pub(crate) use kernel::rdma::verbs::*;
+}
 mod ib_client {
     pub(crate) use kernel::rdma::{
         client::{Client, Registration},

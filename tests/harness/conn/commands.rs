@@ -9,8 +9,9 @@ use crate::{
     cma,
     path::{self, Timing},
     product::Message,
-    verbs::{Access, QpAttr, RcQp, WrKind},
+    verbs::{Access, QpAttr, WrKind},
 };
+use core::sync::atomic::Ordering;
 use kernel::{error::code::*, prelude::*, sync::Arc, time::Ktime};
 
 /// The largest buffer a work request of `post` (or an MR) carries: the
@@ -180,7 +181,7 @@ impl Core {
     ) -> Result {
         let dev = self.device_by_name(device)?;
         let ep = Endpoint::new(self, num, Role::Listener, &dev, 0, cma, behaviour)?;
-        let cm = CmId::new(&dev, &self.reaper, EpHandle(ep.clone()))?;
+        let cm = CmId::new(&dev, &self.reaper, EpHandle::new(ep.clone()))?;
         cm.listen(service_id)?;
         self.insert(num, ep, cm)
     }
@@ -205,7 +206,13 @@ impl Core {
             (dev.index(), path::source_netdev(&dev, a.port, a.src)?)
         };
         // The next hop's MAC from the kernel's neighbour resolution.
-        let hop = path::next_hop(ifindex, a.src, a.dst, a.resolve_ms, Some(&PATH_COUNTERS))?;
+        // The report of a resolution that runs out may come late from
+        // ib_core's workqueue on a busy machine: a second more for it.
+        RESOLUTIONS.fetch_add(1, Ordering::Relaxed);
+        let wait_ms = a.resolve_ms.saturating_add(1000);
+        let hop = path::next_hop(ifindex, a.src, a.dst, a.resolve_ms, wait_ms);
+        RESOLUTIONS.fetch_sub(1, Ordering::Relaxed);
+        let hop = hop?;
         // A group MAC: the destination was a broadcast address after all
         // (a subnet's, which only the route knows).
         if hop.dmac[0] & 1 != 0 {
@@ -219,7 +226,7 @@ impl Core {
         let pre_recv = a.behaviour.pre_recv;
         let rping_role = a.behaviour.rping;
         let ep = Endpoint::new(self, a.num, Role::Active, &dev, 0, false, a.behaviour)?;
-        let cm = CmId::new(&dev, &self.reaper, EpHandle(ep.clone()))?;
+        let cm = CmId::new(&dev, &self.reaper, EpHandle::new(ep.clone()))?;
         let verbs = RcQp::new(&dev, qp_size())?;
         let qp_num = verbs.qp_num();
         // The peer may READ and WRITE the MRs this end registers (the
@@ -263,10 +270,20 @@ impl Core {
         // another writer closed the connection in between).
         self.insert(a.num, ep.clone(), cm)?;
         let res = self.with_own_cm(a.num, &ep, |cm| {
+            // rdma_cm's choices but the timing: one RDMA READ each way,
+            // flow control, 7 retries of each kind.
             cm.send_req(&Req {
+                route: &route,
+                service_id: a.service_id,
+                qp_num,
+                starting_psn: qp_num,
                 timing: a.timing,
+                responder_resources: 1,
+                initiator_depth: 1,
+                flow_control: true,
+                retry_count: 7,
+                rnr_retry_count: 7,
                 private_data: &pd,
-                ..Req::new(&route, a.service_id, qp_num)
             })
         });
         if res.is_err() {

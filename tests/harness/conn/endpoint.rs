@@ -6,13 +6,13 @@
 
 use super::{commands::*, reports::*, table::*, test_hooks::*};
 use crate::{
-    cm::{self, CmIdRef, Handler, PortSpace, RejReason, Rep, Request},
-    cma,
+    cm::{self, CmIdRef, Handler, RejReason, Rep, Request},
+    cma::{self, PortSpace},
     ib_client::Device,
-    path::{self, Gid, GidAttr},
+    path::{Gid, GidAttr},
     product::{self, Message},
     rping::{self, Rping},
-    verbs::{self, QpAttr, QpSize, QpState, RcQp, WcStatus},
+    verbs::{Completion, QpAttr, QpSize, QpState, WcStatus, WrKind},
 };
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use kernel::{
@@ -57,19 +57,114 @@ pub(crate) const DEFAULT_BACKLOG: u32 = 1024;
 /// one QP (measured: see the README).
 pub(super) const MRA_SERVICE_TIMEOUT: u8 = 20;
 
-/// The counts `stats` shows over every connection's QP.
-pub(super) static VERBS_COUNTERS: verbs::Counters = verbs::Counters::new();
-/// The module's address resolutions alive (`stats`: `resolutions_live`).
-pub(super) static PATH_COUNTERS: path::Counters = path::Counters::new();
+/// Buffers mapped for a device over every QP of the module (`stats`:
+/// `wr_bufs_mapped`): see [`RcQp`].
+pub(super) static BUFS_MAPPED: AtomicUsize = AtomicUsize::new(0);
+/// MRs allocated over every QP of the module (`stats`: `mrs_live`).
+pub(super) static MRS_LIVE: AtomicUsize = AtomicUsize::new(0);
+/// The module's address resolutions under way (`stats`:
+/// `resolutions_live`): counted around `path::next_hop`, which cancels its
+/// request before it returns.
+pub(super) static RESOLUTIONS: AtomicUsize = AtomicUsize::new(0);
+/// The module's CM ids alive (`stats`: `cm_ids_live`): one per
+/// [`EpHandle`], the data of every id the module makes, which the kernel
+/// crate frees only once the id is destroyed.
+pub(super) static CM_IDS: AtomicUsize = AtomicUsize::new(0);
 
-/// Every connection's QP: its queue sizes, and the module's name and counts.
+/// Every connection's QP: its queue sizes, MRs, and the module's name.
 pub(super) fn qp_size() -> QpSize {
     QpSize {
         send: 64,
         recv: 64,
+        max_mrs: 8,
         caller: kernel::c_str!("rcd_harness"),
-        counters: Some(&VERBS_COUNTERS),
-        ..QpSize::default()
+    }
+}
+
+/// The kernel crate's [`kernel::rdma::verbs::RcQp`] with the module's counts over all its
+/// QPs ([`BUFS_MAPPED`], [`MRS_LIVE`]) kept up to date after each call that
+/// changes what the QP holds; the rest is the QP's own (`Deref`).
+pub(crate) struct RcQp {
+    qp: kernel::rdma::verbs::RcQp,
+    /// This QP's share of [`BUFS_MAPPED`] and [`MRS_LIVE`].
+    bufs: usize,
+    mrs: usize,
+}
+
+impl RcQp {
+    pub(crate) fn new(dev: &Device, size: QpSize) -> Result<Self> {
+        Ok(Self {
+            qp: kernel::rdma::verbs::RcQp::new(dev, size)?,
+            bufs: 0,
+            mrs: 0,
+        })
+    }
+
+    /// Brings this QP's share of the counts up to date, and returns `r`.
+    fn counted<R>(&mut self, r: R) -> R {
+        let (bufs, mrs) = (self.qp.bufs_mapped(), self.qp.mrs_allocated());
+        // Adds the difference (wrapping: a decrease is a wrapped negative).
+        BUFS_MAPPED.fetch_add(bufs.wrapping_sub(self.bufs), Ordering::Relaxed);
+        MRS_LIVE.fetch_add(mrs.wrapping_sub(self.mrs), Ordering::Relaxed);
+        (self.bufs, self.mrs) = (bufs, mrs);
+        r
+    }
+
+    pub(crate) fn post_recv(&mut self, buf: KVec<u8>) -> Result {
+        let r = self.qp.post_recv(buf);
+        self.counted(r)
+    }
+
+    pub(crate) fn post_send(&mut self, buf: KVec<u8>) -> Result {
+        let r = self.qp.post_send(buf);
+        self.counted(r)
+    }
+
+    pub(crate) fn post_rdma(
+        &mut self,
+        kind: WrKind,
+        buf: KVec<u8>,
+        addr: u64,
+        rkey: u32,
+    ) -> Result {
+        let r = self.qp.post_rdma(kind, buf, addr, rkey);
+        self.counted(r)
+    }
+
+    pub(crate) fn reg_mr(&mut self, buf: KVec<u8>) -> Result<usize> {
+        let r = self.qp.reg_mr(buf);
+        self.counted(r)
+    }
+
+    pub(crate) fn invalidate_mr(&mut self, idx: usize) -> Result {
+        let r = self.qp.invalidate_mr(idx);
+        self.counted(r)
+    }
+
+    pub(crate) fn poll_one(&mut self) -> Result<Option<Completion>> {
+        let r = self.qp.poll_one();
+        self.counted(r)
+    }
+
+    pub(crate) fn drain(&mut self, wait_ms: u32, f: impl FnMut(Completion)) -> u32 {
+        let r = self.qp.drain(wait_ms, f);
+        self.counted(r)
+    }
+}
+
+impl core::ops::Deref for RcQp {
+    type Target = kernel::rdma::verbs::RcQp;
+
+    fn deref(&self) -> &kernel::rdma::verbs::RcQp {
+        &self.qp
+    }
+}
+
+impl Drop for RcQp {
+    fn drop(&mut self) {
+        // The QP's drop unmaps and frees what it still holds.
+        BUFS_MAPPED.fetch_sub(self.bufs, Ordering::Relaxed);
+        MRS_LIVE.fetch_sub(self.mrs, Ordering::Relaxed);
     }
 }
 
@@ -574,7 +669,7 @@ impl Endpoint {
         let device = req.id().device();
         let ep = Endpoint::new(core, num, Role::Passive, device, self.num, false, behaviour)?;
         ep.st.lock().handshake = Some(handshake);
-        let cm = req.accept(EpHandle(ep.clone()))?;
+        let cm = req.accept(EpHandle::new(ep.clone()))?;
         // From here an error drops `cm` in its own callback: the CM destroys
         // the new id, and rejects the REQ unless the error is `ENOMEM` (the
         // CM's contract for a REQ handler: the peer retries; see
@@ -706,12 +801,15 @@ impl Endpoint {
             }
         };
         self.core.with_own_cm(self.num, self, |cm| {
+            // rdma_cm's choices: flow control, RNR retries for ever.
             let res = cm.send_rep(&Rep {
                 qp_num,
                 starting_psn: qp_num,
                 responder_resources: depth.min(1),
                 initiator_depth: resources.min(1),
-                ..Rep::default()
+                flow_control: true,
+                rnr_retry_count: 7,
+                private_data: &[],
             });
             match res {
                 // The peer's REJ came first: its callback frees the end.
@@ -765,6 +863,20 @@ impl Drop for LiveToken {
 /// that it can implement the kernel crate's `Handler` (the orphan rule
 /// forbids an impl for `Arc<Endpoint>` outside the kernel crate).
 pub(crate) struct EpHandle(pub(crate) Arc<Endpoint>);
+
+impl EpHandle {
+    /// The data of a new id of `ep`'s, counted in [`CM_IDS`] until dropped.
+    pub(crate) fn new(ep: Arc<Endpoint>) -> Self {
+        CM_IDS.fetch_add(1, Ordering::Relaxed);
+        Self(ep)
+    }
+}
+
+impl Drop for EpHandle {
+    fn drop(&mut self) {
+        CM_IDS.fetch_sub(1, Ordering::Relaxed);
+    }
+}
 
 impl core::ops::Deref for EpHandle {
     type Target = Arc<Endpoint>;

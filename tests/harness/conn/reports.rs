@@ -4,10 +4,7 @@
 //! counts of work requests and payloads they print.
 
 use super::{endpoint::*, table::*};
-use crate::{
-    cm::CmId,
-    verbs::{Completion, MrState, RcQp, WcStatus, WrKind},
-};
+use crate::verbs::{Completion, MrState, RcQp, WcStatus, WrKind};
 use core::{fmt::Write, sync::atomic::Ordering};
 use kernel::prelude::*;
 
@@ -266,7 +263,9 @@ impl Core {
                     .as_ref()
                     .map_or(0, |_| core::mem::size_of::<RcQp>());
             if c.cm.is_some() {
-                bytes += CmId::<EpHandle>::ALLOC_BYTES;
+                // The id's data; the kernel crate's memory per id, like the
+                // CM's own, is not the module's.
+                bytes += core::mem::size_of::<EpHandle>();
             }
         }
         writeln!(out, "endpoint_bytes_avg {}", bytes / count.max(1))?;
@@ -277,14 +276,22 @@ impl Core {
             core::mem::size_of::<Endpoint>()
                 + core::mem::size_of::<Conn>()
                 + core::mem::size_of::<RcQp>()
-                + CmId::<EpHandle>::ALLOC_BYTES
+                + core::mem::size_of::<EpHandle>()
         )?;
         writeln!(out, "event_bytes {}", core::mem::size_of::<Event>())?;
         drop(inner);
-        writeln!(out, "cm_ids_live {}", self.reaper.live_ids())?;
-        writeln!(out, "wr_bufs_mapped {}", VERBS_COUNTERS.mapped_bufs())?;
-        writeln!(out, "resolutions_live {}", PATH_COUNTERS.live_resolutions())?;
-        writeln!(out, "mrs_live {}", VERBS_COUNTERS.live_mrs())?;
+        writeln!(out, "cm_ids_live {}", CM_IDS.load(Ordering::Relaxed))?;
+        writeln!(
+            out,
+            "wr_bufs_mapped {}",
+            BUFS_MAPPED.load(Ordering::Relaxed)
+        )?;
+        writeln!(
+            out,
+            "resolutions_live {}",
+            RESOLUTIONS.load(Ordering::Relaxed)
+        )?;
+        writeln!(out, "mrs_live {}", MRS_LIVE.load(Ordering::Relaxed))?;
         writeln!(
             out,
             "endpoints_live {}",

@@ -49,61 +49,7 @@ use crate::{
     time::msecs_to_jiffies,
     types::{ARef, AlwaysRefCounted, Opaque},
 };
-use core::{
-    ptr::NonNull,
-    sync::atomic::{AtomicUsize, Ordering},
-};
-
-/// How much longer than the resolution's own bound its waiter waits for the
-/// callback (ib_core's workqueue may run late on a busy machine).
-const WAIT_SLACK_MS: u32 = 1000;
-
-/// `-ETIMEDOUT`, which `kernel::error::code` has no constant for.
-fn etimedout() -> Error {
-    Error::from_errno(-(bindings::ETIMEDOUT as c_int))
-}
-
-/// `-EHOSTUNREACH`, which `kernel::error::code` has no constant for.
-fn ehostunreach() -> Error {
-    Error::from_errno(-(bindings::EHOSTUNREACH as c_int))
-}
-
-/// Counts of one user's resolutions, for a user that wants them (its
-/// statistics, or a check that nothing outlived its waiter): keep one in a
-/// `static` and pass it to [`next_hop`].
-///
-/// # Examples
-///
-/// ```
-/// use kernel::rdma::path::Counters;
-///
-/// static COUNTERS: Counters = Counters::new();
-/// assert_eq!(COUNTERS.live_resolutions(), 0);
-/// ```
-pub struct Counters {
-    resolutions: AtomicUsize,
-}
-
-impl Counters {
-    /// All zero.
-    pub const fn new() -> Self {
-        Self {
-            resolutions: AtomicUsize::new(0),
-        }
-    }
-
-    /// Resolutions alive right now: 0 whenever no [`next_hop`] runs, unless
-    /// a request outlived its waiter (a bug).
-    pub fn live_resolutions(&self) -> usize {
-        self.resolutions.load(Ordering::Relaxed)
-    }
-}
-
-impl Default for Counters {
-    fn default() -> Self {
-        Self::new()
-    }
-}
+use core::ptr::NonNull;
 
 /// A GID: a port's 128-bit address (for RoCE v2 over IPv4, the IPv4-mapped
 /// IPv6 address of one of the netdev's addresses).
@@ -240,8 +186,9 @@ unsafe impl Sync for GidAttr {}
 /// ```
 /// use kernel::rdma::path::Timing;
 ///
-/// let t = Timing { max_cm_retries: 2, ..Timing::default() };
-/// assert_eq!(t.cm_response_timeout, Timing::RDMA_CM.cm_response_timeout);
+/// // rdma_cm's values for RoCE are 16, 20 and 15 (`CMA_IBOE_PACKET_LIFETIME`,
+/// // `CMA_CM_RESPONSE_TIMEOUT`, `CMA_MAX_CM_RETRIES`): the caller's choice.
+/// let t = Timing { packet_life_time: 16, cm_response_timeout: 20, max_cm_retries: 2 };
 /// assert!(t.check().is_ok());
 /// assert!(Timing { max_cm_retries: 16, ..t }.check().is_err());
 /// assert!(Timing { packet_life_time: 32, ..t }.check().is_err());
@@ -258,27 +205,12 @@ pub struct Timing {
 }
 
 impl Timing {
-    /// rdma_cm's values for RoCE (`CMA_IBOE_PACKET_LIFETIME`,
-    /// `CMA_CM_RESPONSE_TIMEOUT`, `CMA_MAX_CM_RETRIES`).
-    pub const RDMA_CM: Self = Self {
-        packet_life_time: 16,
-        cm_response_timeout: 20,
-        max_cm_retries: 15,
-    };
-
     /// `EINVAL` unless every field fits its wire field (5, 5 and 4 bits).
     pub fn check(&self) -> Result {
         if self.packet_life_time > 31 || self.cm_response_timeout > 31 || self.max_cm_retries > 15 {
             return Err(EINVAL);
         }
         Ok(())
-    }
-}
-
-impl Default for Timing {
-    /// [`Timing::RDMA_CM`].
-    fn default() -> Self {
-        Self::RDMA_CM
     }
 }
 
@@ -310,13 +242,18 @@ pub fn source_netdev(device: &Device, port: u32, src: [u8; 4]) -> Result<c_int> 
 }
 
 /// The next hop from `src` to `dst` out of netdev `ifindex`, by the kernel's
-/// neighbour resolution (ARP when the neighbour is not known), waiting at
-/// most about `resolve_ms`. Holds no device meanwhile.
+/// neighbour resolution (ARP when the neighbour is not known), which gives
+/// up after `resolve_ms`. Holds no device meanwhile.
+///
+/// ib_core reports the outcome from its `ib_addr` workqueue, which may run
+/// late on a busy machine: the caller's `wait_ms` bounds the wait for that
+/// report (more than `resolve_ms`, or a resolution that would have
+/// succeeded is cut short). Either way the request is cancelled before this
+/// returns: nothing of it outlives the call.
 ///
 /// Errors: the route's (`ENETUNREACH`, `EHOSTUNREACH`, ...); `EHOSTUNREACH`
 /// if no neighbour answered within `resolve_ms`; `ETIMEDOUT` if the
-/// resolution did not report within a second more; `EINTR` on a signal.
-/// `counters`, if given, counts the resolution while it is alive.
+/// resolution did not report within `wait_ms`; `EINTR` on a signal.
 ///
 /// Process context; sleeps.
 pub fn next_hop(
@@ -324,9 +261,9 @@ pub fn next_hop(
     src: [u8; 4],
     dst: [u8; 4],
     resolve_ms: u32,
-    counters: Option<&'static Counters>,
+    wait_ms: u32,
 ) -> Result<NextHop> {
-    Resolution::run(ifindex, src, dst, resolve_ms, counters)
+    Resolution::run(ifindex, src, dst, resolve_ms, wait_ms)
 }
 
 /// The path record from `src` on `device` port `port` to `dst` through
@@ -384,26 +321,6 @@ pub struct NextHop {
     ifindex: c_int,
 }
 
-/// Counts itself in its user's [`Counters`], if any, while it exists.
-struct Live(Option<&'static Counters>);
-
-impl Live {
-    fn new(counters: Option<&'static Counters>) -> Self {
-        if let Some(c) = counters {
-            c.resolutions.fetch_add(1, Ordering::Relaxed);
-        }
-        Live(counters)
-    }
-}
-
-impl Drop for Live {
-    fn drop(&mut self) {
-        if let Some(c) = self.0 {
-            c.resolutions.fetch_sub(1, Ordering::Relaxed);
-        }
-    }
-}
-
 /// One `rdma_resolve_ip()` request and its completion.
 ///
 /// # Invariants
@@ -421,18 +338,17 @@ struct Resolution {
     status: Mutex<Option<c_int>>,
     #[pin]
     done: CondVar,
-    _live: Live,
 }
 
 impl Resolution {
     /// Resolves `dst`'s next hop from `src`, through netdev `ifindex`,
-    /// waiting for the callback at most `resolve_ms` and a second.
+    /// within `resolve_ms`, waiting for the callback at most `wait_ms`.
     fn run(
         ifindex: c_int,
         src: [u8; 4],
         dst: [u8; 4],
         resolve_ms: u32,
-        counters: Option<&'static Counters>,
+        wait_ms: u32,
     ) -> Result<NextHop> {
         let init = bindings::rdma_dev_addr {
             // Bound to the source's netdev, as `rdma_resolve_addr()` binds a
@@ -448,7 +364,6 @@ impl Resolution {
                 addr: Opaque::new(init),
                 status <- new_mutex!(None),
                 done <- new_condvar!("path::Resolution::done"),
-                _live: Live::new(counters),
             }),
             GFP_KERNEL,
         )?;
@@ -477,7 +392,7 @@ impl Resolution {
             drop(unsafe { Arc::from_raw(ctx) });
             return Err(Error::from_errno(ret));
         }
-        let waited = this.wait(resolve_ms.saturating_add(WAIT_SLACK_MS));
+        let waited = this.wait(wait_ms);
         // SAFETY: `addr` is the request's, alive (we hold `this`). On return
         // no callback for it runs any more, nor will one start.
         unsafe { bindings::rdma_addr_cancel(this.addr.get()) };
@@ -491,7 +406,7 @@ impl Resolution {
                 waited?;
                 // The callback was seen (`waited` is `Ok` only then), so a
                 // status is there: not reached.
-                return Err(etimedout());
+                return Err(ETIMEDOUT);
             }
         };
         match -status {
@@ -500,7 +415,7 @@ impl Resolution {
             // `-ENODATA` if the last try found none): the address is not
             // reachable, as a socket's connect reports it.
             e if e == bindings::ETIMEDOUT as c_int || e == bindings::ENODATA as c_int => {
-                return Err(ehostunreach())
+                return Err(EHOSTUNREACH)
             }
             _ => return Err(Error::from_errno(status)),
         }
@@ -524,7 +439,7 @@ impl Resolution {
         while status.is_none() {
             match self.done.wait_interruptible_timeout(&mut status, left) {
                 CondVarTimeoutResult::Woken { jiffies } => left = jiffies,
-                CondVarTimeoutResult::Timeout => return Err(etimedout()),
+                CondVarTimeoutResult::Timeout => return Err(ETIMEDOUT),
                 CondVarTimeoutResult::Signal { .. } => return Err(EINTR),
             }
         }
