@@ -1,0 +1,50 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# The IB CM's own bugs, fixed in C by the series' first patches
+# (kernel/0000-*.patch), tested through the CM's API directly from a C test
+# module: nothing of rust_cm_disconnect is loaded.
+
+# ib_send_cm_drep() with private data longer than the DREP's field (224
+# bytes) returns -EINVAL and, without the fix, leaks its kmemdup'd copy
+# (cm.c: cm_send_drep_locked returns before kfree on the length check;
+# only the wrong-state path frees it). tests/modules/rcd_drepleak.ko calls
+# it on an idle id for every length 225..255 and plants one object of its
+# own (the control: this window's scans must find an object this young).
+# kmemleak, scanned twice after the objects are 5 s old, must list the
+# planted object and no object allocated under ib_send_cm_drep.
+test_drep_too_long_no_leak() {
+	local ko=$RCD_MODS/rcd_drepleak.ko f=/sys/kernel/debug/kmemleak
+	local calls=0 einval=0 planted=0 counts cm ctl
+	if [ ! -e $f ]; then
+		echo "# SKIP this kernel has no kmemleak (CONFIG_DEBUG_KMEMLEAK): the plain kernel"
+		return $KSFT_SKIP
+	fi
+	[ -e "$ko" ] || { fail "no $ko (make builds it)"; return 1; }
+	rxe_add rxe0 v0 || return 1
+	[ ! -d /sys/module/rcd_drepleak ] || rmmod rcd_drepleak || return 1
+	insmod "$ko" dev=rxe0 || { fail "insmod $ko"; return 1; }
+	read -r calls < /sys/module/rcd_drepleak/parameters/calls
+	read -r einval < /sys/module/rcd_drepleak/parameters/einval
+	read -r planted < /sys/module/rcd_drepleak/parameters/planted
+	# kmemleak reports an object at least 5 s old at the scan's start
+	# (MSECS_MIN_AGE) and unchanged since the scan before (its checksum).
+	nap 6
+	echo scan 2>/dev/null > $f || { rmmod rcd_drepleak; fail "kmemleak refused a scan: it disabled itself"; return 1; }
+	echo scan 2>/dev/null > $f || { rmmod rcd_drepleak; fail "kmemleak refused a scan: it disabled itself"; return 1; }
+	# By backtrace: under ib_send_cm_drep (the CM's copy), or allocated
+	# by rcd_drepleak itself (the control).
+	counts=$(awk 'BEGIN { RS = "unreferenced object" }
+		NR > 1 { bt = substr($0, index($0, "backtrace")) }
+		NR > 1 && bt ~ /ib_send_cm_drep/ { cm++; if (cm <= 2) print "unreferenced object" $0 > "/dev/stderr"; next }
+		NR > 1 && bt ~ /rcd_drepleak/ { ctl++ }
+		END { print cm + 0, ctl + 0 }' $f 2>/run/rcd-drepleak.txt)
+	read -r cm ctl <<<"$counts"
+	# Unloaded: the control object is freed, and leaves kmemleak's list.
+	rmmod rcd_drepleak || { fail "rmmod rcd_drepleak"; return 1; }
+	sed 's/^/#   /' /run/rcd-drepleak.txt | head -40
+	log "ib_send_cm_drep: $calls calls with lengths 225..255, $einval returned -EINVAL;" \
+		"kmemleak: $cm object(s) allocated under ib_send_cm_drep, $ctl control object(s) of $planted planted"
+	check "every call returned -EINVAL" test "$calls" = 31 -a "$einval" = 31 || return 1
+	check "kmemleak found the planted control object in this window" test "$planted" = 1 -a "$ctl" -ge 1 || return 1
+	check "no DREP private data leaked ($cm object(s) under ib_send_cm_drep)" test "$cm" = 0
+}
