@@ -29,13 +29,19 @@ test_drep_too_long_no_leak() {
 	# kmemleak reports an object at least 5 s old at the scan's start
 	# (MSECS_MIN_AGE) and unchanged since the scan before (its checksum).
 	nap 6
-	echo scan 2>/dev/null > $f || { rmmod rcd_drepleak; fail "kmemleak refused a scan: it disabled itself"; return 1; }
-	echo scan 2>/dev/null > $f || { rmmod rcd_drepleak; fail "kmemleak refused a scan: it disabled itself"; return 1; }
+	if ! echo scan 2>/dev/null > $f || ! echo scan 2>/dev/null > $f; then
+		rmmod rcd_drepleak
+		fail "kmemleak refused a scan: it disabled itself"
+		return 1
+	fi
 	# By backtrace: under ib_send_cm_drep (the CM's copy), or allocated
 	# by rcd_drepleak itself (the control).
 	counts=$(awk 'BEGIN { RS = "unreferenced object" }
 		NR > 1 { bt = substr($0, index($0, "backtrace")) }
-		NR > 1 && bt ~ /ib_send_cm_drep/ { cm++; if (cm <= 2) print "unreferenced object" $0 > "/dev/stderr"; next }
+		NR > 1 && bt ~ /ib_send_cm_drep/ {
+			if (++cm <= 2) print "unreferenced object" $0 > "/dev/stderr"
+			next
+		}
 		NR > 1 && bt ~ /rcd_drepleak/ { ctl++ }
 		END { print cm + 0, ctl + 0 }' $f 2>/run/rcd-drepleak.txt)
 	read -r cm ctl <<<"$counts"
@@ -43,8 +49,11 @@ test_drep_too_long_no_leak() {
 	rmmod rcd_drepleak || { fail "rmmod rcd_drepleak"; return 1; }
 	sed 's/^/#   /' /run/rcd-drepleak.txt | head -40
 	log "ib_send_cm_drep: $calls calls with lengths 225..255, $einval returned -EINVAL;" \
-		"kmemleak: $cm object(s) allocated under ib_send_cm_drep, $ctl control object(s) of $planted planted"
+		"kmemleak: $cm object(s) allocated under ib_send_cm_drep," \
+		"$ctl control object(s) of $planted planted"
 	check "every call returned -EINVAL" test "$calls" = 31 -a "$einval" = 31 || return 1
-	check "kmemleak found the planted control object in this window" test "$planted" = 1 -a "$ctl" -ge 1 || return 1
-	check "no DREP private data leaked ($cm object(s) under ib_send_cm_drep)" test "$cm" = 0
+	check "no DREP private data leaked ($cm object(s) under ib_send_cm_drep)" \
+		test "$cm" = 0 || return 1
+	check "kmemleak found the planted control object in this window" \
+		test "$planted" = 1 -a "$ctl" -ge 1
 }
