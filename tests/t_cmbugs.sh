@@ -57,3 +57,38 @@ test_drep_too_long_no_leak() {
 	check "kmemleak found the planted control object in this window" \
 		test "$planted" = 1 -a "$ctl" -ge 1
 }
+
+# ib_destroy_cm_id() must not return while the id's REQ_ERROR handler
+# still runs (cm.c: cm_process_send_error drops the MAD's reference before
+# it calls the handler; the fix holds one for the handler).
+# tests/modules/rcd_senderr.ko sends a REQ from rxe1 to a GID and MAC
+# nobody has; its REQ_ERROR handler sleeps 9 s and then reads its id, and
+# the loading thread destroys the id as soon as the handler started.
+# Without the fix the destroy returns at once and frees the id under the
+# handler (KASAN reports the handler's read after the kfree_rcu); with it
+# the destroy waits the 9 s.
+test_send_error_handler_holds_id() {
+	local ko=$RCD_MODS/rcd_senderr.ko p=/sys/module/rcd_senderr/parameters
+	local ran=0 waited=0 ms=0 rep
+	[ -e "$ko" ] || { fail "no $ko (make builds it)"; return 1; }
+	rxe_add rxe1 v1 || return 1
+	[ ! -d /sys/module/rcd_senderr ] || rmmod rcd_senderr || return 1
+	expect_reports_begin
+	insmod "$ko" dev=rxe1 src=10.77.0.2 dst=10.77.0.99 sleep_ms=9000 ||
+		{ expect_reports_end; fail "insmod $ko"; return 1; }
+	# A KASAN report of the handler's read needs the kfree_rcu done.
+	nap 2
+	expect_reports_end
+	read -r ran < $p/handler_ran
+	read -r waited < $p/destroy_waited
+	read -r ms < $p/destroy_ms
+	rmmod rcd_senderr || { fail "rmmod rcd_senderr"; return 1; }
+	rep=$(expected_reports | grep -E "$DMESG_BAD" | head -3)
+	[ -z "$rep" ] || echo "$rep" | sed 's/^/# /'
+	log "REQ_ERROR handler ran: $ran; ib_destroy_cm_id() took $ms ms," \
+		"the handler had returned: $waited"
+	check "the REQ timed out into REQ_ERROR" test "$ran" = 1 || return 1
+	check "ib_destroy_cm_id() waited for the running handler ($ms ms)" \
+		test "$waited" = 1 || return 1
+	check "no report while the handler ran" test -z "$rep"
+}
