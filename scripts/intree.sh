@@ -182,7 +182,8 @@ RDMA: add rust_cm_disconnect, a safe IB CM disconnect in Rust
 
 ib_send_cm_dreq() takes its private data length as a u8: a caller's 300
 silently becomes 44, and the DREQ field holds 220 bytes. ib_send_cm_drep()
-leaks its copy of the data when the length is too long, and rdma_cm's
+leaked its copy of the data when the length was too long (fixed first in
+this series, for the kernels without it), and rdma_cm's
 rdma_disconnect() swallows every DREQ/DREP failure.
 
 rust_cm_disconnect wraps struct ib_cm_id in safe Rust so that none of this
