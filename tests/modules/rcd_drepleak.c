@@ -1,0 +1,116 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * rcd_drepleak: calls ib_send_cm_drep() directly with every private data
+ * length the DREP cannot carry, for tests/t_cmbugs.sh
+ * (drep_too_long_no_leak).
+ *
+ * ib_send_cm_drep() copies the private data (cm_copy_private_data,
+ * kmemdup) before cm_send_drep_locked() checks the length against
+ * IB_CM_DREP_PRIVATE_DATA_SIZE (224); the too-long path returns -EINVAL
+ * without freeing the copy, whatever the id's state (the check comes
+ * before the state's). On a CM without the fix (kernel/0000-IB-cm-*.patch)
+ * each call here leaks one object that kmemleak reports; with it, none.
+ *
+ * At load: an ib_cm_id on @dev (idle: the leak needs no connection), then
+ * ib_send_cm_drep(id, data, len) for len = 225..255 (the u8 lengths over
+ * the field), each of which must return -EINVAL; the id is destroyed.
+ * Then the control: one planted object of the same size, allocated here,
+ * whose only pointer is kept XORed (kmemleak must report it: proof that a
+ * scan in the test's window finds an object this young), and freed at
+ * unload so that it never reaches the end-of-guest kmemleak check.
+ * Results in the read-only parameters calls, einval and planted.
+ */
+#include <linux/module.h>
+#include <linux/slab.h>
+#include <rdma/ib_cm.h>
+#include <rdma/ib_verbs.h>
+
+static char *dev = "rxe0";
+module_param(dev, charp, 0444);
+MODULE_PARM_DESC(dev, "the IB device to create the ib_cm_id on");
+
+static int calls;
+module_param(calls, int, 0444);
+MODULE_PARM_DESC(calls, "ib_send_cm_drep() calls made (read only): 31");
+
+static int einval;
+module_param(einval, int, 0444);
+MODULE_PARM_DESC(einval, "of which returned -EINVAL (read only): 31");
+
+static int planted;
+module_param(planted, int, 0444);
+MODULE_PARM_DESC(planted, "the control object was allocated (read only): 1");
+
+/* Not a kernel address once XORed: kmemleak sees no reference to it. */
+#define HIDE 0x5a5a5a5a5a5a5a5aUL
+static unsigned long planted_hidden;
+
+static u8 data[U8_MAX];
+
+static int handler(struct ib_cm_id *id, const struct ib_cm_event *event)
+{
+	/* An idle id that never connects: no event is expected. */
+	pr_warn("rcd_drepleak: unexpected CM event %d\n", event->event);
+	return 0;
+}
+
+/*
+ * Not __init: kmemleak prints an object's backtrace when it reports it, and
+ * an init function's address no longer resolves to a symbol by then (the
+ * module's init section is freed after it loaded). The control object's
+ * backtrace must name this module.
+ */
+static noinline int drepleak_run(void)
+{
+	struct ib_device *ibdev;
+	struct ib_cm_id *id;
+	unsigned int len;
+	void *p;
+	int ret;
+
+	ibdev = ib_device_get_by_name(dev, RDMA_DRIVER_UNKNOWN);
+	if (!ibdev)
+		return -ENODEV;
+	id = ib_create_cm_id(ibdev, handler, NULL);
+	if (IS_ERR(id)) {
+		ib_device_put(ibdev);
+		return PTR_ERR(id);
+	}
+	memset(data, 0xa5, sizeof(data));
+	for (len = IB_CM_DREP_PRIVATE_DATA_SIZE + 1; len <= U8_MAX; len++) {
+		ret = ib_send_cm_drep(id, data, len);
+		calls++;
+		if (ret == -EINVAL)
+			einval++;
+		else
+			pr_err("rcd_drepleak: ib_send_cm_drep(len %u): %d, want -EINVAL\n",
+			       len, ret);
+	}
+	ib_destroy_cm_id(id);
+	ib_device_put(ibdev);
+
+	p = kmemdup(data, IB_CM_DREP_PRIVATE_DATA_SIZE + 1, GFP_KERNEL);
+	if (p) {
+		planted_hidden = (unsigned long)p ^ HIDE;
+		planted = 1;
+	}
+	pr_info("rcd_drepleak: %d ib_send_cm_drep() calls on %s, lengths %u..%u: %d returned -EINVAL\n",
+		calls, dev, IB_CM_DREP_PRIVATE_DATA_SIZE + 1, U8_MAX, einval);
+	return 0;
+}
+
+static int __init drepleak_init(void)
+{
+	return drepleak_run();
+}
+
+static void __exit drepleak_exit(void)
+{
+	if (planted)
+		kfree((void *)(planted_hidden ^ HIDE));
+}
+
+module_init(drepleak_init);
+module_exit(drepleak_exit);
+MODULE_DESCRIPTION("ib_send_cm_drep() with too long private data: the CM's DREP leak test");
+MODULE_LICENSE("GPL");
