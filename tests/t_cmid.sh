@@ -123,3 +123,50 @@ test_qp_attr_outlives_id() {
 	rxe_del rxe1
 	return $bad
 }
+
+# Issue 22, item 5: a CmId holds its device. `hold_id rxe1 MS` (a test
+# hook, conn/test_hooks.rs) makes an id on rxe1 and drops the module's
+# handle on rxe1 at once, as a careless consumer may; the write then sleeps
+# MS ms, reads the id's device (its name: CmIdRef::device) and drops the
+# id. The id is in no table, so the module's device removal does not see
+# it: only the id's own reference (kernel::rdma::cm, Inner::device) holds
+# rxe1 meanwhile. `rdma link del rxe1` in that window must wait for the id:
+# ib_unregister_device (device.c, disable_device) first calls every
+# client's removal (the module's drops its own references: rxe1 leaves its
+# devices file), then waits for the last reference. Without the id's it
+# returns at once, ib_dealloc_device frees the ib_device, and the id's read
+# of its device is a use after free that KASAN reports.
+rcd_lacks_device() { ! rcd_has_device "$1"; }
+test_cm_id_holds_its_device() {
+	local hold=6000 ids0 t0 t1 el w del rc bad=0
+	rxe_add rxe0 v0 && rxe_add rxe1 v1 && rcd_load || return 1
+	ids0=$(rcd_stat cm_ids_live)
+	cmid_mark
+	rm -f /run/rcd-hold.rc
+	( echo "hold_id rxe1 $hold" > "$RCD_DBG/ctl"; echo $? > /run/rcd-hold.rc ) & w=$!
+	t0=$EPOCHREALTIME
+	check "the id is made" wait_for 10 stat_is cm_ids_live $((ids0 + 1)) ||
+		{ wait $w; return 1; }
+	t1=$EPOCHREALTIME
+	rdma link del rxe1 & del=$!
+	check "the module's removal of rxe1 ran (rxe1 left its devices file)" \
+		wait_for 10 rcd_lacks_device rxe1 || bad=1
+	check "rdma link del still waits" kill -0 $del || bad=1
+	check "... while the id is held" kill -0 $w || bad=1
+	wait $del || { fail "rdma link del rxe1: status $?"; bad=1; }
+	el=$(awk -v a="$t0" -v b="$t1" -v c="$EPOCHREALTIME" \
+		'BEGIN { printf "%d %d", (b - a) * 1000, (c - b) * 1000 }')
+	log "the id made after ${el% *} ms; rdma link del took ${el#* } ms (hold $hold ms)"
+	# It began well inside the hold, so it waited for the rest of it.
+	check "rdma link del waited for the id (${el#* } ms >= $hold - ${el% *} - 1000)" \
+		test "${el#* }" -ge $((hold - ${el% *} - 1000)) || bad=1
+	wait $w
+	read -r rc < /run/rcd-hold.rc
+	check "the hold's write succeeded (status $rc)" test "$rc" = 0 || bad=1
+	check "the id read its device, rxe1, after the hold" \
+		sh -c "dmesg | grep -q 'hold_id: after $hold ms: id 0x[0-9a-f]* on rxe1 in '" || bad=1
+	log "$(dmesg | grep 'hold_id: after')"
+	check "ids back to $ids0" wait_for 10 stat_is cm_ids_live "$ids0" || bad=1
+	kasan_clean "the id outlived its device" || bad=1
+	return $bad
+}

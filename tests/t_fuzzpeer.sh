@@ -199,8 +199,19 @@ test_fuzz_cm_peer() {
 	fuzzpeer_feed &
 	feeder=$!
 	t0=$SECONDS
-	wait_for $((secs + 60)) fuzzpeer_stopped ||
-		fail "the peer still runs $((SECONDS - t0)) s after its start" || return 1
+	# The peer checks its deadline once a step, at nice 19: under TCG,
+	# with the feeder's rounds growing with the ends (make stress: 3 s a
+	# round after 10 minutes), it may get so little of a vCPU that it
+	# overruns (make stress, 2026-12-01: still running 660 s after a
+	# 600 s start). Then it is told to stop, and must: a peer that does
+	# not stop fails; one that overran is logged, and the run goes on to
+	# its counts and checks.
+	if ! wait_for $((secs + 60)) fuzzpeer_stopped; then
+		flog "the peer still runs $((SECONDS - t0)) s after its start, at step" \
+			"$(fuzzpeer_stat steps): stopping it"
+		echo stop > $FUZZPEER_DBG/ctl
+		check "the peer stops when told to" wait_for 30 fuzzpeer_stopped || return 1
+	fi
 	wait $feeder || { fail "the feeder failed"; bad=1; }
 	# The counts.
 	flog "peer: $(grep -E '^(seed|steps|sent|completed|completion_errors|post_errors|pool_ends) ' \

@@ -10,17 +10,25 @@
 # backtrace naming them, or with a bare address: code of a module since
 # unloaded) fails the run. Others are counted in the log.
 test_kmemleak_clean() {
-	local f=/sys/kernel/debug/kmemleak all ours
+	local f=/sys/kernel/debug/kmemleak all ours t0 left
 	if [ ! -e $f ]; then
 		echo "# SKIP this kernel has no kmemleak (CONFIG_DEBUG_KMEMLEAK): the plain kernel"
 		return $KSFT_SKIP
 	fi
-	# Objects must be 5 s old and unreferenced in two scans to count. A
-	# kmemleak that disabled itself (an internal error) refuses the write
-	# (EPERM) and lists nothing: that fails, it is no clean result.
-	sleep 6
+	# A scan lists an object that it finds unreferenced, 5 s old at the
+	# scan's start (jiffies_last_scan) and unchanged since the scan before
+	# (its checksum: the first scan that sees an object only records it;
+	# mm/kmemleak.c, kmemleak_scan, unreferenced_object). So two scans
+	# whose starts are more than 5 s apart, and no wait before the first:
+	# a scan takes longer than that here (about 15 s under TCG), so the
+	# nap between them is mostly nothing. A kmemleak that disabled itself
+	# (an internal error) refuses the write (EPERM) and lists nothing:
+	# that fails, it is no clean result.
+	t0=$SECONDS
 	echo scan 2>/dev/null > $f || { fail "kmemleak refused a scan: it disabled itself"; return 1; }
-	sleep 6
+	left=$((t0 + 7 - SECONDS))
+	log "first scan: $((SECONDS - t0)) s; the second after $((left > 0 ? left : 0)) s more"
+	[ $left -le 0 ] || nap $left
 	echo scan 2>/dev/null > $f || { fail "kmemleak refused a scan: it disabled itself"; return 1; }
 	cat $f > /dev/null || { fail "cannot read $f"; return 1; }
 	all=$(grep -c '^unreferenced object' $f)

@@ -350,18 +350,50 @@ timeout_test_peer_dreq_before_rtu_frees_backlog=120
 # check`, 2,000 (10 rounds) in `make stress` (RCD_CYCLES is 10,000 there).
 BOUND_CYCLES=${RCD_BOUND_CYCLES:-$(( ${RCD_CYCLES:-250} >= 2000 ? 2000 : 200 ))}
 
+# kmalloc_used_kb: the kB in use in the kmalloc caches (active objects times
+# their size, /proc/slabinfo): where the module's records and endpoints
+# (KBox, Arc), the CM's ids (cm_id_private, kzalloc) and rxe's QPs
+# (rdma_zalloc_drv_obj) live.
+kmalloc_used_kb() {
+	awk 'NR > 2 && $1 ~ /^kmalloc-/ { b += $2 * $4 } END { print int(b / 1024) }' /proc/slabinfo
+}
+
+# kmalloc_settled: kmalloc_used_kb once freed objects are back: the caches
+# shrunk (KASAN's quarantine and the CPUs' slabs flushed), then sampled
+# until it stops falling (kfree_rcu batches for up to 5 s).
+kmalloc_settled() {
+	local prev cur i f
+	for f in /sys/kernel/slab/kmalloc-*/shrink; do echo 1 > "$f" 2>/dev/null; done
+	prev=$(kmalloc_used_kb)
+	for ((i = 0; i < 8; i++)); do
+		nap 1
+		for f in /sys/kernel/slab/kmalloc-*/shrink; do echo 1 > "$f" 2>/dev/null; done
+		cur=$(kmalloc_used_kb)
+		[ "$cur" -lt "$prev" ] || break
+		prev=$cur
+	done
+	echo "$prev"
+}
+
 # Issue 22, item 4: what a peer can make the module hold is bounded. cmtime
 # connects 200 connections at a time to a listener without auto_drep and
 # disconnects them; nobody answers its DREQs, so the module does, at the
 # listener's deadline (drep_after=500). Afterwards every DREQ was answered
 # late (cmtime got its DREPs and exits 0), every id and QP is freed, and the
 # listener keeps at most keep=50 records of freed passive ends (the rest
-# pruned): ids, QPs and records back within the bound after every round.
+# pruned): ids, QPs and records back within the bound after every round;
+# and the memory too: the kmalloc caches (kmalloc_settled) hold at most the
+# kept records' (README: each under 1 KiB with its events) and
+# BOUND_SLACK_KB more than before the first cycle, whatever the number of
+# cycles.
+BOUND_SLACK_KB=${RCD_BOUND_SLACK_KB:-256}
 test_peer_held_within_bound() {
 	local r rounds=$(( (BOUND_CYCLES + 199) / 200 )) keep=50 ids0 qps0 rc n s0 s1 eps
+	local k0 k1
 	interop_setup || return
 	ctl listen 1 rxe0 tcp:7476 cma=1 drep_after=500 keep=$keep || return 1
 	ids0=$(rcd_stat cm_ids_live); qps0=$(rdma_res qp); s0=$(slab_kb)
+	k0=$(kmalloc_settled)
 	for ((r = 1; r <= rounds; r++)); do
 		timeout 300 cmtime -s 10.77.0.1 -p 7476 -c 200 > /tmp/cmtime-b.out 2>&1; rc=$?
 		check "round $r: cmtime exits 0 (got $rc)" test $rc = 0 ||
@@ -381,6 +413,11 @@ test_peer_held_within_bound() {
 		test "$(rcd_stat records_pruned)" = $((rounds * 200 - n)) || return 1
 	check "endpoints alive: the listener and the records ($eps)" \
 		test "$eps" = $((n + 1)) || return 1
-	check "no DREQ left waiting" stat_is dreqs_pending 0
+	check "no DREQ left waiting" stat_is dreqs_pending 0 || return 1
+	k1=$(kmalloc_settled)
+	log "kmalloc caches: $k0 kB before, $k1 kB after $((rounds * 200)) cycles" \
+		"($((k1 - k0)) kB; bound $n records x 1 KiB + $BOUND_SLACK_KB kB)"
+	check "kmalloc caches within the bound ($((k1 - k0)) kB <= $((n + BOUND_SLACK_KB)) kB)" \
+		test $((k1 - k0)) -le $((n + BOUND_SLACK_KB))
 }
 timeout_test_peer_held_within_bound=900

@@ -28,6 +28,8 @@
 //!                         or N pattern bytes (none: zero-length)
 //! mr      NUM reg DATA    register a buffer holding DATA for the peer's
 //!                         RDMA READ/WRITE (fast registration)
+//! hold_id DEV MS          tests only: an id on DEV with no device handle of
+//!                         ours, used and dropped after MS ms (the write waits)
 //! mr      NUM inval IDX   invalidate MR IDX: its buffer comes back
 //! rdma    NUM read|write ADDR RKEY LEN [count=N] [data=DATA]
 //!                         RDMA READs of the peer's LEN bytes at ADDR, or
@@ -174,6 +176,12 @@ impl Ops for Core {
             },
             "close" => match args.as_slice() {
                 [_] => for_each(&args, |num, _| core.close(num)),
+                _ => Err(EINVAL),
+            },
+            // Test-only (`conn::TestHooks`): an id kept past its device's
+            // handle (issue 22, item 5).
+            "hold_id" => match args.as_slice() {
+                [dev, ms] => core.hold_id(&CString::try_from_fmt(fmt!("{}", dev))?, parse_u32(ms)?),
                 _ => Err(EINVAL),
             },
             _ => Err(EINVAL),

@@ -11,14 +11,19 @@
 //! ([`Core::with_test_conn`]).
 
 use super::{
-    endpoint::{Endpoint, EventKind},
+    endpoint::{Behaviour, Endpoint, EpHandle, EventKind, Role},
     table::Core,
 };
-use crate::{cm::CmIdRef, verbs::QpRef};
+use crate::{
+    cm::{CmId, CmIdRef},
+    verbs::QpRef,
+};
 use core::sync::atomic::Ordering;
 use kernel::{
     error::code::*,
     prelude::*,
+    str::CStr,
+    sync::Arc,
     time::{msleep, Ktime},
 };
 
@@ -261,5 +266,46 @@ impl Core {
         let st = conn.ep.st.lock();
         let qp = st.verbs.as_ref().ok_or(ENODEV)?.qp();
         Ok(f(cm, qp))
+    }
+
+    /// `hold_id DEV MS` (tests only; issue 22, item 5): a `CmId` on DEV
+    /// that nothing else refers to, kept outside the table (device removal
+    /// does not see it) and with no reference of ours on DEV (the handle is
+    /// dropped at once, as a careless consumer may). The write sleeps MS ms
+    /// (at most 60,000), then uses the id (its device's name, its state)
+    /// and drops it. Only the id's own reference on its device keeps the
+    /// device meanwhile (`kernel::rdma::cm`: `Inner::device`): `rdma link
+    /// del DEV` must wait for this write, and the use is of a live device.
+    pub(crate) fn hold_id(self: &Arc<Self>, device: &CStr, ms: u32) -> Result {
+        if ms > 60_000 {
+            return Err(EINVAL);
+        }
+        let cm = {
+            let dev = self.device_by_name(device)?;
+            let ep = Endpoint::new(
+                self,
+                0,
+                Role::Listener,
+                &dev,
+                0,
+                false,
+                Behaviour::default(),
+            )?;
+            CmId::new(&dev, &self.reaper, EpHandle(ep))?
+        };
+        pr_info!(
+            "hold_id: id {:#x} held, no device reference of ours\n",
+            cm.local_id()
+        );
+        msleep(ms);
+        pr_info!(
+            "hold_id: after {} ms: id {:#x} on {} in {}\n",
+            ms,
+            cm.local_id(),
+            cm.device().name(),
+            cm.state().name()
+        );
+        drop(cm);
+        Ok(())
     }
 }
