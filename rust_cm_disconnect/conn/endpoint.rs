@@ -38,10 +38,10 @@ pub(super) const FOREIGN_BASE: u32 = 2_000_000;
 /// otherwise: as many as ucma's default listen backlog.
 pub(crate) const DEFAULT_BACKLOG: u32 = 1024;
 
-/// The time a passive end asks for in its MRA (sent only when the peer
-/// retransmits its REQ): enough for the job queue's latency from the REQ
-/// callback to the REP (`stats`: `rep_latency_us_*`), and short enough that
-/// a peer whose passive side vanishes after the MRA is not held for long.
+/// The least time a passive end asks for in its MRA (sent only when the
+/// peer retransmits its REQ), when no job is queued before its own: enough
+/// for one job (a QP and a REP: milliseconds), and short enough that a
+/// peer whose passive side vanishes after the MRA is not held for long.
 ///
 /// The CM computes 2^(20 - 8) = 4,096 ms (`cm_convert_to_ms`); the peer's CM
 /// adds its packet lifetime (`cm_convert_to_ms(av.timeout)`: 512 ms for
@@ -51,11 +51,69 @@ pub(crate) const DEFAULT_BACKLOG: u32 = 1024;
 /// duplicates). The MRA answers the first retransmission, so such a peer
 /// gives up after its first timeout plus (retries - 1 + 1) x (4,096 ms +
 /// its lifetime): about 69 s with rdma_cm's 15 retries, 8.6 s with
-/// `retries=2 lifetime=14 resp=14`. rdma_cm's own 24 is
+/// `retries=2 lifetime=14 resp=14`.
+pub(super) const MRA_TIMEOUT_MIN: u8 = 20;
+
+/// The most a passive end asks for: rdma_cm's own (`CMA_CM_MRA_SETTING`),
 /// 65,536 ms a retry (about 16 min with 15 retries), sized for a user-space
-/// accept; the job's latency here is bounded by the queue's depth times
-/// one QP (measured: see the README).
-pub(super) const MRA_SERVICE_TIMEOUT: u8 = 20;
+/// accept.
+pub(super) const MRA_TIMEOUT_MAX: u8 = 24;
+
+/// The MRA's service timeout for a REQ with `ahead` jobs queued before its
+/// own, each taking `job_ns` on average once begun: twice the wait
+/// expected (`ahead` x `job_ns`), from [`MRA_TIMEOUT_MIN`] up to
+/// [`MRA_TIMEOUT_MAX`].
+///
+/// A constant too short for a deep queue (a storm of REQs: issue 24)
+/// makes the peer retransmit its REQ every 4.6 s while it waits, and every
+/// retransmission and its MRA is more work for the CM's workqueue, which
+/// both sides share; rdma_cm's 65 s would hold the peer of a vanished
+/// passive side for minutes where a job takes milliseconds.
+pub(super) fn mra_timeout(ahead: u64, job_ns: u64) -> u8 {
+    let want_ms = ahead.saturating_mul(job_ns) / 1_000_000 * 2;
+    let mut t = MRA_TIMEOUT_MIN;
+    while t < MRA_TIMEOUT_MAX && (1u64 << (t - 8)) < want_ms {
+        t += 1;
+    }
+    t
+}
+
+/// The wait from which a REQ's MRA goes at once rather than when the peer
+/// retransmits its REQ: half of what rdma_cm's peers wait for a REP before
+/// their first retransmission (4,096 ms and twice 256 ms of packet
+/// lifetime on RoCE), so that the MRA is there before the first retry.
+pub(super) const MRA_NOW_MS: u64 = 2048;
+
+/// Whether a REQ with `ahead` jobs before its own, each taking `job_ns`,
+/// waits long enough for its MRA to go at once ([`MRA_NOW_MS`]): one MAD,
+/// where a retransmitted REQ and the MRA answering it are two, both on the
+/// CM's workqueue of either side.
+pub(super) fn mra_now(ahead: u64, job_ns: u64) -> bool {
+    ahead.saturating_mul(job_ns) / 1_000_000 >= MRA_NOW_MS
+}
+
+/// Counted in `jobs.queued` (`stats`: `jobs_queued`) from before its job
+/// is queued until that job begins (or is dropped unrun): the REQs a new
+/// REQ waits behind.
+struct Queued(Arc<Endpoint>);
+
+impl Queued {
+    fn new(ep: Arc<Endpoint>) -> Self {
+        ep.core.bounds.jobs.queued.fetch_add(1, Ordering::Relaxed);
+        Self(ep)
+    }
+}
+
+impl Drop for Queued {
+    fn drop(&mut self) {
+        self.0
+            .core
+            .bounds
+            .jobs
+            .queued
+            .fetch_sub(1, Ordering::Relaxed);
+    }
+}
 
 /// The counts `stats` shows over every connection's QP.
 pub(super) static VERBS_COUNTERS: verbs::Counters = verbs::Counters::new();
@@ -589,11 +647,22 @@ impl Endpoint {
         // callback on one workqueue, one at a time per CPU, and making a QP
         // there held up every REQ, REP and RTU behind it until the peers
         // gave up (issue 11's storm).
-        let job = ep.clone();
         let t_req = Ktime::ktime_get().to_ns();
+        // The jobs before this one, and what each took so far: the MRA's
+        // timeout below.
+        let ahead = core.bounds.jobs.queued.load(Ordering::Relaxed);
+        let job_ns = {
+            let t = &core.bounds.jobs.times;
+            t.ns.load(Ordering::Relaxed) / t.n.load(Ordering::Relaxed).max(1)
+        };
+        let queued = Queued::new(ep.clone());
         let spawned = test.spawn_job().and_then(|()| {
-            core.reaper
-                .spawn_job(move || job.accept_later(depth, resources, t_req))
+            core.reaper.spawn_job(move || {
+                let job = queued.0.clone();
+                // Begun: no longer ahead of anyone.
+                drop(queued);
+                job.accept_later(depth, resources, t_req)
+            })
         });
         if let Err(e) = spawned {
             // Out again, dropped in its REQ callback: the CM destroys it.
@@ -601,13 +670,31 @@ impl Endpoint {
             return Err(e);
         }
         // Each retransmission of the peer's REQ is answered with an MRA
-        // from now on, as rdma_cm does, so that the peer waits for the job.
+        // from now on, as rdma_cm does, so that the peer waits for the job;
+        // behind a deep queue the MRA goes at once (`mra_now`), before the
+        // peer's timer runs out, instead of a retransmission and an MRA.
         // Last, and its error ignored: with `delay` and no private data it
         // fails only with `EINVAL`, when the job has already sent its REP
         // or the peer's REJ has reset the id (whose callback frees the
         // end), or `ENOENT`/`ENOTCONN` when the end is already gone; in
-        // none of these is an MRA needed.
-        let _ = core.with_own_cm(num, &ep, |cm| cm.send_mra(MRA_SERVICE_TIMEOUT, true));
+        // none of these is an MRA needed. An MRA sent at once may also
+        // fail for want of memory: then it waits for the retransmission.
+        let timeout = mra_timeout(ahead, job_ns);
+        let now = mra_now(ahead, job_ns);
+        core.bounds
+            .jobs
+            .mra_timeout_max
+            .fetch_max(u64::from(timeout), Ordering::Relaxed);
+        let _ = core.with_own_cm(num, &ep, |cm| {
+            if now && cm.send_mra(timeout, false).is_ok() {
+                core.bounds
+                    .jobs
+                    .mras_at_once
+                    .fetch_add(1, Ordering::Relaxed);
+                return Ok(());
+            }
+            cm.send_mra(timeout, true)
+        });
         Ok(())
     }
 
@@ -618,6 +705,7 @@ impl Endpoint {
     /// peer's REJ, device removal, unload) is left as it is, and the QP the
     /// job made for it is freed.
     fn accept_later(self: &Arc<Self>, depth: u8, resources: u8, t_req: i64) {
+        let t_job = Ktime::ktime_get().to_ns();
         // The endpoint's device, by its index in the module's set: `ENODEV`
         // once its removal has begun.
         let verbs = self
@@ -626,7 +714,9 @@ impl Endpoint {
             .and_then(|dev| RcQp::new(&dev, qp_size()));
         match self.send_rep(verbs, depth, resources) {
             Ok(Ok(())) => {
-                self.core.rep_times.add(Ktime::ktime_get().to_ns() - t_req);
+                let now = Ktime::ktime_get().to_ns();
+                self.core.rep_times.add(now - t_req);
+                self.core.bounds.jobs.times.add(now - t_job);
                 if self.st.lock().behaviour.rping.is_some() {
                     // If this fails the protocol only runs on `poll`.
                     let ep = self.clone();
