@@ -242,6 +242,12 @@ touch "$times"
 awk '{ t[$1] = $2 } END { for (k in t) print k, t[k] }' "$times" "$q/times.new" > "$q/times.all" &&
 	mv "$q/times.all" "$times"
 
+# The storm's connections over time (tests/t_safety.sh), as a picture
+# next to the log, when the run had one (scripts/storm-plot.sh).
+if grep -q '^#   timeline: ' "$log" && command -v gnuplot >/dev/null; then
+	bash "$here/scripts/storm-plot.sh" "$log" "$RCD_CACHE/$tier-storm" || true
+fi
+
 passed=$(grep -cE '^ok [0-9]+ ' "$log")
 skipped=$(grep -cE '^ok [0-9]+ .*# SKIP' "$log")
 failed=$(grep -cE '^not ok [0-9]+ ' "$log")
