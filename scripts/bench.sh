@@ -4,8 +4,9 @@
 # `make bench`: one guest run of tests/bench.sh (the module, the C baseline
 # and cmtime, for N = 100 and 1000, the set repeated RCD_BENCH_REPS times),
 # printed as a table of medians with the ratios and written as CSV to
-# $RCD_CACHE/bench/. Absolute times under TCG mean little; the ratios, taken
-# side by side in one run, are the result. One repetition's ratio moves by
+# $RCD_CACHE/bench/, with its plots (PNG and SVG). Absolute times under
+# TCG mean little; the ratios, taken side by side in one run, are the
+# result. One repetition's ratio moves by
 # a factor of two on a busy host, so each ratio is the median of the
 # repetitions' ratios, printed with their range.
 set -euo pipefail
@@ -57,5 +58,48 @@ for n in sorted({r["n"] for r in rows}, key=int):
     show(n, "rust/c teardown time", ratio(n, "rust", "c", "teardown_ms"), "")
     show(n, "cmtime/rust teardown", ratio(n, "cmtime", "rust", "teardown_ms"), "  (goal >= 2)")
 PY
+
+# The pictures, next to the CSV: the round trip's p50 and p99 per way
+# against N (medians of the repetitions, their range as error bars), and
+# the teardown time against N (log scales: a straight line of slope 1 is
+# linear growth). Needs gnuplot (scripts/setup.sh installs gnuplot-nox).
+python3 - "$out.csv" > "$out.dat" <<'PY'
+import csv, statistics, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+for way in ("rust", "c", "cmtime"):
+    print("# %s" % way)
+    for n in sorted({r["n"] for r in rows}, key=int):
+        vals = []
+        for col in ("p50_us", "p99_us", "teardown_ms"):
+            v = [float(r[col]) for r in rows if r["n"] == n and r["way"] == way and r[col]]
+            vals += [statistics.median(v), min(v), max(v)] if v else ["NaN"] * 3
+        print(n, *vals)
+    print("\n")
+PY
+if command -v gnuplot >/dev/null; then
+	for term in "pngcairo size 1200,500" "svg size 1200,500"; do
+		ext=${term%% *}; ext=${ext%cairo}
+		gnuplot <<GP
+set terminal $term
+set output '$out.$ext'
+set multiplot layout 1,2 title "make bench $(basename "$out"): medians of the repetitions, bars their range"
+set logscale xy
+set grid
+set key left top
+set xlabel "connections (N)"
+set ylabel "DREQ to DREP round trip (us)"
+set title "round trip per way: p50 (solid), p99 (dashed)"
+plot for [i=0:1] '$out.dat' index i using 1:2:3:4 with yerrorlines title (i == 0 ? "rust p50" : "c p50"), \
+     for [i=0:1] '$out.dat' index i using 1:5:6:7 with yerrorlines dashtype 2 title (i == 0 ? "rust p99" : "c p99")
+set ylabel "teardown of N connections (ms)"
+set title "teardown time against N"
+plot for [i=0:2] '$out.dat' index i using 1:8:9:10 with yerrorlines title (i == 0 ? "rust" : i == 1 ? "c" : "cmtime disconnect")
+unset multiplot
+GP
+	done
+	echo "plots: $out.png $out.svg"
+else
+	echo "no gnuplot (scripts/setup.sh installs gnuplot-nox): no plots"
+fi
 echo
 echo "csv: $out.csv"

@@ -21,6 +21,8 @@ pkgs=(
 	bc flex bison libelf-dev libssl-dev cpio kmod xz-utils make gcc python3-venv
 	qemu-system-x86 udev iproute2 rdmacm-utils ibverbs-utils ibverbs-providers
 	librdmacm-dev
+	# The bench's and the storm's plots (scripts/bench.sh, storm-plot.sh).
+	gnuplot-nox
 )
 
 missing=()

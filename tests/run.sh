@@ -46,13 +46,13 @@ check)
 	;;
 stress)
 	: "${RCD_CYCLES:=10000}" "${RCD_ROUND:=500}" "${RCD_MANY:=1000}" "${RCD_LOADS:=50}"
-	: "${RCD_UNLOAD_ROUNDS:=40}" "${RCD_STORM:=500}"
+	: "${RCD_UNLOAD_ROUNDS:=40}" "${RCD_STORM:=1000}" "${RCD_STORM_BIG:=2000}"
 	: "${RCD_FUZZ_SECONDS:=120}" "${RCD_FUZZ_ROUNDS:=40}"
 	: "${RCD_FUZZPEER_SECONDS:=600}"
 	# One guest: the slab levels the stress tests watch are per guest, and
 	# 1,000 connections (2,000 QPs) under KASAN want the memory.
 	: "${RCD_JOBS:=1}" "${RCD_VM_MEM:=4G}" "${RCD_VM_TIMEOUT:=4500}"
-	only='^(storm_cmtime_vs_rdma_cm|churn_cycles|many_at_once_both_sides|unload_with_many_live|unload_during_timewait_exits|load_use_unload|fuzz_ctl|fuzz_private_data|fuzz_cm_peer)$'
+	only='^(storm_cmtime_vs_rdma_cm|storm_big_cmtime_vs_rdma_cm|churn_cycles|many_at_once_both_sides|unload_with_many_live|unload_during_timewait_exits|load_use_unload|fuzz_ctl|fuzz_private_data|fuzz_cm_peer)$'
 	;;
 *) echo "run: RCD_TIER=$tier: want check or stress" >&2; exit 2 ;;
 esac
@@ -115,8 +115,8 @@ if [ -n "${RCD_TESTS:-}" ]; then
 else
 	knobs="$knobs RCD_KO=${RCD_KO:-$here/rust_cm_disconnect.ko}"
 fi
-for v in RCD_FUZZ_SEED RCD_TEST_TIMEOUT RCD_STORM RCD_FUZZPEER_SEED RCD_FUZZPEER_DRAIN \
-	RCD_HARNESS_KO; do
+for v in RCD_FUZZ_SEED RCD_TEST_TIMEOUT RCD_STORM RCD_STORM_BIG RCD_STORM_GOAL RCD_STORM_FLOOR \
+	RCD_FUZZPEER_SEED RCD_FUZZPEER_DRAIN RCD_HARNESS_KO; do
 	[ -z "${!v:-}" ] || knobs="$knobs $v=${!v}"
 done
 
@@ -243,6 +243,12 @@ cat "$q"/g*.log | awk '/^# test: / { t = $3 } /^# time: / && t { print t, $4 + $
 touch "$times"
 awk '{ t[$1] = $2 } END { for (k in t) print k, t[k] }' "$times" "$q/times.new" > "$q/times.all" &&
 	mv "$q/times.all" "$times"
+
+# The storm's connections over time (tests/t_safety.sh), as a picture
+# next to the log, when the run had one (scripts/storm-plot.sh).
+if grep -q '^#   timeline: ' "$log" && command -v gnuplot >/dev/null; then
+	bash "$here/scripts/storm-plot.sh" "$log" "$RCD_CACHE/$tier-storm" || true
+fi
 
 passed=$(grep -cE '^ok [0-9]+ ' "$log")
 skipped=$(grep -cE '^ok [0-9]+ .*# SKIP' "$log")

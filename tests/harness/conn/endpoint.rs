@@ -38,10 +38,10 @@ pub(super) const FOREIGN_BASE: u32 = 2_000_000;
 /// otherwise: as many as ucma's default listen backlog.
 pub(crate) const DEFAULT_BACKLOG: u32 = 1024;
 
-/// The time a passive end asks for in its MRA (sent only when the peer
-/// retransmits its REQ): enough for the job queue's latency from the REQ
-/// callback to the REP (`stats`: `rep_latency_us_*`), and short enough that
-/// a peer whose passive side vanishes after the MRA is not held for long.
+/// The least time a passive end asks for in its MRA (sent only when the
+/// peer retransmits its REQ), when no job is queued before its own: enough
+/// for one job (a QP and a REP: milliseconds), and short enough that a
+/// peer whose passive side vanishes after the MRA is not held for long.
 ///
 /// The CM computes 2^(20 - 8) = 4,096 ms (`cm_convert_to_ms`); the peer's CM
 /// adds its packet lifetime (`cm_convert_to_ms(av.timeout)`: 512 ms for
@@ -51,11 +51,88 @@ pub(crate) const DEFAULT_BACKLOG: u32 = 1024;
 /// duplicates). The MRA answers the first retransmission, so such a peer
 /// gives up after its first timeout plus (retries - 1 + 1) x (4,096 ms +
 /// its lifetime): about 69 s with rdma_cm's 15 retries, 8.6 s with
-/// `retries=2 lifetime=14 resp=14`. rdma_cm's own 24 is
+/// `retries=2 lifetime=14 resp=14`.
+pub(super) const MRA_TIMEOUT_MIN: u8 = 20;
+
+/// The most a passive end asks for: rdma_cm's own (`CMA_CM_MRA_SETTING`),
 /// 65,536 ms a retry (about 16 min with 15 retries), sized for a user-space
-/// accept; the job's latency here is bounded by the queue's depth times
-/// one QP (measured: see the README).
-pub(super) const MRA_SERVICE_TIMEOUT: u8 = 20;
+/// accept.
+pub(super) const MRA_TIMEOUT_MAX: u8 = 24;
+
+/// The MRA's service timeout for a REQ with `ahead` jobs queued before its
+/// own, each taking `job_ns` on average once begun: twice the wait
+/// expected (`ahead` x `job_ns`), from [`MRA_TIMEOUT_MIN`] up to
+/// [`MRA_TIMEOUT_MAX`].
+///
+/// A constant too short for a deep queue (a storm of REQs: issue 24)
+/// makes the peer retransmit its REQ every 4.6 s while it waits, and every
+/// retransmission and its MRA is more work for the CM's workqueue, which
+/// both sides share; rdma_cm's 65 s would hold the peer of a vanished
+/// passive side for minutes where a job takes milliseconds.
+pub(super) fn mra_timeout(ahead: u64, job_ns: u64) -> u8 {
+    let want_ms = ahead.saturating_mul(job_ns) / 1_000_000 * 2;
+    let mut t = MRA_TIMEOUT_MIN;
+    while t < MRA_TIMEOUT_MAX && (1u64 << (t - 8)) < want_ms {
+        t += 1;
+    }
+    t
+}
+
+/// The wait from which a REQ's MRA goes at once rather than when the peer
+/// retransmits its REQ: half of what rdma_cm's peers wait for a REP before
+/// their first retransmission (4,096 ms and twice 256 ms of packet
+/// lifetime on RoCE), so that the MRA is there before the first retry.
+pub(super) const MRA_NOW_MS: u64 = 2048;
+
+/// Whether a REQ with `ahead` jobs before its own, each taking `job_ns`,
+/// waits long enough for its MRA to go at once ([`MRA_NOW_MS`]): one MAD,
+/// where a retransmitted REQ and the MRA answering it are two, both on the
+/// CM's workqueue of either side.
+pub(super) fn mra_now(ahead: u64, job_ns: u64) -> bool {
+    ahead.saturating_mul(job_ns) / 1_000_000 >= MRA_NOW_MS
+}
+
+/// The REPs in flight (sent, their handshake not over: no RTU, REJ or
+/// timeout yet) from which a passive end's job waits before it begins: a
+/// peer answers each REP on its CM's single workqueue, and REPs sent faster
+/// than it answers wait there until their timeout (4,096 ms for rdma_cm's
+/// peers) sends them again, more work for that workqueue, in a loop that
+/// ends in a collapse (issue 24's storm on a loaded host: 21,613 REP
+/// retransmissions for 1,000 connections, 8,014 with rdma_cm's own server,
+/// whose accepts user space paces).
+pub(super) const REP_WINDOW: u64 = 32;
+
+/// A job waits for the REP window only while REPs' handshakes end (the
+/// last one less than this long ago): REPs that nobody answers (a peer
+/// gone, or one that never sends its RTU) do not hold up the listeners.
+pub(super) const REP_STALL_MS: i64 = 1000;
+
+/// The longest a job waits for the REP window, whatever: device removal
+/// and unload, which wait for the queued jobs, end the wait themselves.
+pub(super) const REP_WINDOW_WAIT_MS: i64 = 2000;
+
+/// Counted in `jobs.queued` (`stats`: `jobs_queued`) from before its job
+/// is queued until that job begins (or is dropped unrun): the REQs a new
+/// REQ waits behind.
+struct Queued(Arc<Endpoint>);
+
+impl Queued {
+    fn new(ep: Arc<Endpoint>) -> Self {
+        ep.core.bounds.jobs.queued.fetch_add(1, Ordering::Relaxed);
+        Self(ep)
+    }
+}
+
+impl Drop for Queued {
+    fn drop(&mut self) {
+        self.0
+            .core
+            .bounds
+            .jobs
+            .queued
+            .fetch_sub(1, Ordering::Relaxed);
+    }
+}
 
 /// Buffers mapped for a device over every QP of the module (`stats`:
 /// `wr_bufs_mapped`): see [`RcQp`].
@@ -356,25 +433,46 @@ pub(super) struct EndpointState {
 }
 
 /// One handshake in flight on a listener: counted in its `handshakes`
-/// while this exists.
-pub(super) struct Handshake(Arc<Endpoint>);
+/// while this exists, and, once its REP is sent, in the REPs in flight
+/// (`jobs.reps_out`: see [`REP_WINDOW`]).
+pub(super) struct Handshake(Arc<Endpoint>, bool);
 
 impl Handshake {
     /// A place on `listener`, or `EBUSY` if its backlog is full.
     pub(super) fn new(listener: &Arc<Endpoint>, backlog: u32) -> Result<Self> {
         let n = listener.handshakes.fetch_add(1, Ordering::AcqRel);
-        let slot = Self(listener.clone());
+        let slot = Self(listener.clone(), false);
         if n >= backlog as usize {
             // Dropped: the count goes back.
             return Err(EBUSY);
         }
         Ok(slot)
     }
+
+    /// Its REP is sent: counted in the REPs in flight until it is over.
+    fn rep_sent(&mut self) {
+        if !self.1 {
+            self.1 = true;
+            self.0
+                .core
+                .bounds
+                .jobs
+                .reps_out
+                .fetch_add(1, Ordering::Relaxed);
+        }
+    }
 }
 
 impl Drop for Handshake {
     fn drop(&mut self) {
         self.0.handshakes.fetch_sub(1, Ordering::AcqRel);
+        if self.1 {
+            let jobs = &self.0.core.bounds.jobs;
+            jobs.reps_out.fetch_sub(1, Ordering::Relaxed);
+            let now = Ktime::ktime_get().to_ns();
+            jobs.rep_done_ns
+                .store(u64::try_from(now).unwrap_or(0), Ordering::Relaxed);
+        }
     }
 }
 
@@ -684,11 +782,22 @@ impl Endpoint {
         // callback on one workqueue, one at a time per CPU, and making a QP
         // there held up every REQ, REP and RTU behind it until the peers
         // gave up (issue 11's storm).
-        let job = ep.clone();
         let t_req = Ktime::ktime_get().to_ns();
+        // The jobs before this one, and what each took so far: the MRA's
+        // timeout below.
+        let ahead = core.bounds.jobs.queued.load(Ordering::Relaxed);
+        let job_ns = {
+            let t = &core.bounds.jobs.times;
+            t.ns.load(Ordering::Relaxed) / t.n.load(Ordering::Relaxed).max(1)
+        };
+        let queued = Queued::new(ep.clone());
         let spawned = test.spawn_job().and_then(|()| {
-            core.reaper
-                .spawn_job(move || job.accept_later(depth, resources, t_req))
+            core.reaper.spawn_job(move || {
+                let job = queued.0.clone();
+                // Begun: no longer ahead of anyone.
+                drop(queued);
+                job.accept_later(depth, resources, t_req)
+            })
         });
         if let Err(e) = spawned {
             // Out again, dropped in its REQ callback: the CM destroys it.
@@ -696,13 +805,31 @@ impl Endpoint {
             return Err(e);
         }
         // Each retransmission of the peer's REQ is answered with an MRA
-        // from now on, as rdma_cm does, so that the peer waits for the job.
+        // from now on, as rdma_cm does, so that the peer waits for the job;
+        // behind a deep queue the MRA goes at once (`mra_now`), before the
+        // peer's timer runs out, instead of a retransmission and an MRA.
         // Last, and its error ignored: with `delay` and no private data it
         // fails only with `EINVAL`, when the job has already sent its REP
         // or the peer's REJ has reset the id (whose callback frees the
         // end), or `ENOENT`/`ENOTCONN` when the end is already gone; in
-        // none of these is an MRA needed.
-        let _ = core.with_own_cm(num, &ep, |cm| cm.send_mra(MRA_SERVICE_TIMEOUT, true));
+        // none of these is an MRA needed. An MRA sent at once may also
+        // fail for want of memory: then it waits for the retransmission.
+        let timeout = mra_timeout(ahead, job_ns);
+        let now = mra_now(ahead, job_ns);
+        core.bounds
+            .jobs
+            .mra_timeout_max
+            .fetch_max(u64::from(timeout), Ordering::Relaxed);
+        let _ = core.with_own_cm(num, &ep, |cm| {
+            if now && cm.send_mra(timeout, false).is_ok() {
+                core.bounds
+                    .jobs
+                    .mras_at_once
+                    .fetch_add(1, Ordering::Relaxed);
+                return Ok(());
+            }
+            cm.send_mra(timeout, true)
+        });
         Ok(())
     }
 
@@ -713,6 +840,8 @@ impl Endpoint {
     /// peer's REJ, device removal, unload) is left as it is, and the QP the
     /// job made for it is freed.
     fn accept_later(self: &Arc<Self>, depth: u8, resources: u8, t_req: i64) {
+        let t_job = Ktime::ktime_get().to_ns();
+        self.wait_rep_window(t_job);
         // The endpoint's device, by its index in the module's set: `ENODEV`
         // once its removal has begun.
         let verbs = self
@@ -721,7 +850,13 @@ impl Endpoint {
             .and_then(|dev| RcQp::new(&dev, qp_size()));
         match self.send_rep(verbs, depth, resources) {
             Ok(Ok(())) => {
-                self.core.rep_times.add(Ktime::ktime_get().to_ns() - t_req);
+                // Unless the handshake is over already (the RTU came).
+                if let Some(h) = self.st.lock().handshake.as_mut() {
+                    h.rep_sent();
+                }
+                let now = Ktime::ktime_get().to_ns();
+                self.core.rep_times.add(now - t_req);
+                self.core.bounds.jobs.times.add(now - t_job);
                 if self.st.lock().behaviour.rping.is_some() {
                     // If this fails the protocol only runs on `poll`.
                     let ep = self.clone();
@@ -739,6 +874,35 @@ impl Endpoint {
                 let verbs = self.st.lock().take_verbs();
                 drop(verbs);
             }
+        }
+    }
+
+    /// Waits, from `t_job` on, while [`REP_WINDOW`] REPs are in flight and
+    /// their handshakes end ([`REP_STALL_MS`]), up to [`REP_WINDOW_WAIT_MS`];
+    /// not once the endpoint is gone or its handshake over, its device
+    /// going, or the module unloading.
+    fn wait_rep_window(&self, t_job: i64) {
+        let jobs = &self.core.bounds.jobs;
+        let end = t_job + REP_WINDOW_WAIT_MS * 1_000_000;
+        let mut waited = false;
+        loop {
+            let now = Ktime::ktime_get().to_ns();
+            let done = i64::try_from(jobs.rep_done_ns.load(Ordering::Relaxed)).unwrap_or(0);
+            if jobs.reps_out.load(Ordering::Relaxed) < REP_WINDOW
+                || now >= end
+                || now - done >= REP_STALL_MS * 1_000_000
+                || self.gone.load(Ordering::Relaxed)
+                || self.core.bounds.stop.load(Ordering::Relaxed)
+                || !self.in_handshake()
+                || self.core.device_at(self.dev_index).is_err()
+            {
+                break;
+            }
+            waited = true;
+            msleep(1);
+        }
+        if waited {
+            jobs.window_waits.fetch_add(1, Ordering::Relaxed);
         }
     }
 

@@ -341,7 +341,34 @@ impl Core {
         )?;
         self.req_times.show(out, "req_callbacks", "req_callback")?;
         // From the REQ callback to the REP: the job queue's latency, which
-        // the MRA's service timeout must cover (`MRA_SERVICE_TIMEOUT`).
-        self.rep_times.show(out, "reps_sent", "rep_latency")
+        // the MRA's service timeout must cover (`mra_timeout`).
+        self.rep_times.show(out, "reps_sent", "rep_latency")?;
+        // Each job once begun, and what the MRAs asked for from them.
+        self.bounds.jobs.times.show(out, "jobs_run", "job")?;
+        writeln!(
+            out,
+            "jobs_queued {}",
+            self.bounds.jobs.queued.load(Ordering::Relaxed)
+        )?;
+        writeln!(
+            out,
+            "mra_timeout_max {}",
+            self.bounds.jobs.mra_timeout_max.load(Ordering::Relaxed)
+        )?;
+        writeln!(
+            out,
+            "mras_at_once {}",
+            self.bounds.jobs.mras_at_once.load(Ordering::Relaxed)
+        )?;
+        writeln!(
+            out,
+            "reps_in_flight {}",
+            self.bounds.jobs.reps_out.load(Ordering::Relaxed)
+        )?;
+        writeln!(
+            out,
+            "rep_window_waits {}",
+            self.bounds.jobs.window_waits.load(Ordering::Relaxed)
+        )
     }
 }

@@ -76,6 +76,25 @@ pub(crate) struct Core {
     pub(super) rep_times: Durations,
 }
 
+/// Passive ends' jobs queued and not yet begun, and how long each took
+/// once begun (the QP, its moves, the REP): what a new REQ waits for, from
+/// which its MRA's service timeout is computed
+/// ([`super::endpoint::mra_timeout`]).
+pub(super) struct Jobs {
+    pub(super) queued: AtomicU64,
+    pub(super) times: Durations,
+    /// The largest service timeout a REQ's MRA asked for (`stats`).
+    pub(super) mra_timeout_max: AtomicU64,
+    /// MRAs sent at once, behind a deep queue ([`super::endpoint::mra_now`]).
+    pub(super) mras_at_once: AtomicU64,
+    /// REPs in flight (see [`super::endpoint::REP_WINDOW`]), and the jobs
+    /// that waited for the window.
+    pub(super) reps_out: AtomicU64,
+    /// When a REP's handshake last ended (`ktime_get`, ns).
+    pub(super) rep_done_ns: AtomicU64,
+    pub(super) window_waits: AtomicU64,
+}
+
 /// The long-running work's queue and its unload flag, the peers' DREQs
 /// waiting for their deadline, and the counts of what the module did to
 /// bound what a peer can make it hold (`stats`).
@@ -97,6 +116,8 @@ pub(super) struct Bounds {
     /// Records of freed passive ends dropped beyond their listener's
     /// `keep`.
     pub(super) records_pruned: AtomicU64,
+    /// The passive ends' jobs: what a new REQ waits behind.
+    pub(super) jobs: Jobs,
 }
 
 /// How many of something, their total and longest time in ns (`stats`).
@@ -138,6 +159,15 @@ impl Bounds {
             stop: AtomicBool::new(false),
             dreq_answered_late: AtomicU64::new(0),
             records_pruned: AtomicU64::new(0),
+            jobs: Jobs {
+                queued: AtomicU64::new(0),
+                times: Durations::new(),
+                mra_timeout_max: AtomicU64::new(0),
+                mras_at_once: AtomicU64::new(0),
+                reps_out: AtomicU64::new(0),
+                rep_done_ns: AtomicU64::new(0),
+                window_waits: AtomicU64::new(0),
+            },
         })
     }
 }
