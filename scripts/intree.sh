@@ -40,6 +40,7 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 
 rel=drivers/infiniband/ulp/rust_cm_disconnect
 sel=tools/testing/selftests/rdma/rust_cm_disconnect
+doc=Documentation/infiniband/rust_cm_disconnect.rst
 out=$RCD_CACHE/intree
 mkdir -p "$out"
 
@@ -77,6 +78,12 @@ KCONFIG
 			"$t/drivers/infiniband/Kconfig"
 	grep -q rust_cm_disconnect "$t/drivers/infiniband/ulp/Makefile" ||
 		echo 'obj-$(CONFIG_RUST_CM_DISCONNECT)	+= rust_cm_disconnect/' >> "$t/drivers/infiniband/ulp/Makefile"
+	# The design document (kept in kernel/tree/, named by no kernel/*.patch:
+	# the test kernel does not need it) and its line in the directory's
+	# toctree, in its sorted place.
+	cp "$here/kernel/tree/$doc" "$t/$doc"
+	grep -q '^   rust_cm_disconnect$' "$t/Documentation/infiniband/index.rst" ||
+		sed -i '/^   opa_vnic$/a \   rust_cm_disconnect' "$t/Documentation/infiniband/index.rst"
 }
 
 # place_tests TREE: the selftests (what tests/Makefile names, the C test
@@ -110,9 +117,10 @@ place_tests() {
 maintainers() {
 	local t=$1
 	(cd "$t" && git diff --cached --name-only --diff-filter=A) |
-		MAINT=$t/MAINTAINERS IDENT=$ident REL=$rel SEL=$sel python3 -c '
+		MAINT=$t/MAINTAINERS IDENT=$ident REL=$rel SEL=$sel DOC=$doc python3 -c '
 import os, sys
 ident, rel, sel = os.environ["IDENT"], os.environ["REL"], os.environ["SEL"]
+doc = os.environ["DOC"]
 lists = "L:\tlinux-rdma@vger.kernel.org\nL:\trust-for-linux@vger.kernel.org\nS:\tMaintained\n"
 heads = {
     "abs": "INFINIBAND SUBSYSTEM [RUST]\nM:\t" + ident + "\n" + lists,
@@ -126,6 +134,9 @@ EXISTING = {
 }
 want_existing = {}
 for f in sys.stdin.read().split():
+    if f == doc:
+        want["mod"].add(f)
+        continue
     for d in (rel, sel):
         if f.startswith(d + "/"):
             want["mod"].add(d + "/")
@@ -240,7 +251,7 @@ write_series() {
 		-c commit.gpgsign=false -c core.abbrev=12)
 	# What the series touches, from a fresh tree, as a git repository.
 	subset="MAINTAINERS rust drivers/infiniband scripts/checkpatch.pl
-		scripts/spelling.txt scripts/const_structs.checkpatch"
+		scripts/spelling.txt scripts/const_structs.checkpatch Documentation/infiniband"
 	fresh() {
 		mkdir -p "$1"
 		# shellcheck disable=SC2086
