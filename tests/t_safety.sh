@@ -465,7 +465,7 @@ test_storm_cmtime_vs_rdma_cm() { storm_side_by_side "${RCD_STORM:-100}"; }
 timeout_test_storm_big_cmtime_vs_rdma_cm=1500
 test_storm_big_cmtime_vs_rdma_cm() {
 	[ "${RCD_STORM_BIG:-0}" -gt 0 ] ||
-		{ echo "# SKIP RCD_STORM_BIG not set (make stress sets it)"; return $KSFT_SKIP; }
+		{ echo "# SKIP RCD_STORM_BIG not set: a make stress test (make check leaves it out)"; return $KSFT_SKIP; }
 	storm_side_by_side "$RCD_STORM_BIG"
 }
 

@@ -1026,7 +1026,7 @@ impl Drop for LiveToken {
 /// An endpoint as the data of its `CmId`: a type of the module's own, so
 /// that it can implement the kernel crate's `Handler` (the orphan rule
 /// forbids an impl for `Arc<Endpoint>` outside the kernel crate).
-pub(crate) struct EpHandle(pub(crate) Arc<Endpoint>);
+pub(crate) struct EpHandle(Arc<Endpoint>);
 
 impl EpHandle {
     /// The data of a new id of `ep`'s, counted in [`CM_IDS`] until dropped.

@@ -291,7 +291,7 @@ impl Core {
                 false,
                 Behaviour::default(),
             )?;
-            CmId::new(&dev, &self.reaper, EpHandle(ep))?
+            CmId::new(&dev, &self.reaper, EpHandle::new(ep))?
         };
         pr_info!(
             "hold_id: id {:#x} held, no device reference of ours\n",
