@@ -92,25 +92,6 @@ pub(super) fn mra_now(ahead: u64, job_ns: u64) -> bool {
     ahead.saturating_mul(job_ns) / 1_000_000 >= MRA_NOW_MS
 }
 
-/// The REPs in flight (sent, their handshake not over: no RTU, REJ or
-/// timeout yet) from which a passive end's job waits before it begins: a
-/// peer answers each REP on its CM's single workqueue, and REPs sent faster
-/// than it answers wait there until their timeout (4,096 ms for rdma_cm's
-/// peers) sends them again, more work for that workqueue, in a loop that
-/// ends in a collapse (issue 24's storm on a loaded host: 21,613 REP
-/// retransmissions for 1,000 connections, 8,014 with rdma_cm's own server,
-/// whose accepts user space paces).
-pub(super) const REP_WINDOW: u64 = 32;
-
-/// A job waits for the REP window only while REPs' handshakes end (the
-/// last one less than this long ago): REPs that nobody answers (a peer
-/// gone, or one that never sends its RTU) do not hold up the listeners.
-pub(super) const REP_STALL_MS: i64 = 1000;
-
-/// The longest a job waits for the REP window, whatever: device removal
-/// and unload, which wait for the queued jobs, end the wait themselves.
-pub(super) const REP_WINDOW_WAIT_MS: i64 = 2000;
-
 /// Counted in `jobs.queued` (`stats`: `jobs_queued`) from before its job
 /// is queued until that job begins (or is dropped unrun): the REQs a new
 /// REQ waits behind.
@@ -433,46 +414,25 @@ pub(super) struct EndpointState {
 }
 
 /// One handshake in flight on a listener: counted in its `handshakes`
-/// while this exists, and, once its REP is sent, in the REPs in flight
-/// (`jobs.reps_out`: see [`REP_WINDOW`]).
-pub(super) struct Handshake(Arc<Endpoint>, bool);
+/// while this exists.
+pub(super) struct Handshake(Arc<Endpoint>);
 
 impl Handshake {
     /// A place on `listener`, or `EBUSY` if its backlog is full.
     pub(super) fn new(listener: &Arc<Endpoint>, backlog: u32) -> Result<Self> {
         let n = listener.handshakes.fetch_add(1, Ordering::AcqRel);
-        let slot = Self(listener.clone(), false);
+        let slot = Self(listener.clone());
         if n >= backlog as usize {
             // Dropped: the count goes back.
             return Err(EBUSY);
         }
         Ok(slot)
     }
-
-    /// Its REP is sent: counted in the REPs in flight until it is over.
-    fn rep_sent(&mut self) {
-        if !self.1 {
-            self.1 = true;
-            self.0
-                .core
-                .bounds
-                .jobs
-                .reps_out
-                .fetch_add(1, Ordering::Relaxed);
-        }
-    }
 }
 
 impl Drop for Handshake {
     fn drop(&mut self) {
         self.0.handshakes.fetch_sub(1, Ordering::AcqRel);
-        if self.1 {
-            let jobs = &self.0.core.bounds.jobs;
-            jobs.reps_out.fetch_sub(1, Ordering::Relaxed);
-            let now = Ktime::ktime_get().to_ns();
-            jobs.rep_done_ns
-                .store(u64::try_from(now).unwrap_or(0), Ordering::Relaxed);
-        }
     }
 }
 
@@ -841,7 +801,6 @@ impl Endpoint {
     /// job made for it is freed.
     fn accept_later(self: &Arc<Self>, depth: u8, resources: u8, t_req: i64) {
         let t_job = Ktime::ktime_get().to_ns();
-        self.wait_rep_window(t_job);
         // The endpoint's device, by its index in the module's set: `ENODEV`
         // once its removal has begun.
         let verbs = self
@@ -850,10 +809,6 @@ impl Endpoint {
             .and_then(|dev| RcQp::new(&dev, qp_size()));
         match self.send_rep(verbs, depth, resources) {
             Ok(Ok(())) => {
-                // Unless the handshake is over already (the RTU came).
-                if let Some(h) = self.st.lock().handshake.as_mut() {
-                    h.rep_sent();
-                }
                 let now = Ktime::ktime_get().to_ns();
                 self.core.rep_times.add(now - t_req);
                 self.core.bounds.jobs.times.add(now - t_job);
@@ -874,35 +829,6 @@ impl Endpoint {
                 let verbs = self.st.lock().take_verbs();
                 drop(verbs);
             }
-        }
-    }
-
-    /// Waits, from `t_job` on, while [`REP_WINDOW`] REPs are in flight and
-    /// their handshakes end ([`REP_STALL_MS`]), up to [`REP_WINDOW_WAIT_MS`];
-    /// not once the endpoint is gone or its handshake over, its device
-    /// going, or the module unloading.
-    fn wait_rep_window(&self, t_job: i64) {
-        let jobs = &self.core.bounds.jobs;
-        let end = t_job + REP_WINDOW_WAIT_MS * 1_000_000;
-        let mut waited = false;
-        loop {
-            let now = Ktime::ktime_get().to_ns();
-            let done = i64::try_from(jobs.rep_done_ns.load(Ordering::Relaxed)).unwrap_or(0);
-            if jobs.reps_out.load(Ordering::Relaxed) < REP_WINDOW
-                || now >= end
-                || now - done >= REP_STALL_MS * 1_000_000
-                || self.gone.load(Ordering::Relaxed)
-                || self.core.bounds.stop.load(Ordering::Relaxed)
-                || !self.in_handshake()
-                || self.core.device_at(self.dev_index).is_err()
-            {
-                break;
-            }
-            waited = true;
-            msleep(1);
-        }
-        if waited {
-            jobs.window_waits.fetch_add(1, Ordering::Relaxed);
         }
     }
 

@@ -359,16 +359,6 @@ impl Core {
             out,
             "mras_at_once {}",
             self.bounds.jobs.mras_at_once.load(Ordering::Relaxed)
-        )?;
-        writeln!(
-            out,
-            "reps_in_flight {}",
-            self.bounds.jobs.reps_out.load(Ordering::Relaxed)
-        )?;
-        writeln!(
-            out,
-            "rep_window_waits {}",
-            self.bounds.jobs.window_waits.load(Ordering::Relaxed)
         )
     }
 }

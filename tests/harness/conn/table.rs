@@ -87,12 +87,6 @@ pub(super) struct Jobs {
     pub(super) mra_timeout_max: AtomicU64,
     /// MRAs sent at once, behind a deep queue ([`super::endpoint::mra_now`]).
     pub(super) mras_at_once: AtomicU64,
-    /// REPs in flight (see [`super::endpoint::REP_WINDOW`]), and the jobs
-    /// that waited for the window.
-    pub(super) reps_out: AtomicU64,
-    /// When a REP's handshake last ended (`ktime_get`, ns).
-    pub(super) rep_done_ns: AtomicU64,
-    pub(super) window_waits: AtomicU64,
 }
 
 /// The long-running work's queue and its unload flag, the peers' DREQs
@@ -164,9 +158,6 @@ impl Bounds {
                 times: Durations::new(),
                 mra_timeout_max: AtomicU64::new(0),
                 mras_at_once: AtomicU64::new(0),
-                reps_out: AtomicU64::new(0),
-                rep_done_ns: AtomicU64::new(0),
-                window_waits: AtomicU64::new(0),
             },
         })
     }
