@@ -509,7 +509,13 @@ event_field() {
 }
 
 # wait_event SECONDS NUM KIND
-wait_event() { wait_for "$1" has_event "$2" "$3" || fail "$2: no $3 within $1 s"; }
+# On failure it prints the endpoint's events, so that the log says how far
+# it got.
+wait_event() {
+	wait_for "$1" has_event "$2" "$3" && return 0
+	fail "$2: no $3 within $1 s; its events: $(awk -v n="$2" '$1 == n { printf " %s", $2 }' \
+		"$RCD_DBG/events" 2>/dev/null | tail -c 400)"
+}
 
 # pat_hex N TOTAL: hex of the module's pat:N bytes (1, 2, ..., 255, 1, ...)
 # followed by zeros up to TOTAL bytes: what a peer sees of pat:N.

@@ -43,10 +43,10 @@ test_error_callback_outlives_timewait() {
 	wait_event 60 $n DREQ_ERROR || return 1
 	wait_event 30 $n TIMEWAIT_EXIT || return 1
 	check "TIMEWAIT_EXIT came while the DREQ_ERROR handler slept" \
-		sh -c "! dmesg | grep -q 'conn $n: after an error callback'" || return 1
+		eval "! dmesg_has 'conn $n: after an error callback'" || return 1
 	check "the handler used its id after its sleep" \
-		wait_for 20 sh -c "dmesg | grep -q 'conn $n: after an error callback'" || return 1
-	log "$(dmesg | grep "conn $n: after an error callback")"
+		wait_for 20 dmesg_has "conn $n: after an error callback" || return 1
+	log "$(dmesg_test | grep "conn $n: after an error callback")"
 	check "freed" wait_for 10 cmid_state_is $n FREED || return 1
 	kasan_clean "a handler's id was freed under it"
 }
@@ -67,8 +67,8 @@ test_error_callback_outlives_close() {
 	dt=$(( (${EPOCHREALTIME/./} - t0) / 1000 ))
 	log "close took $dt ms"
 	check "the handler used its id after its sleep" \
-		wait_for 20 sh -c "dmesg | grep -q 'conn $n: after an error callback'" || return 1
-	log "$(dmesg | grep "conn $n: after an error callback")"
+		wait_for 20 dmesg_has "conn $n: after an error callback" || return 1
+	log "$(dmesg_test | grep "conn $n: after an error callback")"
 	kasan_clean "a handler's id was freed under it"
 }
 
@@ -164,8 +164,8 @@ test_cm_id_holds_its_device() {
 	read -r rc < /run/rcd-hold.rc
 	check "the hold's write succeeded (status $rc)" test "$rc" = 0 || bad=1
 	check "the id read its device, rxe1, after the hold" \
-		sh -c "dmesg | grep -q 'hold_id: after $hold ms: id 0x[0-9a-f]* on rxe1 in '" || bad=1
-	log "$(dmesg | grep 'hold_id: after')"
+		dmesg_has "hold_id: after $hold ms: id 0x[0-9a-f]* on rxe1 in " || bad=1
+	log "$(dmesg_test | grep 'hold_id: after')"
 	check "ids back to $ids0" wait_for 10 stat_is cm_ids_live "$ids0" || bad=1
 	kasan_clean "the id outlived its device" || bad=1
 	return $bad
