@@ -6,7 +6,7 @@
 //! each device from its `add` to its `remove`: the commands take their device
 //! from here, by reference, and never ask the RDMA core for it by name.
 
-use crate::ib_client::Device;
+use crate::{ib_client::Device, kcompat::ARef};
 use core::fmt::Write;
 use kernel::{
     fmt,
@@ -14,7 +14,6 @@ use kernel::{
     rbtree::RBTree,
     str::{CStr, CString},
     sync::Arc,
-    types::ARef,
 };
 
 /// What is known of one device between its `add` and its `remove`.
