@@ -18,6 +18,10 @@
 //!   before the module goes.
 //! - [`Control`], [`ControlFile`], [`ControlDir`]: a debugfs directory of
 //!   files served by one object, by file number.
+//! - [`send_mra`]: an MRA for a REQ being accepted (6.12's
+//!   `ib_send_cm_mra()` with its service timeout; 7.3's
+//!   `ib_prepare_cm_mra()`, the CM's own timeout, never at once).
+//! - [`harness_module!`]: `module!`, whose author key 7.3 spells `authors`.
 
 pub(crate) use imp::*;
 
@@ -65,12 +69,33 @@ mod imp {
         debugfs::{self, File, Ops, Output},
         error::code::*,
         prelude::*,
+        rdma::cm::CmIdRef,
         str::CStr,
         sync::{Arc, ArcBorrow, ArcSlot},
         time::{msleep, Ktime},
     };
 
     pub(crate) use kernel::types::ARef;
+
+    /// `module!` with one author.
+    macro_rules! harness_module {
+        (type: $t:tt, name: $n:tt, author: $a:tt, description: $d:tt, license: $l:tt,) => {
+            kernel::prelude::module! {
+                type: $t,
+                name: $n,
+                author: $a,
+                description: $d,
+                license: $l,
+            }
+        };
+    }
+    pub(crate) use harness_module;
+
+    /// An MRA for the REQ `cm` received, with `service_timeout`: at once,
+    /// or with `delay` as the answer to the peer's next retransmission.
+    pub(crate) fn send_mra(cm: &CmIdRef, service_timeout: u8, delay: bool) -> Result {
+        cm.send_mra(service_timeout, delay)
+    }
 
     /// `CLOCK_MONOTONIC` now, in nanoseconds.
     pub(crate) fn now_ns() -> i64 {
@@ -175,6 +200,7 @@ mod imp {
         error::code::*,
         fmt,
         prelude::*,
+        rdma::cm::CmIdRef,
         str::CStr,
         sync::{Arc, GlobalLock, GlobalLockBackend},
         time::{delay::fsleep, ClockSource, Delta, Monotonic},
@@ -182,6 +208,31 @@ mod imp {
     };
 
     pub(crate) use kernel::sync::aref::ARef;
+
+    /// `module!` with one author (7.3's key is `authors`, a list).
+    macro_rules! harness_module {
+        (type: $t:tt, name: $n:tt, author: $a:tt, description: $d:tt, license: $l:tt,) => {
+            kernel::prelude::module! {
+                type: $t,
+                name: $n,
+                authors: [$a],
+                description: $d,
+                license: $l,
+            }
+        };
+    }
+    pub(crate) use harness_module;
+
+    /// An MRA for the REQ `cm` received: 7.3 has only the delayed one
+    /// (`ib_prepare_cm_mra()`, with the CM's own service timeout), so
+    /// `service_timeout` is not used and a request for one at once (no
+    /// `delay`) fails with `EOPNOTSUPP`, nothing done.
+    pub(crate) fn send_mra(cm: &CmIdRef, _service_timeout: u8, delay: bool) -> Result {
+        if !delay {
+            return Err(EOPNOTSUPP);
+        }
+        cm.prepare_mra()
+    }
 
     /// `CLOCK_MONOTONIC` now, in nanoseconds: the clock an
     /// `Instant<Monotonic>` reads (whose nanoseconds are the crate's own).

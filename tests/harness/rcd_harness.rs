@@ -42,7 +42,7 @@ mod ib_client {
 // The RDMA client's context: a slot of the module's own.
 kernel::rdma_client_slot!(conn::Core);
 
-module! {
+kcompat::harness_module! {
     type: RcdHarness,
     name: "rcd_harness",
     author: "rust_cm_disconnect developers",

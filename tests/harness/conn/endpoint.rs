@@ -5,7 +5,7 @@
 //! REP), the callbacks of every CM event, and the rping poller.
 
 use super::{commands::*, reports::*, table::*, test_hooks::*};
-use crate::kcompat::{now_ns, sleep_ms};
+use crate::kcompat::{now_ns, send_mra, sleep_ms};
 use crate::{
     cm::{self, CmIdRef, Handler, RejReason, Rep, Request},
     cma::{self, PortSpace},
@@ -781,14 +781,14 @@ impl Endpoint {
             .mra_timeout_max
             .fetch_max(u64::from(timeout), Ordering::Relaxed);
         let _ = core.with_own_cm(num, &ep, |cm| {
-            if now && cm.send_mra(timeout, false).is_ok() {
+            if now && send_mra(cm, timeout, false).is_ok() {
                 core.bounds
                     .jobs
                     .mras_at_once
                     .fetch_add(1, Ordering::Relaxed);
                 return Ok(());
             }
-            cm.send_mra(timeout, true)
+            send_mra(cm, timeout, true)
         });
         Ok(())
     }
