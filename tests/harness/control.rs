@@ -81,7 +81,7 @@
 //! ..., 255, 1, ...) or `fill:N:XX` (N bytes of hex XX). A write fails with
 //! the command's errno and changes nothing when the command is malformed.
 
-use crate::kcompat::{Control, ControlFile};
+use crate::kcompat::{fmt, Control, ControlFile};
 use crate::{
     cma::{self, PortSpace},
     conn::{
@@ -92,7 +92,7 @@ use crate::{
     rping,
     verbs::WrKind,
 };
-use kernel::{c_str, error::code::*, fmt, prelude::*, str::CString, sync::Arc};
+use kernel::{c_str, error::code::*, prelude::*, str::CString, sync::Arc};
 
 const DEVICES: u32 = 0;
 const STATS: u32 = 1;

@@ -11,7 +11,9 @@
 //! harness reads the same on both. `Kbuild` passes `--cfg rcd_kernel_7_3`
 //! when the kernel's `VERSION.PATCHLEVEL` is 7.3 or later.
 //!
-//! - [`ARef`]: the kernel crate's `ARef`.
+//! - [`ARef`]: the kernel crate's `ARef`; [`fmt!`](fmt), the macro that
+//!   makes `Arguments` for the crate's `CString::try_from_fmt`;
+//!   [`cstr_bytes`], a C string's bytes without its NUL.
 //! - [`now_ns`], [`sleep_ms`]: the monotonic clock in nanoseconds, a sleep.
 //! - [`arc_slot!`] and [`ArcSlotExt`]: a static holding an `Arc` for C code
 //!   to reach (`rcd_test_with_conn()`), emptied (waiting for its readers)
@@ -75,7 +77,12 @@ mod imp {
         time::{msleep, Ktime},
     };
 
-    pub(crate) use kernel::types::ARef;
+    pub(crate) use kernel::{fmt, types::ARef};
+
+    /// The bytes of `s`, without the NUL.
+    pub(crate) fn cstr_bytes(s: &CStr) -> &[u8] {
+        s.as_bytes()
+    }
 
     /// `module!` with one author.
     macro_rules! harness_module {
@@ -207,7 +214,12 @@ mod imp {
         uaccess::UserSliceReader,
     };
 
-    pub(crate) use kernel::sync::aref::ARef;
+    pub(crate) use kernel::{prelude::fmt, sync::aref::ARef};
+
+    /// The bytes of `s`, without the NUL.
+    pub(crate) fn cstr_bytes(s: &CStr) -> &[u8] {
+        s.to_bytes()
+    }
 
     /// `module!` with one author (7.3's key is `authors`, a list).
     macro_rules! harness_module {

@@ -5,7 +5,7 @@
 //! REP), the callbacks of every CM event, and the rping poller.
 
 use super::{commands::*, reports::*, table::*, test_hooks::*};
-use crate::kcompat::{now_ns, send_mra, sleep_ms};
+use crate::kcompat::{fmt, now_ns, send_mra, sleep_ms};
 use crate::{
     cm::{self, CmIdRef, Handler, RejReason, Rep, Request},
     cma::{self, PortSpace},
@@ -18,7 +18,7 @@ use crate::{
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use kernel::{
     error::code::*,
-    fmt, new_mutex,
+    new_mutex,
     prelude::*,
     rbtree::{RBTree, RBTreeNodeReservation},
     str::CString,
@@ -1143,7 +1143,13 @@ pub(super) fn rping_poller(ep: Arc<Endpoint>) {
         }
         let action = {
             let mut st = ep.st.lock();
-            if st.verbs.is_none() || st.rping.as_ref().map_or(true, |r| r.done()) {
+            // A match: 7.3's clippy wants `is_none_or` for `map_or(true, ..)`,
+            // newer than 6.12's minimum Rust.
+            let rping_done = match st.rping.as_ref() {
+                Some(r) => r.done(),
+                None => true,
+            };
+            if st.verbs.is_none() || rping_done {
                 return;
             }
             st.drain_cq_for_rping()
