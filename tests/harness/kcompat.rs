@@ -339,8 +339,15 @@ mod imp {
     /// `/sys/kernel/debug/<name>/` with its files (upstream's callback
     /// files in one [`Scope`]), removed on drop, which waits for the reads
     /// and writes in progress. Read files are `0400`, the written one
-    /// `0200` (upstream's modes). Upstream's debugfs sets no `.owner`: an
-    /// open file does not keep the module loaded.
+    /// `0200` (upstream's modes).
+    ///
+    /// Upstream's debugfs sets no `.owner` in the `file_operations` it
+    /// makes for each `T`, which live in this module: an open file does
+    /// not keep the module loaded, `rmmod` succeeds, later reads and
+    /// writes fail with `EIO` (debugfs's removal protection), but the
+    /// close still runs debugfs's `full_proxy_release()`, which reads
+    /// `->release` and `->owner` from the unloaded module's table (and
+    /// calls that `->release`). `tests/t_debugfs.sh` checks for it.
     pub(crate) struct ControlDir<C: Control> {
         _scope: Pin<KBox<Scope<KVec<FileData<C>>>>>,
     }
