@@ -18,11 +18,10 @@ mod cma;
 mod conn;
 mod control;
 mod devices;
+mod kcompat;
 mod product;
 mod rping;
 mod test_conn;
-
-use kernel::debugfs;
 
 // The abstractions of the kernel crate (`kernel::rdma`), under the paths the
 // modules have always used.
@@ -43,7 +42,7 @@ mod ib_client {
 // The RDMA client's context: a slot of the module's own.
 kernel::rdma_client_slot!(conn::Core);
 
-module! {
+kcompat::harness_module! {
     type: RcdHarness,
     name: "rcd_harness",
     author: "rust_cm_disconnect developers",
@@ -70,7 +69,7 @@ struct RcdHarness {
     // freed (device removal) or the core stopped (unload, `Owner`). Its drop
     // then waits only for those ends (a millisecond's poll, a sweep).
     _test_conn: test_conn::Registration,
-    _debugfs: debugfs::Dir<conn::Core>,
+    _debugfs: kcompat::ControlDir<conn::Core>,
     _client: ib_client::Registration<conn::Core>,
     _owner: conn::Owner,
     _pollers: Pin<KBox<cm::Reaper>>,
@@ -90,10 +89,13 @@ impl kernel::Module for RcdHarness {
             GFP_KERNEL,
         )?;
         let client = ib_client::Registration::new(c_str!("rcd_harness"), core.clone())?;
-        let debugfs = debugfs::Dir::new(c_str!("rcd_harness"), &control::FILES, core.clone())?;
+        let debugfs =
+            kcompat::ControlDir::new(c_str!("rcd_harness"), &control::FILES, core.clone())?;
         pr_info!("loaded\n");
         Ok(Self {
-            _test_conn: test_conn::Registration::new(core.clone())?,
+            // SAFETY: Module init: once per load, the first use of the
+            // slot.
+            _test_conn: unsafe { test_conn::Registration::new(core.clone()) }?,
             _debugfs: debugfs,
             _client: client,
             _owner: conn::Owner::new(core),

@@ -4,6 +4,7 @@
 //! dreq/drep, disconnect, post, mr, rdma, poll, close.
 
 use super::{endpoint::*, table::*};
+use crate::kcompat::now_ns;
 use crate::{
     cm::{CmId, Req},
     cma,
@@ -12,7 +13,7 @@ use crate::{
     verbs::{Access, QpAttr, WrKind},
 };
 use core::sync::atomic::Ordering;
-use kernel::{error::code::*, prelude::*, sync::Arc, time::Ktime};
+use kernel::{error::code::*, prelude::*, sync::Arc};
 
 /// The largest buffer a work request of `post` (or an MR) carries: the
 /// module's own bound (one page, one scatter entry). Not a limit of RC,
@@ -302,7 +303,7 @@ impl Core {
             // Under the endpoint's lock, as the callbacks' own sends.
             let mut st = ep.st.lock();
             // Taken before the send: the start of the DREQ/DREP round trip.
-            let t_ns = Ktime::ktime_get().to_ns();
+            let t_ns = now_ns();
             msg.send(cm, data)?;
             st.record_at(self, t_ns, EventKind::sent(msg), 0, data);
             Ok(())

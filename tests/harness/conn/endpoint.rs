@@ -5,6 +5,7 @@
 //! REP), the callbacks of every CM event, and the rping poller.
 
 use super::{commands::*, reports::*, table::*, test_hooks::*};
+use crate::kcompat::{fmt, now_ns, send_mra, sleep_ms};
 use crate::{
     cm::{self, CmIdRef, Handler, RejReason, Rep, Request},
     cma::{self, PortSpace},
@@ -17,12 +18,11 @@ use crate::{
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use kernel::{
     error::code::*,
-    fmt, new_mutex,
+    new_mutex,
     prelude::*,
     rbtree::{RBTree, RBTreeNodeReservation},
     str::CString,
     sync::{Arc, Mutex},
-    time::{msleep, Ktime},
 };
 
 /// The REQ private data of a connection made here starts with this, then the
@@ -503,7 +503,7 @@ impl EndpointState {
     }
 
     fn record(&mut self, core: &Core, kind: EventKind, status: i32, data: &[u8]) {
-        self.record_at(core, Ktime::ktime_get().to_ns(), kind, status, data);
+        self.record_at(core, now_ns(), kind, status, data);
     }
 
     /// As `record`, at time `t_ns`.
@@ -742,7 +742,7 @@ impl Endpoint {
         // callback on one workqueue, one at a time per CPU, and making a QP
         // there held up every REQ, REP and RTU behind it until the peers
         // gave up (issue 11's storm).
-        let t_req = Ktime::ktime_get().to_ns();
+        let t_req = now_ns();
         // The jobs before this one, and what each took so far: the MRA's
         // timeout below.
         let ahead = core.bounds.jobs.queued.load(Ordering::Relaxed);
@@ -781,14 +781,14 @@ impl Endpoint {
             .mra_timeout_max
             .fetch_max(u64::from(timeout), Ordering::Relaxed);
         let _ = core.with_own_cm(num, &ep, |cm| {
-            if now && cm.send_mra(timeout, false).is_ok() {
+            if now && send_mra(cm, timeout, false).is_ok() {
                 core.bounds
                     .jobs
                     .mras_at_once
                     .fetch_add(1, Ordering::Relaxed);
                 return Ok(());
             }
-            cm.send_mra(timeout, true)
+            send_mra(cm, timeout, true)
         });
         Ok(())
     }
@@ -800,7 +800,7 @@ impl Endpoint {
     /// peer's REJ, device removal, unload) is left as it is, and the QP the
     /// job made for it is freed.
     fn accept_later(self: &Arc<Self>, depth: u8, resources: u8, t_req: i64) {
-        let t_job = Ktime::ktime_get().to_ns();
+        let t_job = now_ns();
         // The endpoint's device, by its index in the module's set: `ENODEV`
         // once its removal has begun.
         let verbs = self
@@ -809,7 +809,7 @@ impl Endpoint {
             .and_then(|dev| RcQp::new(&dev, qp_size()));
         match self.send_rep(verbs, depth, resources) {
             Ok(Ok(())) => {
-                let now = Ktime::ktime_get().to_ns();
+                let now = now_ns();
                 self.core.rep_times.add(now - t_req);
                 self.core.bounds.jobs.times.add(now - t_job);
                 if self.st.lock().behaviour.rping.is_some() {
@@ -921,7 +921,7 @@ impl Endpoint {
         }
         let cm = id.ok_or(ENOTCONN)?;
         let qp = st.verbs.as_ref().map(|v| v.qp());
-        let t_ns = Ktime::ktime_get().to_ns();
+        let t_ns = now_ns();
         // Refused (the outer `?`): nothing was done, nothing changes.
         let (msg, res) = product::disconnect(cm, qp, data)?;
         st.disconnecting = true;
@@ -981,9 +981,9 @@ impl Handler for EpHandle {
     fn req_received(&self, req: Request<'_, Self>) -> Result {
         // Timed: what a REQ costs the CM's workqueue, which runs one
         // callback at a time per CPU (`stats`: `req_callback_us_*`).
-        let t0 = Ktime::ktime_get().to_ns();
+        let t0 = now_ns();
         let res = self.take_req(req);
-        self.core.req_times.add(Ktime::ktime_get().to_ns() - t0);
+        self.core.req_times.add(now_ns() - t0);
         res
     }
 
@@ -1065,7 +1065,7 @@ impl Handler for EpHandle {
         let answer = match answer {
             None => {
                 let after = i64::from(st.behaviour.drep_after_ms) * 1_000_000;
-                let due = Ktime::ktime_get().to_ns().saturating_add(after);
+                let due = now_ns().saturating_add(after);
                 match self.core.answer_later(&self.0, due) {
                     Ok(()) => None,
                     Err(_) => Some(KVec::new()),
@@ -1143,13 +1143,19 @@ pub(super) fn rping_poller(ep: Arc<Endpoint>) {
         }
         let action = {
             let mut st = ep.st.lock();
-            if st.verbs.is_none() || st.rping.as_ref().map_or(true, |r| r.done()) {
+            // A match: 7.3's clippy wants `is_none_or` for `map_or(true, ..)`,
+            // newer than 6.12's minimum Rust.
+            let rping_done = match st.rping.as_ref() {
+                Some(r) => r.done(),
+                None => true,
+            };
+            if st.verbs.is_none() || rping_done {
                 return;
             }
             st.drain_cq_for_rping()
         };
         match action {
-            Ok(rping::Action::Nothing) => msleep(1),
+            Ok(rping::Action::Nothing) => sleep_ms(1),
             // The client's last ping: `disconnect()` of its own entry.
             Ok(rping::Action::Disconnect) => {
                 let _ = ep
@@ -1220,7 +1226,7 @@ fn sweep_dreqs(core: Arc<Core>) {
             drop(list);
             return;
         }
-        let now = Ktime::ktime_get().to_ns();
+        let now = now_ns();
         loop {
             let due = {
                 let mut p = core.bounds.pending.lock();
@@ -1242,7 +1248,7 @@ fn sweep_dreqs(core: Arc<Core>) {
                 return;
             }
         }
-        msleep(SWEEP_MS);
+        sleep_ms(SWEEP_MS);
     }
 }
 

@@ -10,6 +10,7 @@ use crate::{
     cm::{CmId, ReaperRef},
     devices::{DeviceEntry, Devices},
     ib_client::{Client, Device},
+    kcompat::ARef,
     product::Message,
 };
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -20,7 +21,6 @@ use kernel::{
     rbtree::{RBTree, RBTreeNodeReservation},
     str::CStr,
     sync::{Arc, CondVar, Mutex},
-    types::ARef,
 };
 
 /// An entry of the connection table: the endpoint, and its id until freed.

@@ -14,18 +14,13 @@ use super::{
     endpoint::{Behaviour, Endpoint, EpHandle, EventKind, Role},
     table::Core,
 };
+use crate::kcompat::{now_ns, sleep_ms};
 use crate::{
     cm::{CmId, CmIdRef},
     verbs::QpRef,
 };
 use core::sync::atomic::Ordering;
-use kernel::{
-    error::code::*,
-    prelude::*,
-    str::CStr,
-    sync::Arc,
-    time::{msleep, Ktime},
-};
+use kernel::{error::code::*, prelude::*, str::CStr, sync::Arc};
 
 /// What an endpoint's DREQ callback does besides recording the DREQ: the
 /// careless consumer callbacks the tests need (`on_dreq=` in `ctl`).
@@ -150,17 +145,14 @@ impl TestHooks {
         let ms = match self.on_req {
             OnReq::JobDelay(ms) => ms,
             OnReq::JobSleep(ms) => {
-                msleep(ms);
+                sleep_ms(ms);
                 return;
             }
             _ => return,
         };
-        let end = Ktime::ktime_get().to_ns() + i64::from(ms) * 1_000_000;
-        while Ktime::ktime_get().to_ns() < end
-            && !ep.gone.load(Ordering::Relaxed)
-            && ep.in_handshake()
-        {
-            msleep(10);
+        let end = now_ns() + i64::from(ms) * 1_000_000;
+        while now_ns() < end && !ep.gone.load(Ordering::Relaxed) && ep.in_handshake() {
+            sleep_ms(10);
         }
     }
 
@@ -182,7 +174,7 @@ impl TestHooks {
     /// DREP is late too.
     pub(super) fn before_dreq(&self) {
         if let OnDreq::Sleep(ms) = self.on_dreq {
-            msleep(ms);
+            sleep_ms(ms);
         }
     }
 
@@ -205,7 +197,7 @@ impl TestHooks {
     /// (`on_error=sleep:MS`): sleeps, then uses its id (reads its state).
     pub(super) fn after_error(&self, num: u32, id: &CmIdRef) {
         if self.error_sleep > 0 {
-            msleep(self.error_sleep);
+            sleep_ms(self.error_sleep);
             pr_info!(
                 "conn {}: after an error callback's {} ms: id {:#x} in {}\n",
                 num,
@@ -220,7 +212,7 @@ impl TestHooks {
     /// (`on_timewait=sleep:MS`): widens the window of a callback in flight.
     pub(super) fn before_timewait_free(&self) {
         if self.timewait_sleep > 0 && !self.timewait_after {
-            msleep(self.timewait_sleep);
+            sleep_ms(self.timewait_sleep);
         }
     }
 
@@ -229,7 +221,7 @@ impl TestHooks {
     /// to the id, the window an unload must wait for.
     pub(super) fn after_timewait_free(&self) {
         if self.timewait_sleep > 0 && self.timewait_after {
-            msleep(self.timewait_sleep);
+            sleep_ms(self.timewait_sleep);
         }
     }
 }
@@ -297,7 +289,7 @@ impl Core {
             "hold_id: id {:#x} held, no device reference of ours\n",
             cm.local_id()
         );
-        msleep(ms);
+        sleep_ms(ms);
         pr_info!(
             "hold_id: after {} ms: id {:#x} on {} in {}\n",
             ms,
