@@ -394,6 +394,7 @@ fn test_hook(hooks: &mut TestHooks, key: &str, value: &str) -> Result<bool> {
         "on_dreq" => hooks.on_dreq = parse_on_dreq(value)?,
         "on_timewait" => (hooks.timewait_sleep, hooks.timewait_after) = parse_timewait(value)?,
         "on_error" => hooks.error_sleep = parse_sleep(value)?,
+        "rping_from" => hooks.rping_from = parse_u32(value)?,
         _ => return Ok(false),
     }
     Ok(true)

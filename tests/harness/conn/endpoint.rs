@@ -471,6 +471,9 @@ impl EndpointState {
     /// the REQ or REP.
     pub(super) fn rping_setup(&mut self, role: rping::Role) -> Result {
         let mut r = KBox::new(Rping::new(role)?, GFP_KERNEL)?;
+        if let Some(t) = self.behaviour.test.as_deref() {
+            r.pings = t.rping_from;
+        }
         self.data_stats()?;
         let verbs = self.verbs.as_mut().ok_or(ENODEV)?;
         self.wr.posted += u64::from(r.pre_post(verbs)?);

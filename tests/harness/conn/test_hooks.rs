@@ -96,6 +96,9 @@ pub(crate) struct TestHooks {
     /// id's state (`on_error=sleep:MS`): a handler that uses its id late,
     /// while the id may be destroyed by another path.
     pub(crate) error_sleep: u32,
+    /// The count an rping endpoint starts from (`rping_from=N`), instead
+    /// of 0: a peer's 2^32 pings reached in a few (issue 22, item 7).
+    pub(crate) rping_from: u32,
 }
 
 impl TestHooks {
@@ -106,6 +109,7 @@ impl TestHooks {
         timewait_after: false,
         on_rep: OnRep::Accept,
         error_sleep: 0,
+        rping_from: 0,
     };
 
     /// What an endpoint carries for these hooks: nothing for
