@@ -90,9 +90,8 @@ run_host_test() {
 	else
 		tmo=timeout_$t; tmo=${!tmo:-${RCD_TEST_TIMEOUT:-300}}
 		t1=$SECONDS
-		timeout --kill-after=10 "$tmo" bash "$RCD_TESTS/ksft.sh" --one "$t" </dev/null 2>&1 |
-			tee /run/rcd-test.out | sed -u 's/^\([^#]\)/# \1/; s/^$/#/'
-		rc=${PIPESTATUS[0]}
+		rcd_run "$t" "$tmo"
+		rc=$?
 		[ $rc -ne 124 ] || echo "# timed out after $tmo s"
 	fi
 	RCD_HOSTS_FIRST_WAIT=60

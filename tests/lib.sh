@@ -44,6 +44,45 @@ KSFT_SKIP=4
 log() { echo "# $*"; }
 fail() { echo "# FAIL: $*"; return 1; }
 
+# rcd_run FUNCTION SECONDS: run a test function in a subshell of this shell,
+# its stdin /dev/null, killed after SECONDS as timeout(1) kills (TERM, and
+# KILL 10 s later), status 124 then. Its lines go, as they come, to
+# /run/rcd-test.out and to stdout, those not yet a comment prefixed "# ".
+# A subshell, not a new bash that sources the tests again: under TCG on the
+# debug kernel that and timeout(1) cost about 1.5 s of a vCPU a test. It
+# starts as a fresh one would: its own SECONDS, the CM counters' base read
+# again (cm_base_load).
+rcd_run() {
+	local _fn=$1 _tmo=$2
+	rm -f /run/rcd-timed-out
+	# The FIFO nap reads, made once here: the watchdog and the tests inherit it.
+	nap 0
+	{
+		local _pid _wd _rc
+		(
+			SECONDS=0
+			unset CM_BASE_LOADED
+			CM_BASE=()
+			set -o pipefail
+			"$_fn"
+		) </dev/null 2>&1 &
+		_pid=$!
+		(
+			nap "$_tmo"
+			: > /run/rcd-timed-out
+			kill -TERM "$_pid" 2>/dev/null
+			nap 10
+			kill -KILL "$_pid" 2>/dev/null
+		) </dev/null >/dev/null 2>&1 &
+		_wd=$!
+		wait "$_pid"; _rc=$?
+		kill "$_wd" 2>/dev/null
+		[ ! -e /run/rcd-timed-out ] || _rc=124
+		exit "$_rc"
+	} | sed -u -e 'w /run/rcd-test.out' -e 's/^\([^#]\)/# \1/; s/^$/#/'
+	return "${PIPESTATUS[0]}"
+}
+
 # check DESCRIPTION COMMAND...: run a command, fail with DESCRIPTION if it fails.
 check() {
 	local what=$1; shift
@@ -377,8 +416,13 @@ dmesg_test() {
 		seen { buf = buf $0 "\n" } END { printf "%s", buf }'
 }
 
-# dmesg_has ERE: a line of this test's kernel log matches ERE.
-dmesg_has() { dmesg_test | grep -qE "$1"; }
+# dmesg_has ERE: a line of this test's kernel log matches ERE. (One awk
+# instead of dmesg_test and a grep: a process less; the ERE from the
+# environment, which awk takes as it is, where -v would read escapes.)
+dmesg_has() {
+	dmesg | RCD_ERE=$1 awk -v m="$RCD_DMESG_MARK" 'index($0, m) { seen = 1; hit = 0; next }
+		seen && $0 ~ ENVIRON["RCD_ERE"] { hit = 1 } END { exit !hit }'
+}
 
 # rxe_none: no rxe device (for a test of the module's device tracking).
 rxe_none() {
