@@ -92,7 +92,7 @@ use crate::{
     rping,
     verbs::WrKind,
 };
-use kernel::{c_str, error::code::*, prelude::*, str::CString, sync::Arc};
+use kernel::{c_str, prelude::*, str::CString, sync::Arc};
 
 const DEVICES: u32 = 0;
 const STATS: u32 = 1;

@@ -17,7 +17,7 @@ use crate::{
     verbs::QpRef,
 };
 use kernel::{
-    error::{code::*, to_result},
+    error::to_result,
     ffi::{c_int, c_void},
     prelude::*,
 };

@@ -30,7 +30,10 @@ use kernel::rdma::{cm, path};
 /// `RcQp`.
 mod verbs {
     pub(crate) use crate::conn::RcQp;
-    pub(crate) use kernel::rdma::verbs::*;
+    pub(crate) use kernel::rdma::verbs::{
+        Access, Completion, MrState, QpAttr, QpRef, QpSize, QpState, WcStatus, WrKind,
+        MAX_REG_BYTES,
+    };
 }
 mod ib_client {
     pub(crate) use kernel::rdma::{

@@ -14,7 +14,7 @@ use crate::{
     verbs::QpRef,
 };
 use kernel::{
-    error::{code::*, from_result},
+    error::from_result,
     ffi::{c_int, c_void},
     prelude::*,
     sync::Arc,

@@ -3,7 +3,13 @@
 //! The commands of the control interface on the table: listen, connect,
 //! dreq/drep, disconnect, post, mr, rdma, poll, close.
 
-use super::{endpoint::*, table::*};
+use super::{
+    endpoint::{
+        copy, qp_size, rping_poller, Behaviour, Endpoint, EndpointState, EpHandle, EventKind, RcQp,
+        Role, PASSIVE_BASE, REQ_MAGIC, RESOLUTIONS,
+    },
+    table::Core,
+};
 use crate::kcompat::now_ns;
 use crate::{
     cm::{CmId, Req},
@@ -13,7 +19,7 @@ use crate::{
     verbs::{Access, QpAttr, WrKind},
 };
 use core::sync::atomic::Ordering;
-use kernel::{error::code::*, prelude::*, sync::Arc};
+use kernel::{prelude::*, sync::Arc};
 
 /// The largest buffer a work request of `post` (or an MR) carries: the
 /// module's own bound (one page, one scatter entry). Not a limit of RC,

@@ -4,7 +4,12 @@
 //! state and event record, the REQ callback and the passive end's job (QP and
 //! REP), the callbacks of every CM event, and the rping poller.
 
-use super::{commands::*, reports::*, table::*, test_hooks::*};
+use super::{
+    commands::Post,
+    reports::{DataStats, WrStats},
+    table::Core,
+    test_hooks::TestHooks,
+};
 use crate::kcompat::{fmt, now_ns, send_mra, sleep_ms};
 use crate::{
     cm::{self, CmIdRef, Handler, RejReason, Rep, Request},
@@ -17,7 +22,6 @@ use crate::{
 };
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use kernel::{
-    error::code::*,
     new_mutex,
     prelude::*,
     rbtree::{RBTree, RBTreeNodeReservation},

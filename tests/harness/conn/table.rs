@@ -5,7 +5,7 @@
 //! device add and removal (the `ib_client`), and emptying the table at unload
 //! ([`Owner`]).
 
-use super::endpoint::*;
+use super::endpoint::{Endpoint, EpHandle, PendingDreqs, Role};
 use crate::{
     cm::{CmId, ReaperRef},
     devices::{DeviceEntry, Devices},
@@ -15,7 +15,6 @@ use crate::{
 };
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use kernel::{
-    error::code::*,
     new_condvar, new_mutex,
     prelude::*,
     rbtree::{RBTree, RBTreeNodeReservation},

@@ -20,7 +20,7 @@ use crate::{
     verbs::QpRef,
 };
 use core::sync::atomic::Ordering;
-use kernel::{error::code::*, prelude::*, str::CStr, sync::Arc};
+use kernel::{prelude::*, str::CStr, sync::Arc};
 
 /// What an endpoint's DREQ callback does besides recording the DREQ: the
 /// careless consumer callbacks the tests need (`on_dreq=` in `ctl`).
