@@ -187,7 +187,7 @@ impl Core {
         behaviour: Behaviour,
     ) -> Result {
         let dev = self.device_by_name(device)?;
-        let ep = Endpoint::new(self, num, Role::Listener, &dev, 0, cma, behaviour)?;
+        let ep = Endpoint::new(num, Role::Listener, &dev, 0, cma, behaviour)?;
         let cm = CmId::new(&dev, &self.reaper, EpHandle::new(ep.clone()))?;
         cm.listen(service_id)?;
         self.insert(num, ep, cm)
@@ -232,7 +232,7 @@ impl Core {
         let route = path::route(&dev, a.port, a.src, a.dst, &hop, a.timing)?;
         let pre_recv = a.behaviour.pre_recv;
         let rping_role = a.behaviour.rping;
-        let ep = Endpoint::new(self, a.num, Role::Active, &dev, 0, false, a.behaviour)?;
+        let ep = Endpoint::new(a.num, Role::Active, &dev, 0, false, a.behaviour)?;
         let cm = CmId::new(&dev, &self.reaper, EpHandle::new(ep.clone()))?;
         let verbs = RcQp::new(&dev, qp_size())?;
         let qp_num = verbs.qp_num();
@@ -297,7 +297,8 @@ impl Core {
             drop(self.remove_own(&ep));
         } else if rping_role.is_some() {
             // If this fails the protocol only runs on `poll`.
-            let _ = self.bounds.pollers.spawn(move || rping_poller(ep));
+            let core = self.clone();
+            let _ = self.bounds.pollers.spawn(move || rping_poller(core, ep));
         }
         res
     }
@@ -326,7 +327,7 @@ impl Core {
         let inner = self.inner.lock();
         let conn = inner.conns.get(&num).ok_or(ENOENT)?;
         // The table's lock keeps the id alive meanwhile.
-        conn.ep.disconnect_on(conn.cm.as_deref(), data)
+        conn.ep.disconnect_on(self, conn.cm.as_deref(), data)
     }
 
     /// `post NUM RECV [SEND] [size=N] [data=DATA]`: posts work requests,
