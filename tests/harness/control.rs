@@ -83,12 +83,12 @@
 
 use crate::kcompat::{fmt, Control, ControlFile};
 use crate::{
+    cm::Message,
     cma::{self, PortSpace},
     conn::{
         Behaviour, ConnectArgs, Core, OnDreq, OnRep, OnReq, Post, Rdma, TestHooks,
         DREQ_ANSWER_MAX_MS,
     },
-    product::Message,
     rping,
     verbs::WrKind,
 };

@@ -12,10 +12,11 @@ use super::{
 };
 use crate::kcompat::now_ns;
 use crate::{
+    cm::Message,
     cm::{CmId, Req},
     cma,
     path::{self, Timing},
-    product::Message,
+    product,
     verbs::{Access, QpAttr, WrKind},
 };
 use core::sync::atomic::Ordering;
@@ -311,8 +312,10 @@ impl Core {
             let mut st = ep.st.lock();
             // Taken before the send: the start of the DREQ/DREP round trip.
             let t_ns = now_ns();
-            msg.send(cm, data)?;
-            st.record_at(self, t_ns, EventKind::sent(msg), 0, data);
+            product::send(msg, cm, data)?;
+            if let Some(kind) = EventKind::sent(msg) {
+                st.record_at(self, t_ns, kind, 0, data);
+            }
             Ok(())
         });
         self.count(msg, res.is_ok());

@@ -12,11 +12,11 @@ use super::{
 };
 use crate::kcompat::{fmt, now_ns, send_mra, sleep_ms};
 use crate::{
-    cm::{self, CmIdRef, Handler, RejReason, Rep, Request},
+    cm::{self, CmIdRef, Handler, Message, RejReason, Rep, Request},
     cma::{self, PortSpace},
     ib_client::Device,
     path::{Gid, GidAttr},
-    product::{self, Message},
+    product,
     rping::{self, Rping},
     verbs::{Completion, QpAttr, QpSize, QpState, WcStatus, WrKind},
 };
@@ -360,11 +360,13 @@ impl Behaviour {
 }
 
 impl EventKind {
-    /// The event of our `msg` leaving.
-    pub(super) fn sent(msg: Message) -> Self {
+    /// The event of our `msg` leaving: a DREQ or a DREP, the messages the
+    /// harness sends through the product (none for any other).
+    pub(super) fn sent(msg: Message) -> Option<Self> {
         match msg {
-            Message::Dreq => Self::DreqSent,
-            Message::Drep => Self::DrepSent,
+            Message::Dreq => Some(Self::DreqSent),
+            Message::Drep => Some(Self::DrepSent),
+            _ => None,
         }
     }
 
@@ -1106,7 +1108,7 @@ impl Handler for EpHandle {
             answer => answer,
         };
         if let Some(data) = answer {
-            let res = Message::Drep.send(id, &data);
+            let res = product::send(Message::Drep, id, &data);
             core.count(Message::Drep, res.is_ok());
             let status = res.err().map_or(0, |e| e.to_errno());
             st.record(&core, EventKind::DrepSent, status, &data);
@@ -1308,7 +1310,7 @@ impl Endpoint {
             if cm.state() != cm::State::DreqRcvd {
                 return Ok(());
             }
-            let res = Message::Drep.send(cm, &[]);
+            let res = product::send(Message::Drep, cm, &[]);
             core.count(Message::Drep, res.is_ok());
             if res.is_ok() {
                 core.bounds
