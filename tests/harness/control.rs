@@ -83,16 +83,16 @@
 
 use crate::kcompat::{fmt, Control, ControlFile};
 use crate::{
+    cm::Message,
     cma::{self, PortSpace},
     conn::{
         Behaviour, ConnectArgs, Core, OnDreq, OnRep, OnReq, Post, Rdma, TestHooks,
         DREQ_ANSWER_MAX_MS,
     },
-    product::Message,
     rping,
     verbs::WrKind,
 };
-use kernel::{c_str, error::code::*, prelude::*, str::CString, sync::Arc};
+use kernel::{c_str, prelude::*, str::CString, sync::Arc};
 
 const DEVICES: u32 = 0;
 const STATS: u32 = 1;

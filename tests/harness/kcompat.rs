@@ -25,7 +25,11 @@
 //!   `ib_prepare_cm_mra()`, the CM's own timeout, never at once).
 //! - [`harness_module!`]: `module!`, whose author key 7.3 spells `authors`.
 
-pub(crate) use imp::*;
+// The same names from either half, listed: what the rest of the crate uses.
+pub(crate) use imp::{
+    arc_slot, cstr_bytes, fmt, harness_module, now_ns, send_mra, sleep_ms, ARef, ArcSlotExt,
+    ControlDir,
+};
 
 /// What a debugfs file of a [`ControlDir`] is: its name, whether it is the
 /// one written (`0o200`) or one read (`0o444`), and its number.
@@ -69,7 +73,6 @@ mod imp {
     use super::{Control, ControlFile};
     use kernel::{
         debugfs::{self, File, Ops, Output},
-        error::code::*,
         prelude::*,
         rdma::cm::CmIdRef,
         str::CStr,
@@ -204,7 +207,6 @@ mod imp {
     use super::{Control, ControlFile, MAX_WRITE};
     use kernel::{
         debugfs::Scope,
-        error::code::*,
         fmt,
         prelude::*,
         rdma::cm::CmIdRef,

@@ -7,45 +7,12 @@
 //! `RCD_TEST` namespace (6.12's Rust cannot export a symbol) and calls
 //! [`rcd_rs_test_with_conn`].
 
-use crate::{
-    cm::CmIdRef,
-    conn::Core,
-    kcompat::{arc_slot, ArcSlotExt},
-    verbs::QpRef,
-};
+use crate::{cm::CmIdRef, conn::Core, verbs::QpRef};
 use kernel::{
-    error::{code::*, from_result},
+    error::from_result,
     ffi::{c_int, c_void},
     prelude::*,
-    sync::Arc,
 };
-
-// The harness's state, for the C function that reaches it.
-arc_slot!(CORE: Core);
-
-/// Makes the harness's state reachable from `rcd_test_with_conn()` while
-/// it lives.
-pub(crate) struct Registration(());
-
-impl Registration {
-    /// # Safety
-    ///
-    /// Called once per load of the module, from its `init`, before the
-    /// module's symbols can be used (the first use of `CORE`).
-    pub(crate) unsafe fn new(core: Arc<Core>) -> Result<Self> {
-        // SAFETY: As this function's: once per load, the first use.
-        unsafe { CORE.init_once() };
-        CORE.put(core)?;
-        Ok(Self(()))
-    }
-}
-
-impl Drop for Registration {
-    fn drop(&mut self) {
-        // Waits for an `rcd_test_with_conn()` that is taking its reference.
-        drop(CORE.take_arc());
-    }
-}
 
 /// What `rcd_test_with_conn()` calls: a connection's id and QP, lent for
 /// the call, and the caller's argument.
@@ -72,7 +39,7 @@ pub(crate) extern "C" fn rcd_rs_test_with_conn(
 ) -> c_int {
     from_result(|| {
         let f = f.ok_or(EINVAL)?;
-        let core = CORE.get_arc().ok_or(ENODEV)?;
+        let core = Core::get().ok_or(ENODEV)?;
         core.with_test_conn(num, |id, qp| f(id, qp, arg))
     })
 }

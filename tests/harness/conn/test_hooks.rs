@@ -20,7 +20,7 @@ use crate::{
     verbs::QpRef,
 };
 use core::sync::atomic::Ordering;
-use kernel::{error::code::*, prelude::*, str::CStr, sync::Arc};
+use kernel::{prelude::*, str::CStr, sync::Arc};
 
 /// What an endpoint's DREQ callback does besides recording the DREQ: the
 /// careless consumer callbacks the tests need (`on_dreq=` in `ctl`).
@@ -126,9 +126,9 @@ impl TestHooks {
     /// listener, dropping its `CmId` inside its own REQ callback (the CM
     /// holds the listener until the callback returns: the `cm` abstraction
     /// defers the destroy).
-    pub(super) fn before_req(&self, listener: &Endpoint) {
+    pub(super) fn before_req(&self, core: &Core, listener: &Endpoint) {
         if self.on_req == OnReq::Close {
-            drop(listener.core.remove_own(listener));
+            drop(core.remove_own(listener));
         }
     }
 
@@ -184,17 +184,17 @@ impl TestHooks {
 
     /// The DREQ callback, last, without the endpoint's lock (`on_dreq=`):
     /// the careless consumer's action, its result recorded as `ON_DREQ`.
-    pub(super) fn after_dreq(&self, ep: &Endpoint, id: &CmIdRef) {
+    pub(super) fn after_dreq(&self, core: &Core, ep: &Endpoint, id: &CmIdRef) {
         let res = match self.on_dreq {
             OnDreq::Nothing => return,
             OnDreq::Sleep(_) => Ok(()),
             OnDreq::Dreq => id.send_dreq(b"from-callback"),
             // Our own connection, on the id of this callback.
-            OnDreq::Disconnect => ep.disconnect_on(Some(id), &[]),
-            OnDreq::DisconnectOther(num) => ep.core.disconnect(num, &[]),
+            OnDreq::Disconnect => ep.disconnect_on(core, Some(id), &[]),
+            OnDreq::DisconnectOther(num) => core.disconnect(num, &[]),
         };
         let status = res.err().map_or(0, |e| e.to_errno());
-        ep.record(EventKind::OnDreq, status, &[]);
+        ep.record(core, EventKind::OnDreq, status, &[]);
     }
 
     /// A `*_ERROR` callback, last, without the endpoint's lock
@@ -278,15 +278,7 @@ impl Core {
         }
         let cm = {
             let dev = self.device_by_name(device)?;
-            let ep = Endpoint::new(
-                self,
-                0,
-                Role::Listener,
-                &dev,
-                0,
-                false,
-                Behaviour::default(),
-            )?;
+            let ep = Endpoint::new(0, Role::Listener, &dev, 0, false, Behaviour::default())?;
             CmId::new(&dev, &self.reaper, EpHandle::new(ep))?
         };
         pr_info!(
