@@ -82,6 +82,8 @@ rcd_one() {
 rcd_queue() {
 	local t rc
 	mkdir -p "$1/claim"
+	# The product stays loaded from test to test (lib.sh: cleanup).
+	RCD_KEEP_PRODUCT=1
 	while read -r t; do
 		mkdir "$1/claim/$t" 2>/dev/null || continue
 		rcd_one "$t"; rc=$?
@@ -91,6 +93,7 @@ rcd_queue() {
 		*) echo "RESULT not ok $t" ;;
 		esac
 	done < "$1/plan"
+	RCD_KEEP_PRODUCT=0
 	for t in $RCD_END_TESTS; do
 		rcd_one "$t"; rc=$?
 		case $rc in
