@@ -200,7 +200,8 @@ RCD_TAINT_OK=$((4096 | 8192 | 262144))
 # kmsg_first_seq: the sequence number of the oldest record the kernel log
 # still holds (0 unless the ring wrapped and lost lines).
 kmsg_first_seq() {
-	perl -MFcntl -e 'sysopen(my $f, "/dev/kmsg", O_RDONLY | O_NONBLOCK) or die "/dev/kmsg: $!\n";
+	perl -MFcntl -e 'sysopen(my $f, "/dev/kmsg", O_RDONLY | O_NONBLOCK)
+			or die "/dev/kmsg: $!\n";
 		my $b; defined sysread($f, $b, 8192) or die "/dev/kmsg: $!\n";
 		$b =~ /^\d+,(\d+),/ or die "/dev/kmsg: no record\n"; print "$1\n"'
 }
@@ -362,7 +363,10 @@ cleanup() {
 	if product_loaded && [ "${RCD_KEEP_PRODUCT:-0}" = 1 ]; then
 		# (A harness that did not unload holds it: said above.)
 		rcd_loaded || read -r c < /sys/module/rust_cm_disconnect/refcnt
-		rcd_loaded || [ "$c" = 0 ] || bad+="; rust_cm_disconnect still held (refcnt $c) with its consumers unloaded"
+		rcd_loaded || [ "$c" = 0 ] || {
+			bad+="; rust_cm_disconnect still held (refcnt $c)"
+			bad+=" with its consumers unloaded"
+		}
 	elif product_loaded; then
 		out=$(rmmod rust_cm_disconnect 2>&1) || bad+="; rmmod rust_cm_disconnect: $out"
 	fi
