@@ -100,10 +100,12 @@ test_qp_attr_outlives_id() {
 	ctl listen 1 rxe1 0x1000 on_req=job_sleep:8000 auto_drep=- || bad=1
 	ctl connect 10 rxe0 10.77.0.1 10.77.0.3 0x1000 || bad=1
 	[ $bad = 0 ] || { cmid_undo_addr; return 1; }
-	wait_for 10 grep -q "^$p " $RCD_DBG/conns || { fail "no passive end"; cmid_undo_addr; return 1; }
+	wait_for 10 grep -q "^$p " $RCD_DBG/conns ||
+		{ fail "no passive end"; cmid_undo_addr; return 1; }
 	t0=$SECONDS
 	ip addr del 10.77.0.3/24 dev v1 || bad=1
-	check "the GID entry left rxe1's table" wait_for 5 sh -c '! grep -qs ":0a4d:0003$" /sys/class/infiniband/rxe1/ports/1/gids/*' || bad=1
+	check "the GID entry left rxe1's table" wait_for 5 sh -c \
+		'! grep -qs ":0a4d:0003$" /sys/class/infiniband/rxe1/ports/1/gids/*' || bad=1
 	ctl close $p || bad=1
 	ctl close 10 || bad=1
 	# The job wakes 8 s after the REQ, moves the QP with its attributes,
@@ -113,7 +115,8 @@ test_qp_attr_outlives_id() {
 	local left=$((8 + 4 - (SECONDS - t0)))
 	[ $left -le 0 ] || nap $left
 	check "the job freed its QP" \
-		wait_for 30 sh -c "[ \$(rdma resource show qp link rxe1/1 2>/dev/null | grep -c .) -le $q1 ]" ||
+		wait_for 30 sh -c "[ \$(rdma resource show qp link rxe1/1 2>/dev/null |
+			grep -c .) -le $q1 ]" ||
 		bad=1
 	cmid_undo_addr
 	kasan_clean "ib_modify_qp read a freed GID entry" || bad=1

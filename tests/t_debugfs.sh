@@ -30,20 +30,22 @@ test_debugfs_open_file_holds_module() {
 		exec 3<&- 4>&-
 		: > "$d/closed"
 	) & holder=$!
-	wait_for 10 test -e "$d/open" || { kill $holder; fail "the holder did not open the files"; return 1; }
+	wait_for 10 test -e "$d/open" ||
+		{ kill $holder; fail "the holder did not open the files"; return 1; }
 	out=$(rmmod rcd_harness 2>&1); rc=$?
 	log "rmmod rcd_harness with stats and ctl open: rc=$rc ${out:-(no message)}"
 	: > "$d/go"
 	wait $holder; st=$?
-	log "holder: exit $st; read: $(cat "$d/read" 2>/dev/null) $(cat "$d/read.err" 2>/dev/null);" \
+	log "holder: exit $st;" \
+		"read: $(cat "$d/read" 2>/dev/null) $(cat "$d/read.err" 2>/dev/null);" \
 		"write: $(cat "$d/write" 2>/dev/null) $(cat "$d/write.err" 2>/dev/null)"
 	nap 1
 	if dmesg_has "$DMESG_BAD"; then
 		dmesg_test | grep -E -A8 "$DMESG_BAD" | head -30 | sed 's/^/# /'
 		fail "a kernel report after the files were closed" || return 1
 	fi
-	check "the holder closed both files and exited (exit $st)" test "$st" = 0 -a -e "$d/closed" ||
-		return 1
+	check "the holder closed both files and exited (exit $st)" \
+		test "$st" = 0 -a -e "$d/closed" || return 1
 	check "rmmod was refused while the files were open (.owner)" test "$rc" != 0 || return 1
 	check "the harness unloads once they are closed" rmmod rcd_harness || return 1
 	rm -rf "$d"
