@@ -273,7 +273,7 @@ test_removal_bounded_under_churn() {
 	check "rdma link del rxe0 succeeds" test "${RC:-1}" = 0 || bad=1
 	n0=$(rping_field "$FOREIGN" pings)
 	e0=$(rcd_stat established)
-	check "the pings go on on rxe1" wait_for 30 pings_at_least "$FOREIGN" $((n0 + 10)) || bad=1
+	check "the pings on rxe1 go on" wait_for 30 pings_at_least "$FOREIGN" $((n0 + 10)) || bad=1
 	check "rxe1's rounds go on" wait_for 60 stat_above established $((e0 + 10)) || bad=1
 	rmmod rcd_harness & del=$!
 	timed_or_unblock "rmmod" $del $PID || bad=1
