@@ -148,7 +148,8 @@ many_wave() {
 		wait_events 600 TIMEWAIT_EXIT $pa $pb $MANY || return 1
 	crossed=$(($(crossed_in $a $b) + $(crossed_in $pa $pb)))
 	log "all disconnected in $((SECONDS - t0)) s; crossed: $crossed ends sent a DREQ" \
-		"and got the other's; $(events_in DREQ_RECEIVED $a $pb) DREQs received; $(stats_line)"
+		"and got the other's; $(events_in DREQ_RECEIVED $a $pb) DREQs received;" \
+		"$(stats_line)"
 	# What the test is about: DREQs from both sides on the wire together.
 	check "DREQs crossed ($crossed ends)" test "$crossed" -gt 0 || return 1
 	exactly_once DISCONNECTED $a $b && exactly_once DISCONNECTED $pa $pb || return 1
@@ -182,7 +183,8 @@ test_many_at_once_both_sides() {
 	# The second wave is only for the slab comparison below: without it
 	# (make check's 50) it would repeat the first wave's checks.
 	[ "$MANY" -ge $SLAB_MANY ] ||
-		{ log "one wave: slab level not checked below $SLAB_MANY connections (make stress does)"
+		{ log "one wave: slab level not checked below $SLAB_MANY connections" \
+			"(make stress does)"
 		  return 0; }
 	many_wave "$base" || return 1
 	after2=$($level)
