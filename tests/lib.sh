@@ -44,17 +44,18 @@ KSFT_SKIP=4
 log() { echo "# $*"; }
 fail() { echo "# FAIL: $*"; return 1; }
 
-# rcd_run FUNCTION SECONDS: run a test function in a subshell of this shell,
-# its stdin /dev/null, killed after SECONDS as timeout(1) kills (TERM, and
-# KILL 10 s later), status 124 then. Its lines go, as they come, to
-# /run/rcd-test.out and to stdout, those not yet a comment prefixed "# ".
-# A subshell, not a new bash that sources the tests again: under TCG on the
-# debug kernel that and timeout(1) cost about 1.5 s of a vCPU a test. It
-# starts as a fresh one would: its own SECONDS, the CM counters' base read
-# again (cm_base_load).
+# rcd_run FUNCTION SECONDS [OUT]: run a test function in a subshell of this
+# shell, its stdin /dev/null, killed after SECONDS as timeout(1) kills
+# (TERM, and KILL 10 s later), status 124 then. Its lines go, as they come,
+# to OUT (default /run/rcd-test.out) and to stdout, those not yet a comment
+# prefixed "# ". A subshell, not a new bash that sources the tests again:
+# under TCG on the debug kernel that and timeout(1) cost about 1.5 s of a
+# vCPU a test. It starts as a fresh one would: its own SECONDS, the CM
+# counters' base read again (cm_base_load). (t_harness.sh:
+# harness_timeout_kills_test.)
 rcd_run() {
-	local _fn=$1 _tmo=$2
-	rm -f /run/rcd-timed-out
+	local _fn=$1 _tmo=$2 _out=${3:-/run/rcd-test.out} _late=/run/rcd-timed-out.$BASHPID
+	rm -f "$_late"
 	# The FIFO nap reads, made once here: the watchdog and the tests inherit it.
 	nap 0
 	{
@@ -69,7 +70,7 @@ rcd_run() {
 		_pid=$!
 		(
 			nap "$_tmo"
-			: > /run/rcd-timed-out
+			: > "$_late"
 			kill -TERM "$_pid" 2>/dev/null
 			nap 10
 			kill -KILL "$_pid" 2>/dev/null
@@ -77,9 +78,10 @@ rcd_run() {
 		_wd=$!
 		wait "$_pid"; _rc=$?
 		kill "$_wd" 2>/dev/null
-		[ ! -e /run/rcd-timed-out ] || _rc=124
+		[ ! -e "$_late" ] || _rc=124
+		rm -f "$_late"
 		exit "$_rc"
-	} | sed -u -e 'w /run/rcd-test.out' -e 's/^\([^#]\)/# \1/; s/^$/#/'
+	} | sed -u -e "w $_out" -e 's/^\([^#]\)/# \1/; s/^$/#/'
 	return "${PIPESTATUS[0]}"
 }
 
