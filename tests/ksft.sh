@@ -18,7 +18,7 @@
 #                                      kernel's kselftest runner)
 #   ksft.sh --one FUNCTION             one test function, nothing else
 #
-# Each test is run with a clean guest before it (lib.sh's cleanup: module
+# Each test is run with a clean guest before it (lib.sh's cleanup: harness
 # unloaded, no qdisc or policy route, only rxe0/rxe1 on the veth pair, their
 # CM counters read from zero), in a subshell under its timeout (lib.sh: rcd_run)
 # (timeout_FUNCTION=SECONDS in its file, else RCD_TEST_TIMEOUT or 600 s),

@@ -329,15 +329,8 @@ rxe_del() { rdma link del "$1" 2>/dev/null; }
 
 # Back to a clean guest: the harness and the test modules out, no qdisc,
 # no policy routes, no rdma-core program left running, and no rxe device
-# other than rxe0 on v0 and rxe1 on v1. The product (rust_cm_disconnect.ko,
-# which keeps no state) goes too, except between the tests of make check's
-# queue (RCD_KEEP_PRODUCT=1, tests/ksft.sh: rcd_queue): there it stays
-# loaded, and a reference on it that its consumers' unload left fails the
-# clean guest as a failed rmmod would; a rmmod and an insmod cost about
-# 1.7 s a test under TCG. The queue's end tests get it unloaded, which
-# fails there if it cannot be. Its loading and unloading are tests of
-# their own (t_devices.sh, t_capi.sh). Those two stay (with the veth pair and its addresses): a
-# device costs 2-3 s to add and as much to delete under TCG, and a test on
+# other than rxe0 on v0 and rxe1 on v1. Those two stay (with the veth pair
+# and its addresses): a device costs 2-3 s to add and as much to delete under TCG, and a test on
 # two devices paid 10-12 s for them. What a test could read from a device's
 # past, its CM counters, starts from zero again: cleanup records them
 # (/run/rcd-cm-base) and cm_counter subtracts them. A test that needs no
@@ -352,6 +345,15 @@ rxe_del() { rdma link del "$1" 2>/dev/null; }
 # kernel log gets a marker at the end (dmesg_test: the log since it), and
 # the IB CM's tracepoints are switched off and their buffer emptied
 # (cm_trace_off).
+#
+# The product (rust_cm_disconnect.ko, which keeps no state) goes too,
+# except between the tests of make check's queue (RCD_KEEP_PRODUCT=1,
+# tests/ksft.sh: rcd_queue): a rmmod and an insmod cost about 1.7 s a test
+# under TCG. There it stays loaded, and a reference on it that outlives its
+# consumers (a module reference the product leaked) fails the clean guest
+# as a failed rmmod would. The queue's end tests get it unloaded, which
+# fails there if it cannot be; its load and unload are tests of their own
+# (t_devices.sh, t_capi.sh).
 cleanup() {
 	local d p c m out bad= pids=
 	cm_trace_off
@@ -364,11 +366,11 @@ cleanup() {
 	fi
 	if product_loaded && [ "${RCD_KEEP_PRODUCT:-0}" = 1 ]; then
 		# (A harness that did not unload holds it: said above.)
-		rcd_loaded || read -r c < /sys/module/rust_cm_disconnect/refcnt
-		rcd_loaded || [ "$c" = 0 ] || {
-			bad+="; rust_cm_disconnect still held (refcnt $c)"
-			bad+=" with its consumers unloaded"
-		}
+		if ! rcd_loaded; then
+			read -r c < /sys/module/rust_cm_disconnect/refcnt
+			[ "$c" = 0 ] ||
+				bad+="; rust_cm_disconnect held (refcnt $c) without its consumers"
+		fi
 	elif product_loaded; then
 		out=$(rmmod rust_cm_disconnect 2>&1) || bad+="; rmmod rust_cm_disconnect: $out"
 	fi
