@@ -181,12 +181,14 @@ h_kind_at_least() {
 # h_wait_events SECONDS KIND FIRST LAST N: as wait_events, within the
 # same SECONDS; first polls (builtins only) until the whole file has N
 # events KIND, which it has before FIRST..LAST have, and only then polls
-# with wait_events's awk, which counts FIRST..LAST. A poll by awk costs
-# half a second of the vCPU the CM's and rxe's work waited for needs.
+# with wait_events's awk (events_at_least), which counts FIRST..LAST; on
+# failure it says so with SECONDS. A poll by awk costs half a second of
+# the one vCPU that the CM's and rxe's work, waited for, needs.
 h_wait_events() {
 	local end=$((SECONDS + $1))
 	wait_for "$1" h_kind_at_least "$2" "$5"
-	wait_events $((end > SECONDS ? end - SECONDS : 0)) "$2" "$3" "$4" "$5"
+	wait_for $((end > SECONDS ? end - SECONDS : 0)) events_at_least "$2" "$3" "$4" "$5" ||
+		fail "$(events_in "$2" "$3" "$4") of $5 $2 in $3-$4 within $1 s"
 }
 
 # h_polled_is NUM FIELD VALUE: as polled_is (t_data.sh).
