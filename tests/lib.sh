@@ -401,6 +401,12 @@ cleanup() {
 	for d in /sys/class/infiniband/*; do
 		[ -e "$d" ] || continue
 		d=${d##*/}
+		# The two-host tests' rxe0 on the hosts' NIC stays from one to the
+		# next (tests/guest.sh: run_host_test sets RCD_KEEP_NIC).
+		if [ "${RCD_KEEP_DEVICES:-1}" = 1 ] && [ -n "${RCD_KEEP_NIC:-}" ] &&
+			[ "$d" = rxe0 ] && rxe_on rxe0 "$RCD_KEEP_NIC"; then
+			continue
+		fi
 		if [ "${RCD_KEEP_DEVICES:-1}" = 1 ] &&
 			{ { [ "$d" = rxe0 ] && rxe_on rxe0 v0; } ||
 			{ [ "$d" = rxe1 ] && rxe_on rxe1 v1; }; }; then
