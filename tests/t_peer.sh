@@ -484,11 +484,14 @@ pace_connect_all() { # FIRST_NUM: PACE_N connections, one after the other; sets 
 	PACE_MS=$(( (${EPOCHREALTIME/./} - t0) / 1000 ))
 }
 
-pace_hostile_reqs() { # FIRST_LCID SRC_HEX: 64 REQs left unanswered
+# pace_hostile_reqs FIRST_LCID FIRST_QPN SRC_HEX: 64 REQs left unanswered
+# (each batch its own QPNs: cm.c rejects a REQ whose QPN a connection from
+# the same CA has as stale).
+pace_hostile_reqs() {
 	local i tcp=$(( (0x106 << 16) + 7474 ))
 	for ((i = 0; i < 64; i++)); do
-		peer req lcid=$(($1 + i)) qpn=$((0x5000 + i)) sid=$tcp resp=20 retries=15 \
-			pd="$(cma_hex 1d22 "$2" 0a4d0001)" || return 1
+		peer req lcid=$(($1 + i)) qpn=$(($2 + i)) sid=$tcp resp=20 retries=15 \
+			pd="$(cma_hex 1d22 "$3" 0a4d0001)" || return 1
 	done
 }
 
@@ -504,7 +507,7 @@ test_peer_unanswered_reps_slow_no_other_peer() {
 	pace_connect_all 100 || return 1
 	alone=$PACE_MS
 	# The hostile peer: 64 REPs unanswered, from another address.
-	pace_hostile_reqs $((0xd0000000)) 0a4d0063 || return 1
+	pace_hostile_reqs $((0xd0000000)) $((0x5000)) 0a4d0063 || return 1
 	check "the hostile peer's 64 REPs in flight (twice the window)" \
 		wait_for 30 stat_ge reps_in_flight 64 || return 1
 	held0=$(rcd_stat reps_held_total)
@@ -519,7 +522,7 @@ test_peer_unanswered_reps_slow_no_other_peer() {
 	check "beside them no slower than alone x 2 + 1 s ($hostile ms <= $bound ms)" \
 		test "$hostile" -le "$bound" || return 1
 	# The hostile peer spoofs the second peer's address: one window for both.
-	pace_hostile_reqs $((0xd1000000)) 0a4d0002 || return 1
+	pace_hostile_reqs $((0xd1000000)) $((0x5100)) 0a4d0002 || return 1
 	check "the spoofed 64 REPs in flight too" \
 		wait_for 30 stat_ge reps_in_flight 128 || return 1
 	held0=$(rcd_stat reps_held_total)
