@@ -582,7 +582,12 @@ storm_side_by_side() {
 		"$(rcd_stat rep_latency_us_max) us at most; a job $(rcd_stat job_us_avg) us" \
 		"on average, $(rcd_stat job_us_max) at most;" \
 		"MRAs up to 2^($(rcd_stat mra_timeout_max)" \
-		"- 8) ms a retry, $(rcd_stat mras_at_once) sent at once"
+		"- 8) ms a retry, $(rcd_stat mras_at_once) sent at once;" \
+		"$(rcd_stat reps_held_total) REPs held until their peer had room"
+	check "no REP counted in flight once every end is freed ($(rcd_stat reps_in_flight))" \
+		test "$(rcd_stat reps_in_flight)" = 0 || return 1
+	check "no REP held once every end is freed ($(rcd_stat reps_held))" \
+		test "$(rcd_stat reps_held)" = 0 || return 1
 	if [ "$n" -ge "${RCD_STORM_GOAL:-1000}" ]; then
 		local bc bd mc md
 		bc=$(storm_step $out/cli-b.out connect) bd=$(storm_step $out/cli-b.out disconnect)
