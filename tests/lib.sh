@@ -566,6 +566,25 @@ conn_state() { conn_field "$1" state; }
 # completions (for wait_for).
 completed_is() { ctl poll "$1" && [ "$(conn_field "$1" completed)" = "$2" ]; }
 
+# text_in FILE TEXT: a line of FILE (conns, events, stats) contains TEXT;
+# "$'\n'2 " is a line that begins with "2 ". text_count FILE TEXT: how many
+# lines do. Builtins only, for polls (as has_event).
+text_in() {
+	local -a l
+	local IFS=$'\n'
+	mapfile -t l 2>/dev/null < "$1" || return 1
+	[[ $'\n'"${l[*]}"$'\n' == *"$2"* ]]
+}
+text_count() {
+	local -a l
+	local x n=0
+	mapfile -t l 2>/dev/null < "$1"
+	for x in "${l[@]}"; do
+		[[ $x != *"$2"* ]] || n=$((n + 1))
+	done
+	echo $n
+}
+
 # count_events KIND: how many endpoints saw an event KIND.
 count_events() { grep -c " $1 " "$RCD_DBG/events"; }
 

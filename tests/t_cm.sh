@@ -203,7 +203,7 @@ test_crossing_dreqs() {
 	for e in $n $p; do
 		check "$e: one DISCONNECTED" test "$(event_count $e DISCONNECTED)" = 1 || return 1
 	done
-	check "ids freed" wait_for 30 sh -c "grep -qx 'cm_ids_live 1' $RCD_DBG/stats"
+	check "ids freed" wait_for 30 stat_is cm_ids_live 1
 }
 
 # A peer that destroys its id without answering: the CM's behaviour is

@@ -44,7 +44,7 @@ test_loss_30_percent() {
 	exactly_once DREQ_RECEIVED $pa $pb && exactly_once DREP_RECEIVED $a $b || return 1
 	exactly_once DISCONNECTED $a $b && exactly_once DISCONNECTED $pa $pb || return 1
 	tc qdisc del dev v0 root; tc qdisc del dev v1 root
-	check "ids freed" wait_for 30 sh -c "grep -qx 'cm_ids_live 1' $RCD_DBG/stats" || return 1
+	check "ids freed" wait_for 30 stat_is cm_ids_live 1 || return 1
 	log "$(stats_line)"
 }
 
@@ -90,7 +90,7 @@ test_delay_and_reorder() {
 	done
 	check "no DREQ timed out" test "$(events_in DREQ_ERROR $a $pb)" = 0 || return 1
 	tc qdisc del dev v0 root; tc qdisc del dev v1 root
-	check "ids freed" wait_for 30 sh -c "grep -qx 'cm_ids_live 1' $RCD_DBG/stats"
+	check "ids freed" wait_for 30 stat_is cm_ids_live 1
 }
 
 # link_del_frees DEV FIRST LAST: rdma link del DEV returns in time, and the

@@ -164,18 +164,18 @@ test_unload_during_timewait_exits() {
 		tw_opt=on_timewait=sleep:100
 		[ $((r % 2)) = 0 ] || tw_opt=on_timewait=after:300
 		connect_range $first $last 10.77.0.1 $tw_opt || return 1
-		wait_for 60 sh -c "[ \$(awk '\$1 == \"established\" { print \$2 }' $RCD_DBG/stats) \
-			-ge $((2 * k)) ]" ||
+		# (stat_above: t_rping.sh.)
+		wait_for 60 stat_above established $((2 * k - 1)) ||
 			fail "round $r: $(rcd_stat established) of $((2 * k)) ends established" ||
 			return 1
 		ctl dreq $first-$last || return 1
-		until grep -q ' TIMEWAIT_EXIT ' $RCD_DBG/events; do
+		until text_in $RCD_DBG/events ' TIMEWAIT_EXIT '; do
 			[ $((SECONDS - t0)) -lt 600 ] ||
 				{ fail "round $r: no timewait exit"; return 1; }
 			nap 0.05
 		done
 		[ $((r % 4)) -lt 2 ] || nap 0.3
-		tw=$(grep -c ' TIMEWAIT_EXIT ' $RCD_DBG/events)
+		tw=$(text_count $RCD_DBG/events ' TIMEWAIT_EXIT ')
 		rmmod rcd_harness || fail "round $r: rmmod" || return 1
 		check "round $r: no QP of ours left" test "$(rdma_res qp)" = "$qps" || return 1
 		# In the window: rmmod came while timewait exits were still being
