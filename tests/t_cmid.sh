@@ -37,7 +37,7 @@ test_error_callback_outlives_timewait() {
 	local n=81
 	CONNECT_OPTS="lifetime=14 resp=14 retries=2 on_error=sleep:9000" cm_pair2 $n || return 1
 	cmid_mark
-	modprobe sch_netem || return 1
+	[ -d /sys/module/sch_netem ] || modprobe sch_netem || return 1
 	tc qdisc add dev v0 root netem loss 100% || return 1
 	ctl dreq $n text:anyone-there || return 1
 	wait_event 60 $n DREQ_ERROR || return 1
@@ -58,7 +58,7 @@ test_error_callback_outlives_close() {
 	local n=82 t0 dt
 	CONNECT_OPTS="lifetime=18 resp=14 retries=1 on_error=sleep:9000" cm_pair2 $n || return 1
 	cmid_mark
-	modprobe sch_netem || return 1
+	[ -d /sys/module/sch_netem ] || modprobe sch_netem || return 1
 	tc qdisc add dev v0 root netem loss 100% || return 1
 	ctl dreq $n text:anyone-there || return 1
 	wait_event 60 $n DREQ_ERROR || return 1
