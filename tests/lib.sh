@@ -554,10 +554,19 @@ expect_errnos() {
 }
 
 # conn_field NUM FIELD: a field of NUM's line in conns (state, role, ...).
+# Builtins only (polls: conn_state_is, pings_at_least; an awk was a
+# process each time).
 conn_field() {
-	awk -v n="$1" -v f="$2" '$1 == n {
-		for (i = 2; i <= NF; i++) { split($i, kv, "="); if (kv[1] == f) print kv[2] }
-	}' "$RCD_DBG/conns"
+	local -a l f
+	local x kv
+	mapfile -t l 2>/dev/null < "$RCD_DBG/conns"
+	for x in "${l[@]}"; do
+		[[ $x == "$1 "* ]] || continue
+		read -r -a f <<< "${x#* }"
+		for kv in "${f[@]}"; do
+			[[ $kv != "$2="* ]] || { kv=${kv#*=}; echo "${kv%%=*}"; }
+		done
+	done
 }
 
 conn_state() { conn_field "$1" state; }
