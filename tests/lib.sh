@@ -796,8 +796,20 @@ cma_listening() {
 # slab_kb: the kernel's slab memory (Slab in /proc/meminfo), in kB.
 slab_kb() { awk '$1 == "Slab:" { print $2 }' /proc/meminfo; }
 
-# rdma_res KIND: the RDMA resources of KIND (qp, cq, pd) on every device.
-rdma_res() { rdma resource show "$1" 2>/dev/null | grep -c .; }
+# rdma_res KIND [link DEV/PORT]: the RDMA resources of KIND (qp, cq, pd) on
+# every device (or on that link): rdma's lines, counted without a grep (a
+# process less; tests poll this). rdma_res_cmp OP N KIND...: for wait_for,
+# the count compared (OP: -eq, -le, ...) with N.
+rdma_res() {
+	local -a l
+	local x n=0
+	mapfile -t l < <(rdma resource show "$@" 2>/dev/null)
+	for x in "${l[@]}"; do
+		[ -z "$x" ] || n=$((n + 1))
+	done
+	echo $n
+}
+rdma_res_cmp() { [ "$(rdma_res "${@:3}")" "$1" "$2" ]; }
 
 # stats_line: the module's counters that matter for leaks, on one line.
 stats_line() {

@@ -91,7 +91,7 @@ cmid_undo_addr() {
 test_qp_attr_outlives_id() {
 	local p=$((10 + PASSIVE_BASE)) q1 t0 bad=0
 	rxe_add rxe0 v0 && rxe_add rxe1 v1 && veth_cross_routes && rcd_load || return 1
-	q1=$(rdma resource show qp link rxe1/1 2>/dev/null | grep -c .)
+	q1=$(rdma_res qp link rxe1/1)
 	cmid_mark
 	ip addr add 10.77.0.3/24 dev v1 || return 1
 	ip route add 10.77.0.3 dev v0 src 10.77.0.1 table 100 || bad=1
@@ -120,8 +120,7 @@ test_qp_attr_outlives_id() {
 	local left=$((16 - (SECONDS - t0)))
 	[ $left -le 0 ] || nap $left
 	check "the job freed its QP" \
-		wait_for 30 sh -c "[ \$(rdma resource show qp link rxe1/1 2>/dev/null |
-			grep -c .) -le $q1 ]" ||
+		wait_for 30 rdma_res_cmp -le "$q1" qp link rxe1/1 ||
 		bad=1
 	cmid_undo_addr
 	kasan_clean "ib_modify_qp read a freed GID entry" || bad=1

@@ -279,7 +279,7 @@ test_fuzz_cm_peer() {
 	check "only the 7 listeners' endpoints left ($(rcd_stat endpoints_live))" \
 		wait_for 45 stat_is endpoints_live 7 || bad=1
 	check "no QP of ours left ($(rdma_res qp) vs $qps0)" \
-		wait_for 30 sh -c "[ \$(rdma resource show qp 2>/dev/null | grep -c .) = $qps0 ]" ||
+		wait_for 30 rdma_res_cmp -eq "$qps0" qp ||
 		bad=1
 	flog "module after close: $(stats_line)"
 	rmmod rcd_fuzzpeer || { fail "rmmod rcd_fuzzpeer"; bad=1; }

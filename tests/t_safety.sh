@@ -278,7 +278,7 @@ timeout_test_listener_backlog_rejects_excess=120
 #    rxe0, talking to itself): both return, no QP of the module is left.
 # Each case checks ids (cm_ids_live), QPs (rdma res) and the peer's REJ.
 # Every check runs, a failed one does not stop the rest (bad=1).
-qps_on() { rdma resource show qp link "$1/1" 2>/dev/null | grep -c .; }
+qps_on() { rdma_res qp link "$1/1"; }
 ms_now() { local t=${EPOCHREALTIME/./}; echo $((t / 1000)); }
 test_req_to_rep_window() {
 	local bad=0 q0 q1 t0 dt p=$PASSIVE_BASE
@@ -330,7 +330,7 @@ test_req_to_rep_window() {
 	# Left: listeners 1-3, active ends 10, 12, 13, 14, passive end 12.
 	check "ids: $(rcd_stat cm_ids_live), expected 8" wait_for 10 stat_is cm_ids_live 8 || bad=1
 	check "QPs on rxe1: passive end 12's only ($(qps_on rxe1) - $q1)" wait_for 10 \
-		sh -c "[ \$(rdma resource show qp link rxe1/1 | grep -c .) = $((q1 + 1)) ]" || bad=1
+		rdma_res_cmp -eq $((q1 + 1)) qp link rxe1/1 || bad=1
 	check "QPs on rxe0: the active ends' ($(qps_on rxe0) - $q0)" \
 		test "$(qps_on rxe0)" = $((q0 + 4)) || bad=1
 	# rdma link del rxe1 while a job sleeps.
