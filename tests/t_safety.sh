@@ -192,7 +192,7 @@ test_unload_during_timewait_exits() {
 	check "the window was reached (rmmod during the timewait exits) at least once" \
 		test $inwin -gt 0 || return 1
 	# The callbacks that slept after freeing their ids have woken up by now.
-	sleep 1
+	nap 1
 	check "no BUG, Oops or KASAN report during the rounds" \
 		test "$(dmesg | grep -cE 'BUG:|Oops|KASAN')" = "$bad0" || {
 		dmesg | grep -E -A12 'BUG:|Oops|KASAN' | head -40 | sed 's/^/#   /'; return 1; }
