@@ -180,7 +180,25 @@ test_rping_disconnect_mid_flight() {
 	wait $pid; rc=$?
 	sed 's/^/# rping -s: /' /tmp/rping-s0.out | tail -5
 	log "rping -s exit $rc after the disconnect"
-	check "rping -s exits 0 after the disconnect (got $rc)" test $rc = 0 || return 1
+	# rping's server has the same kind of race (librdmacm/examples/rping.c):
+	# its DISCONNECTED handler sets the state and posts the semaphore, and a
+	# receive completion the CQ thread takes after it (the client's last
+	# message, sent before its DREQ) goes through server_recv, which sets
+	# RDMA_WRITE_ADV (8) over any state but RDMA_WRITE_COMPLETE and those
+	# up to CONNECTED; the server thread then wakes to state 8 where it
+	# waits for something else, and returns -1 (255) as the state is no
+	# longer DISCONNECTED. Seen once here (02:05, 2026-12-02: "wait for
+	# RDMA_WRITE_COMPLETE state 8" after "server DISCONNECT EVENT").
+	# That signature, after the DISCONNECT EVENT, is the disconnect too;
+	# any other failure is not.
+	if [ "$rc" = 255 ] &&
+		sed -n '/server DISCONNECT EVENT/,$p' /tmp/rping-s0.out |
+		grep -qE '^wait for RDMA_(READ_ADV|READ_COMPLETE|WRITE_COMPLETE) state 8$' &&
+		tail -1 /tmp/rping-s0.out | grep -qx 'rping server failed: -1'; then
+		log "rping -s lost the DISCONNECTED state to a late receive (its own race): exit 255"
+	else
+		check "rping -s exits 0 after the disconnect (got $rc)" test $rc = 0 || return 1
+	fi
 	check "rping -s reports the disconnect" \
 		grep -q 'DISCONNECT EVENT' /tmp/rping-s0.out || return 1
 	wait_event 30 7 TIMEWAIT_EXIT || return 1
