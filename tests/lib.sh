@@ -645,8 +645,8 @@ count_events() { grep -c " $1 " "$RCD_DBG/events"; }
 count_state() { grep -c " state=$1 " "$RCD_DBG/conns"; }
 
 # has_event NUM KIND: NUM saw an event KIND. Builtins only: wait_event
-# polls it five times a second, and a grep each time took about half of
-# the guest's one vCPU from what the test waits for. (mapfile reads the
+# polls it five times a second, and a grep process each time took the
+# guest's one vCPU from what the test waits for. (mapfile reads the
 # file in blocks; read would seek back after every line, and the seq_file
 # makes all of it again for each seek.)
 has_event() {
