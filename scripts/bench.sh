@@ -6,11 +6,9 @@
 # printed as a table of medians with the ratios and written as CSV to
 # $RCD_CACHE/bench/, with its plots (PNG and SVG). Absolute times under
 # TCG mean little; the ratios, taken side by side in one run, are the
-# result. One round of 100 connections lasts milliseconds and its ratio
-# moves by a factor of two on a busy host: each repetition measures every
-# way over at least RCD_BENCH_MIN_RT round trips (default 1,000: rounds,
-# the ways taking turns; tests/bench.sh), and each ratio is the median of
-# the repetitions' ratios, printed with their range and its spread.
+# result. One repetition's ratio moves by
+# a factor of two on a busy host, so each ratio is the median of the
+# repetitions' ratios, printed with their range.
 set -euo pipefail
 # The plain kernel: KASAN and lockdep would be most of what is measured.
 export RCD_KERNEL=plain
