@@ -107,7 +107,8 @@ link_del_frees() {
 		END { n = 0; for (s in c) k[++n] = s
 			for (i = 2; i <= n; i++) for (j = i; j > 1 && k[j - 1] > k[j]; j--) {
 				t = k[j]; k[j] = k[j - 1]; k[j - 1] = t }
-			for (i = 1; i <= n; i++) printf " %d %s;", c[k[i]], k[i] }' "$RCD_DBG/events")"
+			for (i = 1; i <= n; i++) printf " %d %s;", c[k[i]], k[i] }' \
+		"$RCD_DBG/events")"
 }
 
 # disc_statuses FIRST LAST: the DISCONNECTED statuses of FIRST..LAST, each

@@ -250,7 +250,8 @@ test_fuzz_cm_peer() {
 	log "rxe0's CM duplicates: $(fuzzpeer_counts cm_rx_duplicates)"
 	log "rxe0's CM sent (retries included): $(fuzzpeer_counts cm_tx_msgs)"
 	log "module: $(fp_lines "$RCD_DBG/stats" \
-		'^(conns|cm_ids_live|endpoints_live|established|reps_sent|req_callbacks|drep_received|dreq_sent|drep_sent|events_lost)$')"
+		'^(conns|cm_ids_live|endpoints_live|established|reps_sent|req_callbacks|'\
+'drep_received|dreq_sent|drep_sent|events_lost)$')"
 	log "module events: $(awk '{ c[$2]++ } END { for (k in c) printf "%s=%d ", k, c[k] }' \
 		"$RCD_DBG/events")"
 	log "module ends by state: $(awk '{

@@ -581,7 +581,8 @@ hosts_data_flush() {
 	peer_sync exchanged || return 1
 	check "4 x 1024 bytes from host $RCD_PEER" \
 		test "$(h_conn_field $e rx_msgs)/$(h_conn_field $e rx_bytes)" = 4/4096 || return 1
-	RCD_SYNC_VALUE="$(h_conn_field $e tx_sum) $(h_conn_field $e rx_sum)" peer_sync sums || return 1
+	RCD_SYNC_VALUE="$(h_conn_field $e tx_sum) $(h_conn_field $e rx_sum)" \
+		peer_sync sums || return 1
 	read -r -a sums < "$RCD_HOSTS_DIR/$RCD_PEER.sums.v"
 	check "what host $RCD_PEER sent arrived here (FNV-1a ${sums[0]})" \
 		test "${sums[0]}" = "$(h_conn_field $e rx_sum)" || return 1

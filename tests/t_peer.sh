@@ -390,7 +390,11 @@ kmalloc_settled() {
 		nap 1
 		for f in /sys/kernel/slab/kmalloc-*/shrink; do echo 1 > "$f" 2>/dev/null; done
 		cur=$(kmalloc_used_kb)
-		if [ "$cur" -le $((low - SETTLE_NOISE_KB)) ]; then flat=0; else flat=$((flat + 1)); fi
+		if [ "$cur" -le $((low - SETTLE_NOISE_KB)) ]; then
+			flat=0
+		else
+			flat=$((flat + 1))
+		fi
 		[ "$cur" -ge "$low" ] || low=$cur
 	done
 	echo "$low"
@@ -487,7 +491,8 @@ pace_connect_all() { # FIRST_NUM: PACE_N connections, one after the other; sets 
 		# builtins only, polled every 10 ms.
 		end=$((SECONDS + 30))
 		until [ "$(rcd_stat established)" -ge $((est + 2)) ]; do
-			[ $SECONDS -lt $end ] || { fail "connection $num: not ESTABLISHED in 30 s"; return 1; }
+			[ $SECONDS -lt $end ] ||
+				{ fail "connection $num: not ESTABLISHED in 30 s"; return 1; }
 			nap 0.01
 		done
 	done
@@ -525,7 +530,8 @@ test_peer_unanswered_reps_slow_no_other_peer() {
 	hostile=$PACE_MS
 	inflight=$(rcd_stat reps_in_flight)
 	log "$PACE_N connections: alone $alone ms, beside 64 unanswered REPs $hostile ms;" \
-		"REPs in flight $inflight, held meanwhile $(( $(rcd_stat reps_held_total) - held0 ))"
+		"REPs in flight $inflight," \
+		"held meanwhile $(( $(rcd_stat reps_held_total) - held0 ))"
 	check "the hostile peer's REPs still in flight at the end ($inflight >= 64)" \
 		test "$inflight" -ge 64 || return 1
 	bound=$((alone * 2 + 1000))

@@ -195,7 +195,8 @@ test_rping_disconnect_mid_flight() {
 		sed -n '/server DISCONNECT EVENT/,$p' /tmp/rping-s0.out |
 		grep -qE '^wait for RDMA_(READ_ADV|READ_COMPLETE|WRITE_COMPLETE) state 8$' &&
 		tail -1 /tmp/rping-s0.out | grep -qx 'rping server failed: -1'; then
-		log "rping -s lost the DISCONNECTED state to a late receive (its own race): exit 255"
+		log "rping -s lost the DISCONNECTED state to a late receive" \
+			"(its own race): exit 255"
 	else
 		check "rping -s exits 0 after the disconnect (got $rc)" test $rc = 0 || return 1
 	fi
