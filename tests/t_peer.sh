@@ -513,41 +513,45 @@ pace_hostile_reqs() {
 # stat_ge NAME N: the counter NAME is at least N (for wait_for).
 stat_ge() { [ "$(rcd_stat "$1")" -ge "$2" ]; }
 
+# pace_beside FIRST_REQ QPN SRC IN_FLIGHT FIRST_NUM: the hostile peer's 64
+# unanswered REQs (pace_hostile_reqs FIRST_REQ QPN SRC), REPs in flight up to
+# IN_FLIGHT, then PACE_N connections from FIRST_NUM timed (PACE_MS), and
+# PACE_HELD: how many REPs the module held meanwhile.
+pace_beside() {
+	local held0
+	pace_hostile_reqs "$1" "$2" "$3" || return 1
+	check "the hostile peer's REPs in flight ($4)" \
+		wait_for 30 stat_ge reps_in_flight "$4" || return 1
+	held0=$(rcd_stat reps_held_total)
+	pace_connect_all "$5" || return 1
+	PACE_HELD=$(( $(rcd_stat reps_held_total) - held0 ))
+}
+
 test_peer_unanswered_reps_slow_no_other_peer() {
-	local alone hostile spoofed inflight held0 bound
+	local alone hostile inflight bound
 	peer_setup || return 1
 	# A first connection (the neighbour, the caches), not timed.
 	ctl connect 99 rxe1 10.77.0.2 10.77.0.1 tcp:7474 cma_port=4999 || return 1
 	wait_event 30 99 ESTABLISHED || return 1
 	pace_connect_all 100 || return 1
 	alone=$PACE_MS
-	# The hostile peer: 64 REPs unanswered, from another address.
-	pace_hostile_reqs $((0xd0000000)) $((0x5000)) 0a4d0063 || return 1
-	check "the hostile peer's 64 REPs in flight (twice the window)" \
-		wait_for 30 stat_ge reps_in_flight 64 || return 1
-	held0=$(rcd_stat reps_held_total)
-	pace_connect_all 200 || return 1
+	# The hostile peer: 64 REPs unanswered (twice the window), from
+	# another address.
+	pace_beside $((0xd0000000)) $((0x5000)) 0a4d0063 64 200 || return 1
 	hostile=$PACE_MS
 	inflight=$(rcd_stat reps_in_flight)
 	log "$PACE_N connections: alone $alone ms, beside 64 unanswered REPs $hostile ms;" \
-		"REPs in flight $inflight," \
-		"held meanwhile $(( $(rcd_stat reps_held_total) - held0 ))"
+		"REPs in flight $inflight, held meanwhile $PACE_HELD"
 	check "the hostile peer's REPs still in flight at the end ($inflight >= 64)" \
 		test "$inflight" -ge 64 || return 1
 	bound=$((alone * 2 + 1000))
 	check "beside them no slower than alone x 2 + 1 s ($hostile ms <= $bound ms)" \
 		test "$hostile" -le "$bound" || return 1
 	# The hostile peer spoofs the second peer's address: one window for both.
-	pace_hostile_reqs $((0xd1000000)) $((0x5100)) 0a4d0002 || return 1
-	check "the spoofed 64 REPs in flight too" \
-		wait_for 30 stat_ge reps_in_flight 128 || return 1
-	held0=$(rcd_stat reps_held_total)
-	pace_connect_all 300 || return 1
-	spoofed=$PACE_MS
-	log "spoofed: $PACE_N connections in $spoofed ms," \
-		"$(( $(rcd_stat reps_held_total) - held0 )) REPs held meanwhile"
+	pace_beside $((0xd1000000)) $((0x5100)) 0a4d0002 128 300 || return 1
+	log "spoofed: $PACE_N connections in $PACE_MS ms, $PACE_HELD REPs held meanwhile"
 	bound=$((alone + PACE_N * 4000))
-	check "spoofed: each REP held at most 4 s ($spoofed ms <= $bound ms)" \
-		test "$spoofed" -le "$bound" || return 1
+	check "spoofed: each REP held at most 4 s ($PACE_MS ms <= $bound ms)" \
+		test "$PACE_MS" -le "$bound" || return 1
 }
 timeout_test_peer_unanswered_reps_slow_no_other_peer=180
