@@ -113,8 +113,7 @@ h_events() {
 	done
 }
 
-# h_has_event NUM KIND, h_event_count NUM KIND: as has_event, event_count.
-h_has_event() { h_events "$1" "$2"; [ ${#H_EV[@]} -gt 0 ]; }
+# h_event_count NUM KIND: as event_count.
 h_event_count() { h_events "$1" "$2"; echo ${#H_EV[@]}; }
 
 # h_event_field NUM KIND FIELD: as event_field (FIELD of NUM's first KIND).
@@ -125,13 +124,6 @@ h_event_field() {
 	for kv in ${H_EV[0]#* * }; do
 		[[ $kv != "$3="* ]] || { kv=${kv#*=}; echo "${kv%%=*}"; return 0; }
 	done
-}
-
-# h_wait_event SECONDS NUM KIND: as wait_event.
-h_wait_event() {
-	wait_for "$1" h_has_event "$2" "$3" && return 0
-	fail "$2: no $3 within $1 s; its events: $(awk -v n="$2" '$1 == n { printf " %s", $2 }' \
-		"$RCD_DBG/events" 2>/dev/null | tail -c 400)"
 }
 
 # H_PAT: pat_hex 255 255, made once without a process: pat_hex N N is its
@@ -149,33 +141,15 @@ h_conn_line() {
 	done
 }
 
-# h_conn_field NUM FIELD: as conn_field.
-h_conn_field() {
-	local kv
-	h_conn_line "$1"
-	for kv in ${H_CONN#* }; do
-		[[ $kv != "$2="* ]] || { kv=${kv#*=}; echo "${kv%%=*}"; }
-	done
-}
-
-# h_kind_count_is KIND N: N lines of events have KIND (as grep -c ' KIND '
-# counts them: a line has one kind, and its data is hex), counted by one
-# substitution over the whole file.
-h_kind_count_is() {
+# h_kind_cmp OP KIND N: the lines of events that have KIND (as grep -c
+# ' KIND ' counts them: a line has one kind, and its data is hex), counted
+# by one substitution over the whole file, compared (OP: -eq, -ge) with N.
+h_kind_cmp() {
 	local all s t
 	mapfile -t all < "$RCD_DBG/events"
 	printf -v s '%s\n' "${all[@]}"
-	t=${s//" $1 "/}
-	[ $(((${#s} - ${#t}) / (${#1} + 2))) = "$2" ]
-}
-
-# h_kind_at_least KIND N: at least N lines of events have KIND.
-h_kind_at_least() {
-	local all s t
-	mapfile -t all < "$RCD_DBG/events"
-	printf -v s '%s\n' "${all[@]}"
-	t=${s//" $1 "/}
-	[ $(((${#s} - ${#t}) / (${#1} + 2))) -ge "$2" ]
+	t=${s//" $2 "/}
+	[ $(((${#s} - ${#t}) / (${#2} + 2))) "$1" "$3" ]
 }
 
 # h_wait_events SECONDS KIND FIRST LAST N: as wait_events, within the
@@ -186,13 +160,10 @@ h_kind_at_least() {
 # the one vCPU that the CM's and rxe's work, waited for, needs.
 h_wait_events() {
 	local end=$((SECONDS + $1))
-	wait_for "$1" h_kind_at_least "$2" "$5"
+	wait_for "$1" h_kind_cmp -ge "$2" "$5"
 	wait_for $((end > SECONDS ? end - SECONDS : 0)) events_at_least "$2" "$3" "$4" "$5" ||
 		fail "$(events_in "$2" "$3" "$4") of $5 $2 in $3-$4 within $1 s"
 }
-
-# h_polled_is NUM FIELD VALUE: as polled_is (t_data.sh).
-h_polled_is() { ctl poll "$1" && [ "$(h_conn_field "$1" "$2")" = "$3" ]; }
 
 # h_stats_line: as stats_line.
 h_stats_line() {
@@ -223,7 +194,7 @@ hosts_module_to_module() {
 	peer_sync listening || return 1
 	if [ "$RCD_HOST" = b ]; then
 		peer_wait resolved 60 >/dev/null || return 1
-		h_wait_event 30 $p ESTABLISHED || return 1
+		wait_event 30 $p ESTABLISHED || return 1
 	fi
 	ip neigh flush dev "$RCD_NIC"
 	before=$(neigh_of "$RCD_PEER_IP")
@@ -237,13 +208,13 @@ hosts_module_to_module() {
 	mac=52:54:00:12:78:0$([ "$RCD_PEER" = a ] && echo 1 || echo 2)
 	check "the peer's MAC ($mac) learned by the connect's ARP" \
 		test "${after/lladdr $mac/}" != "$after" || return 1
-	h_wait_event 30 2 ESTABLISHED || return 1
+	wait_event 30 2 ESTABLISHED || return 1
 	[ "$RCD_HOST" = b ] || peer_put resolved
-	h_wait_event 30 $p ESTABLISHED || return 1
+	wait_event 30 $p ESTABLISHED || return 1
 	peer_sync established || return 1
 	ctl dreq 2 pat:220 || return 1
-	h_wait_event 30 2 DREP_RECEIVED || return 1
-	h_wait_event 30 $p DREQ_RECEIVED || return 1
+	wait_event 30 2 DREP_RECEIVED || return 1
+	wait_event 30 $p DREQ_RECEIVED || return 1
 	got=$(h_event_field $p DREQ_RECEIVED data)
 	check "host $RCD_PEER's DREQ: 220 bytes here (len $(h_event_field $p DREQ_RECEIVED len))" \
 		test "$(h_event_field $p DREQ_RECEIVED len)" = 220 || return 1
@@ -255,12 +226,12 @@ hosts_module_to_module() {
 	[ "$got" = "${H_PAT:0:448}" ] ||
 		fail "host $RCD_PEER's DREP: saw ${got:0:80}..." || return 1
 	log "DREQ 220 bytes and DREP 224 bytes from host $RCD_PEER: byte for byte"
-	h_wait_event 60 2 TIMEWAIT_EXIT && h_wait_event 60 $p TIMEWAIT_EXIT || return 1
+	wait_event 60 2 TIMEWAIT_EXIT && wait_event 60 $p TIMEWAIT_EXIT || return 1
 	check "one DISCONNECTED on 2 (status $(h_event_field 2 DISCONNECTED status))" \
 		test "$(h_event_count 2 DISCONNECTED)" = 1 || return 1
 	check "one DISCONNECTED on $p" test "$(h_event_count $p DISCONNECTED)" = 1 || return 1
-	check "2 freed" test "$(h_conn_field 2 state)" = FREED || return 1
-	check "$p freed" test "$(h_conn_field $p state)" = FREED || return 1
+	check "2 freed" test "$(conn_field 2 state)" = FREED || return 1
+	check "$p freed" test "$(conn_field $p state)" = FREED || return 1
 	check "ids freed (cm_ids_live $(rcd_stat cm_ids_live))" \
 		test "$(rcd_stat cm_ids_live)" = 1 || return 1
 	log "rxe0: DREQ sent $(sent rxe0 dreq) received $(cm_counter rxe0 cm_rx_msgs dreq)," \
@@ -286,7 +257,7 @@ hosts_cmtime() {
 		check "host b's cmtime exits 0 (got $rc)" test "$rc" = 0 || return 1
 		n=$(grep -c ' listener=1 ' "$RCD_DBG/conns")
 		check "30 passive ends (got $n)" test "$n" = 30 || return 1
-		wait_for 60 h_kind_count_is TIMEWAIT_EXIT 30 ||
+		wait_for 60 h_kind_cmp -eq TIMEWAIT_EXIT 30 ||
 			fail "timewait exits: $(count_events TIMEWAIT_EXIT) of 30" || return 1
 		check "30 DREQs received" test "$(count_events DREQ_RECEIVED)" = 30 || return 1
 		check "30 DREPs sent" \
@@ -568,37 +539,37 @@ hosts_data_flush() {
 		e=$p
 		ctl listen 1 rxe0 0x1000 recv=8:1024 || return 1
 		peer_sync listening || return 1
-		h_wait_event 60 $e ESTABLISHED || return 1
+		wait_event 60 $e ESTABLISHED || return 1
 	else
 		e=$n
 		peer_sync listening || return 1
 		ctl connect $n rxe0 "$RCD_MY_IP" "$RCD_PEER_IP" 0x1000 recv=8:1024 || return 1
-		h_wait_event 60 $e ESTABLISHED || return 1
+		wait_event 60 $e ESTABLISHED || return 1
 	fi
 	peer_sync established || return 1
 	ctl post $e 0 4 size=1024 || return 1
-	check "4 SENDs completed, 4 received" wait_for 30 h_polled_is $e completed 8 || return 1
+	check "4 SENDs completed, 4 received" wait_for 30 polled_is $e completed 8 || return 1
 	peer_sync exchanged || return 1
 	check "4 x 1024 bytes from host $RCD_PEER" \
-		test "$(h_conn_field $e rx_msgs)/$(h_conn_field $e rx_bytes)" = 4/4096 || return 1
-	RCD_SYNC_VALUE="$(h_conn_field $e tx_sum) $(h_conn_field $e rx_sum)" \
+		test "$(conn_field $e rx_msgs)/$(conn_field $e rx_bytes)" = 4/4096 || return 1
+	RCD_SYNC_VALUE="$(conn_field $e tx_sum) $(conn_field $e rx_sum)" \
 		peer_sync sums || return 1
 	read -r -a sums < "$RCD_HOSTS_DIR/$RCD_PEER.sums.v"
 	check "what host $RCD_PEER sent arrived here (FNV-1a ${sums[0]})" \
-		test "${sums[0]}" = "$(h_conn_field $e rx_sum)" || return 1
+		test "${sums[0]}" = "$(conn_field $e rx_sum)" || return 1
 	check "what this host sent arrived there (FNV-1a ${sums[1]})" \
-		test "${sums[1]}" = "$(h_conn_field $e tx_sum)" || return 1
+		test "${sums[1]}" = "$(conn_field $e tx_sum)" || return 1
 	ctl post $e 16 0 size=1024 || return 1
 	check "20 receives mapped" stat_is wr_bufs_mapped 20 || return 1
 	peer_sync posted || return 1
 	if [ "$RCD_HOST" = b ]; then
 		ctl disconnect $e text:flush || return 1
 	else
-		h_wait_event 60 $e DISCONNECTED || return 1
+		wait_event 60 $e DISCONNECTED || return 1
 		ctl disconnect $e || return 1
 	fi
-	check "20 receives flushed" wait_for 30 h_polled_is $e flushed 20 || return 1
-	h_wait_event 60 $e TIMEWAIT_EXIT || return 1
+	check "20 receives flushed" wait_for 30 polled_is $e flushed 20 || return 1
+	wait_event 60 $e TIMEWAIT_EXIT || return 1
 	log "host $RCD_HOST's end $e: $(wr_counts $e)"
 	balanced $e || return 1
 	check "nothing mapped" stat_is wr_bufs_mapped 0 || return 1
