@@ -1,0 +1,36 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The verbs objects a connection needs: a protection domain, a completion
+//! queue and an RC queue pair, owned together and freed in that order's
+//! reverse; and the buffers of the work requests posted on the QP.
+//!
+//! A posted work request owns its buffer: the buffer is DMA-mapped for the
+//! device when it is posted, kept in the QP's table of posted work requests
+//! (where nothing else can reach it) and unmapped and handed back to the
+//! caller with the request's completion, successful or flushed. Buffers
+//! whose completion never comes (the QP is destroyed first) are unmapped and
+//! freed after the QP is destroyed, when the device can no longer touch them.
+//!
+//! Policy is the user's: queue sizes, how many MRs and the name the RDMA
+//! core records are fields of [`QpSize`], which has no default. What the
+//! QP holds right now (buffers mapped, MRs allocated) it reports itself
+//! ([`RcQp::bufs_mapped`], [`RcQp::mrs_allocated`]); a user that keeps
+//! counts over its QPs keeps them itself.
+//!
+//! Each work request carries one buffer (one scatter/gather entry:
+//! `max_send_sge` and `max_recv_sge` are 1), which is what lets a request
+//! own its buffer and hand it back whole with its completion.
+//!
+//! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
+
+mod attr;
+mod cq;
+mod mapping;
+mod mr;
+mod qp;
+mod wc;
+
+pub use attr::{Access, QpAttr, QpRef, QpState};
+pub use mr::{MrInfo, MrState, MAX_REG_BYTES};
+pub use qp::{QpSize, RcQp};
+pub use wc::{Completion, WcStatus, WrKind};

@@ -1,0 +1,251 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A QP's state and transitions: [`QpState`], [`Access`], the attributes
+//! of one `ib_modify_qp()` ([`QpAttr`]), and [`QpRef`], a QP borrowed from
+//! its owner.
+
+use crate::{bindings, error::to_result, ffi::c_int, prelude::*, types::Opaque};
+
+/// The state of a QP: `enum ib_qp_state`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum QpState {
+    /// Reset.
+    Reset,
+    /// Initialised: receives may be posted.
+    Init,
+    /// Ready to receive.
+    Rtr,
+    /// Ready to send.
+    Rts,
+    /// Send queue drained.
+    Sqd,
+    /// Send queue error.
+    Sqe,
+    /// Error: every work request is flushed.
+    Err,
+}
+
+impl QpState {
+    pub(crate) fn to_raw(self) -> bindings::ib_qp_state {
+        match self {
+            Self::Reset => bindings::ib_qp_state_IB_QPS_RESET,
+            Self::Init => bindings::ib_qp_state_IB_QPS_INIT,
+            Self::Rtr => bindings::ib_qp_state_IB_QPS_RTR,
+            Self::Rts => bindings::ib_qp_state_IB_QPS_RTS,
+            Self::Sqd => bindings::ib_qp_state_IB_QPS_SQD,
+            Self::Sqe => bindings::ib_qp_state_IB_QPS_SQE,
+            Self::Err => bindings::ib_qp_state_IB_QPS_ERR,
+        }
+    }
+}
+
+/// What the remote end (and local writes) may do to a QP's memory:
+/// `enum ib_access_flags`, combined with `|`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct Access(u32);
+
+impl Access {
+    /// Nothing beyond local reads.
+    pub const NONE: Self = Self(0);
+    /// The device may write local memory (receives, RDMA READ results).
+    pub const LOCAL_WRITE: Self = Self(bindings::ib_access_flags_IB_ACCESS_LOCAL_WRITE);
+    /// The peer may RDMA WRITE.
+    pub const REMOTE_WRITE: Self = Self(bindings::ib_access_flags_IB_ACCESS_REMOTE_WRITE);
+    /// The peer may RDMA READ.
+    pub const REMOTE_READ: Self = Self(bindings::ib_access_flags_IB_ACCESS_REMOTE_READ);
+    /// The peer may use atomics.
+    pub const REMOTE_ATOMIC: Self = Self(bindings::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC);
+}
+
+impl core::ops::BitOr for Access {
+    type Output = Self;
+
+    fn bitor(self, rhs: Self) -> Self {
+        Self(self.0 | rhs.0)
+    }
+}
+
+/// The attributes of one QP transition and the mask of those set: what
+/// `ib_modify_qp()` takes. Made by [`QpAttr::to_init`], [`QpAttr::to_error`]
+/// or by the IB CM for a connection's next state
+/// (`kernel::rdma::cm::CmIdRef::init_qp_attr`).
+///
+/// The CM's attributes for RTR (and RTS with an alternate path) carry its
+/// address vectors, which point at the GID entries (`struct ib_gid_attr`)
+/// the traffic leaves from; `ib_modify_qp` trusts those pointers
+/// (`rdma_fill_sgid_attr` keeps a set one). The CM holds them only for as
+/// long as the id lives (`cm_destroy_av`), so a value made from an id
+/// holds them itself, until it is dropped: it may outlive the id (and the
+/// entry's address may be deleted meanwhile), the entry stays valid.
+///
+/// # Invariants
+///
+/// If `holds`, each non-null `attr.ah_attr.grh.sgid_attr` and
+/// `attr.alt_ah_attr.grh.sgid_attr` is a GID entry this value holds a
+/// reference on (`rdma_hold_gid_attr()`), put in `drop`; neither pointer
+/// changes while `holds`. If not `holds`, both are null.
+///
+/// # Examples
+///
+/// ```
+/// use kernel::rdma::verbs::{Access, QpAttr, QpState};
+///
+/// let attr = QpAttr::to_init(1, 0, Access::REMOTE_READ | Access::REMOTE_WRITE);
+/// assert_eq!(attr.state(), Some(QpState::Init));
+/// assert_eq!(QpAttr::to_error().state(), Some(QpState::Err));
+/// ```
+pub struct QpAttr {
+    attr: bindings::ib_qp_attr,
+    mask: c_int,
+    holds: bool,
+}
+
+impl QpAttr {
+    /// The attributes in `attr` that `mask` names, made here: no address
+    /// vector, so no GID entry.
+    fn from_raw(mut attr: bindings::ib_qp_attr, mask: c_int) -> Self {
+        attr.ah_attr.grh.sgid_attr = core::ptr::null();
+        attr.alt_ah_attr.grh.sgid_attr = core::ptr::null();
+        // INVARIANT: both GID entry pointers are null.
+        Self {
+            attr,
+            mask,
+            holds: false,
+        }
+    }
+
+    /// The attributes in `attr` that `mask` names, as the RDMA core or the
+    /// IB CM computed them, taking a reference on each GID entry their
+    /// address vectors point at.
+    ///
+    /// # Safety
+    ///
+    /// Each non-null `ah_attr.grh.sgid_attr` and `alt_ah_attr.grh.sgid_attr`
+    /// of `attr` must point at a GID entry that is held (by its producer,
+    /// the CM's id) for the duration of the call.
+    pub unsafe fn from_raw_held(attr: bindings::ib_qp_attr, mask: c_int) -> Self {
+        for gid in [attr.ah_attr.grh.sgid_attr, attr.alt_ah_attr.grh.sgid_attr] {
+            if !gid.is_null() {
+                // SAFETY: The caller guarantees a held, so valid, entry.
+                unsafe { bindings::rdma_hold_gid_attr(gid) };
+            }
+        }
+        // INVARIANT: each non-null entry is held just above, put in `drop`.
+        Self {
+            attr,
+            mask,
+            holds: true,
+        }
+    }
+
+    /// To INIT, on port `port` with P_Key index `pkey_index`, granting the
+    /// peer `access`: an active end's first move (a passive end's comes
+    /// from the CM).
+    pub fn to_init(port: u32, pkey_index: u16, access: Access) -> Self {
+        let attr = bindings::ib_qp_attr {
+            qp_state: QpState::Init.to_raw(),
+            pkey_index,
+            port_num: port,
+            qp_access_flags: access.0 as c_int,
+            ..Default::default()
+        };
+        let mask = bindings::ib_qp_attr_mask_IB_QP_STATE
+            | bindings::ib_qp_attr_mask_IB_QP_PKEY_INDEX
+            | bindings::ib_qp_attr_mask_IB_QP_PORT
+            | bindings::ib_qp_attr_mask_IB_QP_ACCESS_FLAGS;
+        Self::from_raw(attr, mask as c_int)
+    }
+
+    /// To the error state: every posted work request is flushed.
+    pub fn to_error() -> Self {
+        let attr = bindings::ib_qp_attr {
+            qp_state: QpState::Err.to_raw(),
+            ..Default::default()
+        };
+        Self::from_raw(attr, bindings::ib_qp_attr_mask_IB_QP_STATE as c_int)
+    }
+
+    /// The state this moves the QP to, if the transition names one.
+    pub fn state(&self) -> Option<QpState> {
+        if self.mask & bindings::ib_qp_attr_mask_IB_QP_STATE as c_int == 0 {
+            return None;
+        }
+        [
+            QpState::Reset,
+            QpState::Init,
+            QpState::Rtr,
+            QpState::Rts,
+            QpState::Sqd,
+            QpState::Sqe,
+            QpState::Err,
+        ]
+        .into_iter()
+        .find(|s| s.to_raw() == self.attr.qp_state)
+    }
+
+    /// Sets the PSN the QP expects first from its peer (`rq_psn`): for a
+    /// passive end that moves to RTR before its REP tells the CM that PSN.
+    pub fn set_rq_psn(&mut self, psn: u32) {
+        self.attr.rq_psn = psn;
+        self.mask |= bindings::ib_qp_attr_mask_IB_QP_RQ_PSN as c_int;
+    }
+}
+
+impl Drop for QpAttr {
+    fn drop(&mut self) {
+        if !self.holds {
+            return;
+        }
+        for gid in [
+            self.attr.ah_attr.grh.sgid_attr,
+            self.attr.alt_ah_attr.grh.sgid_attr,
+        ] {
+            if !gid.is_null() {
+                // SAFETY: A reference this value holds (type invariant),
+                // put once: this is its drop.
+                unsafe { bindings::rdma_put_gid_attr(gid) };
+            }
+        }
+    }
+}
+
+/// A QP borrowed from its owner: what a disconnect does to it.
+///
+/// # Invariants
+///
+/// The wrapped `struct ib_qp` is a live kernel QP for the lifetime of every
+/// `&QpRef`.
+#[repr(transparent)]
+pub struct QpRef(Opaque<bindings::ib_qp>);
+
+impl QpRef {
+    /// # Safety
+    ///
+    /// `ptr` must be a live kernel QP that is not destroyed during `'a`.
+    pub unsafe fn from_raw<'a>(ptr: *mut bindings::ib_qp) -> &'a Self {
+        // SAFETY: `QpRef` is a transparent wrapper; the caller guarantees
+        // validity for `'a`.
+        unsafe { &*ptr.cast() }
+    }
+
+    /// Returns the raw `struct ib_qp` pointer.
+    pub fn as_raw(&self) -> *mut bindings::ib_qp {
+        self.0.get()
+    }
+
+    /// Modifies the QP (`ib_modify_qp`) as `attr` says.
+    pub fn modify(&self, attr: &QpAttr) -> Result {
+        // `ib_modify_qp` takes a mutable pointer but only reads the
+        // attributes: a copy keeps `attr` the caller's.
+        let mut raw = attr.attr;
+        // SAFETY: By the type invariant the QP is live; `raw` is valid for
+        // the call.
+        to_result(unsafe { bindings::ib_modify_qp(self.0.get(), &mut raw, attr.mask) })
+    }
+
+    /// Moves the QP to the error state: every posted work request completes
+    /// on its CQ with [`WcStatus::WrFlushErr`](super::WcStatus::WrFlushErr).
+    pub fn to_error(&self) -> Result {
+        self.modify(&QpAttr::to_error())
+    }
+}

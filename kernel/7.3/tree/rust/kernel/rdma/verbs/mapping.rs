@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A work request's buffer, DMA-mapped for the device while the request
+//! owns it.
+
+use super::wc::WrKind;
+use crate::{bindings, prelude::*};
+use core::ptr::NonNull;
+
+/// A kernel buffer DMA-mapped for a device, for one work request.
+///
+/// # Invariants
+///
+/// If `len > 0`, the first `len` bytes of `buf`'s allocation (kmalloc'd,
+/// physically contiguous) are mapped on `dev` at `addr` in direction `dir`,
+/// and are unmapped exactly once, in `drop`; `buf`'s allocation does not move
+/// or shrink meanwhile (only `into_buf` takes it, and the unmap follows at
+/// once). A `Mapping` with `len > 0` lives only in the tables of an
+/// [`RcQp`] of `dev` (or on the stack of its methods), so `dev` outlives it:
+/// the [`RcQp`] holds a reference on its device, put after it has freed its
+/// mappings. With `len == 0`, `dev` is never used.
+pub(super) struct Mapping {
+    buf: KVec<u8>,
+    pub(super) len: usize,
+    pub(super) addr: u64,
+    dev: NonNull<bindings::ib_device>,
+    dir: bindings::dma_data_direction,
+}
+
+impl Mapping {
+    /// Maps `buf` (all of its `len()` bytes) on `dev` for `dir`; an empty
+    /// buffer is not mapped.
+    ///
+    /// # Safety
+    ///
+    /// `dev` is a registered device that outlives the returned value.
+    pub(super) unsafe fn new(
+        dev: NonNull<bindings::ib_device>,
+        mut buf: KVec<u8>,
+        dir: bindings::dma_data_direction,
+    ) -> Result<Self> {
+        let len = buf.len();
+        let mut addr = 0;
+        if len > 0 {
+            // SAFETY: `dev` is registered (the caller's contract); `buf`'s
+            // first `len` bytes are one kmalloc allocation, which stays where
+            // it is while `Self` owns it.
+            addr = unsafe {
+                bindings::ib_dma_map_single(dev.as_ptr(), buf.as_mut_ptr().cast(), len, dir)
+            };
+            // SAFETY: `dev` is registered; `addr` is what it just returned.
+            if unsafe { bindings::ib_dma_mapping_error(dev.as_ptr(), addr) } != 0 {
+                return Err(ENOMEM);
+            }
+        }
+        // INVARIANT: mapped above if `len > 0`.
+        Ok(Self {
+            buf,
+            len,
+            addr,
+            dev,
+            dir,
+        })
+    }
+
+    /// No buffer: for requests that carry none (REG_MR, LOCAL_INV).
+    pub(super) fn none() -> Self {
+        // INVARIANT: `len == 0`: nothing mapped.
+        Self {
+            buf: KVec::new(),
+            len: 0,
+            addr: 0,
+            dev: NonNull::dangling(),
+            dir: bindings::dma_data_direction::DMA_NONE,
+        }
+    }
+
+    /// Unmaps the buffer and gives it back.
+    pub(super) fn into_buf(mut self) -> KVec<u8> {
+        let buf = core::mem::take(&mut self.buf);
+        // Unmapped here (`drop`), before the caller can read the buffer.
+        drop(self);
+        buf
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        if self.len > 0 {
+            // SAFETY: By the type invariant the mapping exists and `dev` is
+            // alive; this is its one unmap.
+            unsafe {
+                bindings::ib_dma_unmap_single(self.dev.as_ptr(), self.addr, self.len, self.dir)
+            };
+        }
+    }
+}
+
+/// A work request on the QP, owning its buffer until its completion.
+pub(super) struct Posted {
+    pub(super) kind: WrKind,
+    pub(super) buf: Mapping,
+    /// The MR slot a REG_MR or LOCAL_INV is about.
+    pub(super) mr: usize,
+}
