@@ -93,13 +93,17 @@ if [ ! -f "$KDIR/.rcd-unpacked" ]; then
 		-print -exec rm -rf {} + | sed 's/^/kernel: removing stale tree /' >&2
 	rm -rf "$KDIR"
 	# A tree that leaves patches out starts as a copy of the built tree with
-	# all of them, if there is one (cp -a: the times stay, so only what
-	# the patches change, and the Rust objects, whose commands name the
-	# tree's path, are rebuilt); else from the source.
+	# all of them, if there is one: the times stay (cp -a), and the
+	# commands in the .cmd files that name the tree's path (objtool's, the
+	# Rust crates') are pointed at the copy (as scripts/intree.sh's
+	# copy_tree does), so only what the patches change is rebuilt. Else
+	# from the source.
 	seed=$RCD_CACHE/$(tree_of "$variant")-$(key_of "$variant")
 	if [ "$flavor" != "$variant" ] && [ -f "$seed/.rcd-stamp" ]; then
 		echo "kernel: copying $seed into $KDIR" >&2
 		cp -a "$seed" "$KDIR"
+		find "$KDIR" -name '.*.cmd' -print0 | xargs -0 grep -lF "$seed/" |
+			xargs -r sed -i "s|$seed/|$KDIR/|g"
 	else
 		echo "kernel: unpacking $tarball into $KDIR (about a minute)" >&2
 		mkdir -p "$KDIR"
