@@ -3,6 +3,7 @@
 #
 # Install everything the build, the guest and the tests need, on Debian 12.
 # Idempotent: a second run checks versions and returns in seconds.
+# What takes long says so on stderr (callers hide the stdout's "ok").
 set -euo pipefail
 . "$(dirname "$0")/env.sh"
 
@@ -44,7 +45,7 @@ done
 
 if [ ${#missing[@]} -gt 0 ]; then
 	need_root
-	echo "setup: installing ${missing[*]}"
+	echo "setup: installing ${missing[*]}" >&2
 	apt-get update -qq
 	for p in "${missing[@]}"; do
 		case "$p" in *=*)
@@ -63,13 +64,13 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 if ! "$TOOLS/bin/bindgen" --version 2>/dev/null | grep -q " $BINDGEN_PIN\$"; then
-	echo "setup: cargo install bindgen-cli $BINDGEN_PIN"
+	echo "setup: cargo install bindgen-cli $BINDGEN_PIN" >&2
 	cargo install --locked --root "$TOOLS" bindgen-cli --version "$BINDGEN_PIN" -q
 fi
 
 if [ "$KERNEL" = 7.3 ]; then
 	if ! "$BINDGEN" --version 2>/dev/null | grep -q " $BINDGEN73_PIN\$"; then
-		echo "setup: cargo install bindgen-cli $BINDGEN73_PIN (a few minutes)"
+		echo "setup: cargo install bindgen-cli $BINDGEN73_PIN (a few minutes)" >&2
 		cargo install --locked --root "$TOOLS/bindgen-$BINDGEN73_PIN" bindgen-cli \
 			--version "$BINDGEN73_PIN" -q
 	fi
@@ -78,7 +79,7 @@ if [ "$KERNEL" = 7.3 ]; then
 		need_root
 		# One package from one more suite, through an apt configuration of
 		# its own: the machine's sources, lists and packages stay as they are.
-		echo "setup: fetching linux-source-7.3 $LINUX73_PIN from trixie-backports (167 MB)"
+		echo "setup: fetching linux-source-7.3 $LINUX73_PIN from trixie-backports (167 MB)" >&2
 		tmp=$(mktemp -d)
 		mkdir -p "$tmp/lists/partial" "$tmp/cache/archives/partial"
 		mirror=$(awk '/^URIs:/ { print $2; exit }' /etc/apt/sources.list.d/debian.sources 2>/dev/null)
@@ -105,7 +106,7 @@ if [ "$KERNEL" = 7.3 ]; then
 fi
 
 if ! "$VNG" --version 2>/dev/null | grep -q "$VNG_PIN"; then
-	echo "setup: virtme-ng $VNG_PIN in $TOOLS/venv"
+	echo "setup: virtme-ng $VNG_PIN in $TOOLS/venv" >&2
 	python3 -m venv "$TOOLS/venv"
 	"$TOOLS/venv/bin/pip" install -q "virtme-ng==$VNG_PIN"
 fi
