@@ -12,6 +12,9 @@
 #   RCD_VM_9P_CACHE           the root's 9p cache mode (default loose; none)
 #   RCD_VM_KUNIT              the KUnit tests run at boot (kunit.filter_glob;
 #                             default kernel::rdma's doctests)
+#   RCD_VM_CONSOLE=1          the kernel's console (boot messages, oopses,
+#                             panics) on stderr; without it a guest that dies
+#                             before its command starts prints nothing
 #   RCD_VM_NET, RCD_VM_MAC    a virtio NIC on a QEMU socket network: RCD_VM_NET
 #                             is the socket's options (udp=HOST:PORT,
 #                             localaddr=HOST:PORT), RCD_VM_MAC its MAC
@@ -57,6 +60,7 @@ append=(--append "$cmdline")
 vng=("$VNG" --run "$KDIR" --disable-kvm --user root
 	--memory "${RCD_VM_MEM:-2G}" --cpus "${RCD_VM_CPUS:-2}"
 	"${share[@]}" "${append[@]}" --exec "$1")
+[ "${RCD_VM_CONSOLE:-0}" != 1 ] || vng+=(--verbose)
 # Two guests, two hosts: a NIC on a UDP socket network between two QEMUs
 # (either may start first).
 [ -z "${RCD_VM_NET:-}" ] ||
