@@ -47,6 +47,11 @@ cmdline=
 # reads their results). 133 doctests cost no measurable boot time (30.5 s
 # either way, 2026-11-30). RCD_VM_KUNIT overrides the glob.
 cmdline="$cmdline kunit.filter_glob=${RCD_VM_KUNIT:-rust_doctests_kernel.*}"
+# 7.3's KUnit runs them at boot only with kunit.autorun: the option that
+# sets its default (CONFIG_KUNIT_AUTORUN_ENABLED, new since 6.12) is off
+# under allnoconfig. 6.12 always runs them and has no such parameter.
+! grep -qx '# CONFIG_KUNIT_AUTORUN_ENABLED is not set' "$KDIR/.config" 2>/dev/null ||
+	cmdline="$cmdline kunit.autorun=1"
 # The detectors stay armed for the whole guest (issue 22, item 8;
 # tests/t_kernel.sh: detectors_armed checks it at the end): KASAN reports
 # every bad access, not only the first (kasan_multi_shot; only on a KASAN
