@@ -46,12 +46,21 @@ cmdline=
 # kernel::sync::ArcSlot among the rest (tests/t_kernel.sh: rdma_doctests
 # reads their results). 133 doctests cost no measurable boot time (30.5 s
 # either way, 2026-11-30). RCD_VM_KUNIT overrides the glob.
-cmdline="$cmdline kunit.filter_glob=${RCD_VM_KUNIT:-rust_doctests_kernel.*}"
+kunit=rust_doctests_kernel.*
 # 7.3's KUnit runs them at boot only with kunit.autorun: the option that
 # sets its default (CONFIG_KUNIT_AUTORUN_ENABLED, new since 6.12) is off
 # under allnoconfig. 6.12 always runs them and has no such parameter.
-! grep -qx '# CONFIG_KUNIT_AUTORUN_ENABLED is not set' "$KDIR/.config" 2>/dev/null ||
+# 7.3's own kernel::time::hrtimer doctests (hrtimer.rs:245 and :315) set
+# up timers on the stack that DEBUG_OBJECTS_TIMERS reports ("ODEBUG:
+# object ... is on stack ..., but NOT annotated", a WARNING: dmesg_clean
+# fails on it): they are left out, and with them the other doctests of
+# modules whose names start with t (task, transmute, types: 17 of 369),
+# as one glob cannot leave out less.
+if grep -qx '# CONFIG_KUNIT_AUTORUN_ENABLED is not set' "$KDIR/.config" 2>/dev/null; then
 	cmdline="$cmdline kunit.autorun=1"
+	kunit='rust_doctests_kernel.rust_doctest_kernel_[!t]*'
+fi
+cmdline="$cmdline kunit.filter_glob=${RCD_VM_KUNIT:-$kunit}"
 # The detectors stay armed for the whole guest (issue 22, item 8;
 # tests/t_kernel.sh: detectors_armed checks it at the end): KASAN reports
 # every bad access, not only the first (kasan_multi_shot; only on a KASAN
