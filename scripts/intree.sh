@@ -374,7 +374,10 @@ series_build() {
 	done
 	if [ -f "$t/$sel/Makefile" ]; then
 		t0=$SECONDS
-		make -C "$t/$sel" -s "${KMAKE_VARS[@]}" > "$log" 2>&1 ||
+		# Without MAKELEVEL: under `make intree-series-build` it is 1, and
+		# the selftests' lib.mk then leaves OUTPUT empty (it sets it only
+		# at level 0) and links sidr_flood as /sidr_flood.
+		env -u MAKELEVEL make -C "$t/$sel" -s "${KMAKE_VARS[@]}" > "$log" 2>&1 ||
 			{ tail -n 30 "$log" >&2; echo "intree: series-build: the selftests' make fails" >&2; exit 1; }
 		ls "$t/$sel"/modules/*.ko "$t/$sel/modules/harness/rcd_harness.ko" \
 			"$t/$sel/sidr_flood" >/dev/null
@@ -445,7 +448,7 @@ build)
 	make -C "$KDIR" -s "${KMAKE_VARS[@]}" -j"$(nproc)" bzImage modules >&2
 	# The selftests' own make: the C test modules against this tree,
 	# sidr_flood.
-	make -C "$KDIR/$sel" -s "${KMAKE_VARS[@]}" >&2
+	env -u MAKELEVEL make -C "$KDIR/$sel" -s "${KMAKE_VARS[@]}" >&2
 	echo "$KDIR $KDIR/$rel/rust_cm_disconnect.ko $KDIR/$sel"
 	;;
 *)

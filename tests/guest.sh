@@ -5,7 +5,7 @@
 # gives each a shared queue directory: the plan (one test name a line, the
 # longest first) and a claim directory. A guest takes the next test nobody
 # has claimed (mkdir of its claim is atomic across guests) and runs it
-# with a clean guest before it, in its own process under a timeout,
+# with a clean guest before it, in a subshell under a timeout (lib.sh: rcd_run),
 # streaming its output as it runs; when the queue is empty it checks its
 # own kmemleak and dmesg (tests/t_kernel.sh, the last two tests of every
 # guest). That part is the kselftest program tests/rust_cm_disconnect.sh
@@ -90,9 +90,8 @@ run_host_test() {
 	else
 		tmo=timeout_$t; tmo=${!tmo:-${RCD_TEST_TIMEOUT:-300}}
 		t1=$SECONDS
-		timeout --kill-after=10 "$tmo" bash "$RCD_TESTS/ksft.sh" --one "$t" </dev/null 2>&1 |
-			tee /run/rcd-test.out | sed -u 's/^\([^#]\)/# \1/; s/^$/#/'
-		rc=${PIPESTATUS[0]}
+		rcd_run "$t" "$tmo"
+		rc=$?
 		[ $rc -ne 124 ] || echo "# timed out after $tmo s"
 	fi
 	RCD_HOSTS_FIRST_WAIT=60

@@ -18,9 +18,9 @@
 #                                      kernel's kselftest runner)
 #   ksft.sh --one FUNCTION             one test function, nothing else
 #
-# Each test is run with a clean guest before it (lib.sh's cleanup: module
+# Each test is run with a clean guest before it (lib.sh's cleanup: harness
 # unloaded, no qdisc or policy route, only rxe0/rxe1 on the veth pair, their
-# CM counters read from zero), in its own process under its timeout
+# CM counters read from zero), in a subshell under its timeout (lib.sh: rcd_run)
 # (timeout_FUNCTION=SECONDS in its file, else RCD_TEST_TIMEOUT or 600 s),
 # its lines streamed as they come:
 #   # test: NAME
@@ -65,9 +65,8 @@ rcd_one() {
 	t1=$SECONDS
 	# stdin from /dev/null: the queue's loop reads the test names from its
 	# stdin, and a test step that read stdin would eat them.
-	timeout --kill-after=10 "$tmo" bash "$RCD_TESTS/ksft.sh" --one "$fn" </dev/null 2>&1 |
-		tee /run/rcd-test.out | sed -u 's/^\([^#]\)/# \1/; s/^$/#/'
-	rc=${PIPESTATUS[0]}
+	rcd_run "$fn" "$tmo"
+	rc=$?
 	[ "$rc" -ne 124 ] || echo "# timed out after $tmo s"
 	echo "# time: cleanup $((t1 - t0)) s, test $((SECONDS - t1)) s"
 	if [ "$rc" -eq "$KSFT_SKIP" ]; then
@@ -83,6 +82,8 @@ rcd_one() {
 rcd_queue() {
 	local t rc
 	mkdir -p "$1/claim"
+	# The product stays loaded from test to test (lib.sh: cleanup).
+	RCD_KEEP_PRODUCT=1
 	while read -r t; do
 		mkdir "$1/claim/$t" 2>/dev/null || continue
 		rcd_one "$t"; rc=$?
@@ -92,6 +93,7 @@ rcd_queue() {
 		*) echo "RESULT not ok $t" ;;
 		esac
 	done < "$1/plan"
+	RCD_KEEP_PRODUCT=0
 	for t in $RCD_END_TESTS; do
 		rcd_one "$t"; rc=$?
 		case $rc in

@@ -44,6 +44,47 @@ KSFT_SKIP=4
 log() { echo "# $*"; }
 fail() { echo "# FAIL: $*"; return 1; }
 
+# rcd_run FUNCTION SECONDS [OUT]: run a test function in a subshell of this
+# shell, its stdin /dev/null, killed after SECONDS as timeout(1) kills
+# (TERM, and KILL 10 s later), status 124 then. Its lines go, as they come,
+# to OUT (default /run/rcd-test.out) and to stdout, those not yet a comment
+# prefixed "# ". A subshell, not a new bash that sources the tests again:
+# under TCG on the debug kernel that and timeout(1) cost about 1.5 s of a
+# vCPU a test. It starts as a fresh one would: its own SECONDS, the CM
+# counters' base read again (cm_base_load). (t_harness.sh:
+# harness_timeout_kills_test.)
+rcd_run() {
+	local _fn=$1 _tmo=$2 _out=${3:-/run/rcd-test.out} _late=/run/rcd-timed-out.$BASHPID
+	rm -f "$_late"
+	# The FIFO nap reads, made once here: the watchdog and the tests inherit it.
+	nap 0
+	{
+		local _pid _wd _rc
+		(
+			SECONDS=0
+			unset CM_BASE_LOADED
+			CM_BASE=()
+			set -o pipefail
+			"$_fn"
+		) </dev/null 2>&1 &
+		_pid=$!
+		(
+			nap "$_tmo"
+			: > "$_late"
+			kill -TERM "$_pid" 2>/dev/null
+			nap 10
+			kill -KILL "$_pid" 2>/dev/null
+		) </dev/null >/dev/null 2>&1 &
+		_wd=$!
+		wait "$_pid"; _rc=$?
+		kill "$_wd" 2>/dev/null
+		[ ! -e "$_late" ] || _rc=124
+		rm -f "$_late"
+		exit "$_rc"
+	} | sed -u -e "w $_out" -e 's/^\([^#]\)/# \1/; s/^$/#/'
+	return "${PIPESTATUS[0]}"
+}
+
 # check DESCRIPTION COMMAND...: run a command, fail with DESCRIPTION if it fails.
 check() {
 	local what=$1; shift
@@ -161,7 +202,8 @@ RCD_TAINT_OK=$((4096 | 8192 | 262144))
 # kmsg_first_seq: the sequence number of the oldest record the kernel log
 # still holds (0 unless the ring wrapped and lost lines).
 kmsg_first_seq() {
-	perl -MFcntl -e 'sysopen(my $f, "/dev/kmsg", O_RDONLY | O_NONBLOCK) or die "/dev/kmsg: $!\n";
+	perl -MFcntl -e 'sysopen(my $f, "/dev/kmsg", O_RDONLY | O_NONBLOCK)
+			or die "/dev/kmsg: $!\n";
 		my $b; defined sysread($f, $b, 8192) or die "/dev/kmsg: $!\n";
 		$b =~ /^\d+,(\d+),/ or die "/dev/kmsg: no record\n"; print "$1\n"'
 }
@@ -285,10 +327,10 @@ port_active() {
 
 rxe_del() { rdma link del "$1" 2>/dev/null; }
 
-# Back to a clean guest: the module out, no qdisc, no policy routes, no
-# rdma-core program left running, and no rxe device other than rxe0 on v0
-# and rxe1 on v1. Those two stay (with the veth pair and its addresses): a
-# device costs 2-3 s to add and as much to delete under TCG, and a test on
+# Back to a clean guest: the harness and the test modules out, no qdisc,
+# no policy routes, no rdma-core program left running, and no rxe device
+# other than rxe0 on v0 and rxe1 on v1. Those two stay (with the veth pair
+# and its addresses): a device costs 2-3 s to add and as much to delete under TCG, and a test on
 # two devices paid 10-12 s for them. What a test could read from a device's
 # past, its CM counters, starts from zero again: cleanup records them
 # (/run/rcd-cm-base) and cm_counter subtracts them. A test that needs no
@@ -303,6 +345,15 @@ rxe_del() { rdma link del "$1" 2>/dev/null; }
 # kernel log gets a marker at the end (dmesg_test: the log since it), and
 # the IB CM's tracepoints are switched off and their buffer emptied
 # (cm_trace_off).
+#
+# The product (rust_cm_disconnect.ko, which keeps no state) goes too,
+# except between the tests of make check's queue (RCD_KEEP_PRODUCT=1,
+# tests/ksft.sh: rcd_queue): a rmmod and an insmod cost about 1.7 s a test
+# under TCG. There it stays loaded, and a reference on it that outlives its
+# consumers (a module reference the product leaked) fails the clean guest
+# as a failed rmmod would. The queue's end tests get it unloaded, which
+# fails there if it cannot be; its load and unload are tests of their own
+# (t_devices.sh, t_capi.sh).
 cleanup() {
 	local d p c m out bad= pids=
 	cm_trace_off
@@ -313,7 +364,14 @@ cleanup() {
 	if rcd_loaded; then
 		out=$(rmmod rcd_harness 2>&1) || bad+="; rmmod rcd_harness: $out"
 	fi
-	if product_loaded; then
+	if product_loaded && [ "${RCD_KEEP_PRODUCT:-0}" = 1 ]; then
+		# (A harness that did not unload holds it: said above.)
+		if ! rcd_loaded; then
+			read -r c < /sys/module/rust_cm_disconnect/refcnt
+			[ "$c" = 0 ] ||
+				bad+="; rust_cm_disconnect held (refcnt $c) without its consumers"
+		fi
+	elif product_loaded; then
 		out=$(rmmod rust_cm_disconnect 2>&1) || bad+="; rmmod rust_cm_disconnect: $out"
 	fi
 	# A user-space peer a failed or timed-out test left (timeout kills the
@@ -377,8 +435,13 @@ dmesg_test() {
 		seen { buf = buf $0 "\n" } END { printf "%s", buf }'
 }
 
-# dmesg_has ERE: a line of this test's kernel log matches ERE.
-dmesg_has() { dmesg_test | grep -qE "$1"; }
+# dmesg_has ERE: a line of this test's kernel log matches ERE. (One awk
+# instead of dmesg_test and a grep: a process less; the ERE from the
+# environment, which awk takes as it is, where -v would read escapes.)
+dmesg_has() {
+	dmesg | RCD_ERE=$1 awk -v m="$RCD_DMESG_MARK" 'index($0, m) { seen = 1; hit = 0; next }
+		seen && $0 ~ ENVIRON["RCD_ERE"] { hit = 1 } END { exit !hit }'
+}
 
 # rxe_none: no rxe device (for a test of the module's device tracking).
 rxe_none() {
@@ -509,7 +572,13 @@ event_field() {
 }
 
 # wait_event SECONDS NUM KIND
-wait_event() { wait_for "$1" has_event "$2" "$3" || fail "$2: no $3 within $1 s"; }
+# On failure it prints the endpoint's events, so that the log says how far
+# it got.
+wait_event() {
+	wait_for "$1" has_event "$2" "$3" && return 0
+	fail "$2: no $3 within $1 s; its events: $(awk -v n="$2" '$1 == n { printf " %s", $2 }' \
+		"$RCD_DBG/events" 2>/dev/null | tail -c 400)"
+}
 
 # pat_hex N TOTAL: hex of the module's pat:N bytes (1, 2, ..., 255, 1, ...)
 # followed by zeros up to TOTAL bytes: what a peer sees of pat:N.

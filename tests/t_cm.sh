@@ -190,7 +190,8 @@ test_crossing_dreqs() {
 		cm_trace_expect 1 icm_send_dreq local_id=$id state=ESTABLISHED &&
 			cm_trace_expect 1 icm_send_drep local_id=$id || return 1
 		# Its DREQ first, then its DREP: the two crossed.
-		first=$(awk -v id="local_id=$id" '/icm_send_dreq:|icm_send_drep:/ && index($0, id " ") {
+		first=$(awk -v id="local_id=$id" '/icm_send_dreq:|icm_send_drep:/ &&
+			index($0, id " ") {
 			print ($0 ~ /icm_send_dreq:/) ? "dreq" : "drep"; exit }' $RCD_TRACING/trace)
 		check "$e: its DREQ went before its DREP (crossed)" test "$first" = dreq || return 1
 	done

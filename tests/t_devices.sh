@@ -7,7 +7,9 @@ test_load_unload() {
 	check "debugfs directory" test -r "$RCD_DBG/devices" || return 1
 	check "'loaded' in dmesg" dmesg_has 'rcd_harness: loaded$' || return 1
 	rcd_unload || return 1
-	check "modules gone" sh -c "! test -d /sys/module/rcd_harness -o -d /sys/module/rust_cm_disconnect" || return 1
+	check "modules gone" \
+		sh -c "! test -d /sys/module/rcd_harness -o -d /sys/module/rust_cm_disconnect" ||
+		return 1
 	check "debugfs gone" sh -c "! test -e $RCD_DBG" || return 1
 	# And again: nothing was left behind that breaks a second load.
 	rcd_load && rcd_unload

@@ -78,7 +78,8 @@ test_delay_and_reorder() {
 	# seen again (duplicates) by the other side.
 	crossed=$(($(crossed_in $a $b) + $(crossed_in $pa $pb)))
 	retries=$(($(cm_counter rxe0 cm_tx_retries dreq) + $(cm_counter rxe1 cm_tx_retries dreq)))
-	dups=$(($(cm_counter rxe0 cm_rx_duplicates dreq) + $(cm_counter rxe1 cm_rx_duplicates dreq)))
+	dups=$(($(cm_counter rxe0 cm_rx_duplicates dreq) +
+		$(cm_counter rxe1 cm_rx_duplicates dreq)))
 	check "DREQs crossed ($crossed)" test $crossed -gt 0 || return 1
 	check "DREQs retried ($retries)" test $retries -gt 0 || return 1
 	check "duplicate DREQs seen ($dups)" test $dups -gt 0 || return 1

@@ -195,7 +195,8 @@ test_fuzz_cm_peer() {
 	fuzzpeer_base cm_rx_msgs; fuzzpeer_base cm_tx_msgs; fuzzpeer_base cm_rx_duplicates
 	echo "run seed=$seed ms=$((secs * 1000)) gap_us=${RCD_FUZZPEER_GAP_US:-5000}" \
 		> $FUZZPEER_DBG/ctl || fail "rcd_fuzzpeer: run" || return 1
-	flog "fuzz: seed $(fuzzpeer_stat seed) for $secs s (replay: RCD_FUZZPEER_SEED=$(fuzzpeer_stat seed))"
+	flog "fuzz: seed $(fuzzpeer_stat seed) for $secs s" \
+		"(replay: RCD_FUZZPEER_SEED=$(fuzzpeer_stat seed))"
 	fuzzpeer_feed &
 	feeder=$!
 	t0=$SECONDS
@@ -214,20 +215,25 @@ test_fuzz_cm_peer() {
 	fi
 	wait $feeder || { fail "the feeder failed"; bad=1; }
 	# The counts.
-	flog "peer: $(grep -E '^(seed|steps|sent|completed|completion_errors|post_errors|pool_ends) ' \
+	flog "peer: $(grep -E \
+		'^(seed|steps|sent|completed|completion_errors|post_errors|pool_ends) ' \
 		$FUZZPEER_DBG/stats | tr '\n' ' ')"
 	log "peer sent: $(grep -E '^sent_' $FUZZPEER_DBG/stats | sed 's/^sent_//' | tr ' \n' '= ')"
-	log "peer actions: $(grep -E '^action_' $FUZZPEER_DBG/stats | sed 's/^action_//' | tr ' \n' '= ')"
+	log "peer actions: $(grep -E '^action_' $FUZZPEER_DBG/stats |
+		sed 's/^action_//' | tr ' \n' '= ')"
 	# Let the last messages arrive before counting the CM's answers.
 	nap 2
 	log "rxe0's CM received: $(fuzzpeer_counts cm_rx_msgs)"
 	log "rxe0's CM duplicates: $(fuzzpeer_counts cm_rx_duplicates)"
 	log "rxe0's CM sent (retries included): $(fuzzpeer_counts cm_tx_msgs)"
-	log "module: $(grep -E '^(conns|cm_ids_live|endpoints_live|established|reps_sent|req_callbacks|drep_received|dreq_sent|drep_sent|events_lost) ' \
+	log "module: $(grep -E \
+		-e '^(conns|cm_ids_live|endpoints_live|established|reps_sent|req_callbacks) ' \
+		-e '^(drep_received|dreq_sent|drep_sent|events_lost) ' \
 		"$RCD_DBG/stats" | tr '\n' ' ')"
 	log "module events: $(awk '{ c[$2]++ } END { for (k in c) printf "%s=%d ", k, c[k] }' \
 		"$RCD_DBG/events")"
-	log "module ends by state: $(awk '{ for (i = 2; i <= NF; i++) if ($i ~ /^state=/) c[substr($i, 7)]++ }
+	log "module ends by state: $(awk '{
+		for (i = 2; i <= NF; i++) if ($i ~ /^state=/) c[substr($i, 7)]++ }
 		END { for (k in c) printf "%s=%d ", k, c[k] }' "$RCD_DBG/conns")"
 	check "the peer sent messages of every kind" \
 		sh -c "! grep -qE '^sent_[a-z_]+ 0$' $FUZZPEER_DBG/stats" || bad=1
@@ -235,7 +241,8 @@ test_fuzz_cm_peer() {
 	# timers (bounded by the peer's max_resp and max_retries) have run.
 	if ! wait_for "$drain" fuzzpeer_none_held; then
 		held=$(fuzzpeer_held)
-		fail "$(echo "$held" | wc -w) ends of the peer's still held $drain s after it stopped" \
+		fail "$(echo "$held" | wc -w) ends of the peer's still held" \
+			"$drain s after it stopped" \
 			"(seed $(fuzzpeer_stat seed)): $(echo "$held" | tr ' ' '\n' |
 			awk -F: 'NF { c[$2]++ } END { for (k in c) printf "%s=%d ", k, c[k] }')" \
 			"e.g. $(echo "$held" | cut -d' ' -f1-5)"
@@ -250,12 +257,14 @@ test_fuzz_cm_peer() {
 	# Everything closed but the listeners: only their ids left, no QP.
 	flog "closing everything but the listeners"
 	# 300 numbers a write (close N,M,...).
-	awk '$1 !~ /^[1-7]$/ { a = (a == "" ? $1 : a "," $1); if (++n % 300 == 0) { print a; a = "" } }
+	awk '$1 !~ /^[1-7]$/ { a = (a == "" ? $1 : a "," $1);
+		if (++n % 300 == 0) { print a; a = "" } }
 		END { if (a != "") print a }' "$RCD_DBG/conns" > /run/fuzzpeer-close
 	local e
 	while read -r nums; do
 		e=$(ctl_errno "close $nums")
-		[ "$e" = OK ] || log "close of $(echo "$nums" | tr ',' '\n' | grep -c .) at once: $e"
+		[ "$e" = OK ] ||
+			log "close of $(echo "$nums" | tr ',' '\n' | grep -c .) at once: $e"
 	done < /run/fuzzpeer-close
 	# Whatever is left but the listeners: one by one, each must close.
 	for n in $(awk '$1 !~ /^[1-7]$/ { print $1 }' "$RCD_DBG/conns"); do
@@ -270,7 +279,8 @@ test_fuzz_cm_peer() {
 	check "only the 7 listeners' endpoints left ($(rcd_stat endpoints_live))" \
 		wait_for 45 stat_is endpoints_live 7 || bad=1
 	check "no QP of ours left ($(rdma_res qp) vs $qps0)" \
-		wait_for 30 sh -c "[ \$(rdma resource show qp 2>/dev/null | grep -c .) = $qps0 ]" || bad=1
+		wait_for 30 sh -c "[ \$(rdma resource show qp 2>/dev/null | grep -c .) = $qps0 ]" ||
+		bad=1
 	flog "module after close: $(stats_line)"
 	rmmod rcd_fuzzpeer || { fail "rmmod rcd_fuzzpeer"; bad=1; }
 	t0=$SECONDS
@@ -280,7 +290,8 @@ test_fuzz_cm_peer() {
 	local reports
 	reports=$(dmesg | awk '/rcd-test: fuzz_cm_peer begins/ { buf = ""; on = 1; next }
 		on { buf = buf $0 "\n" } END { printf "%s", buf }' | grep -E "$DMESG_BAD")
-	[ -z "$reports" ] || { echo "$reports" | head -40 | sed 's/^/# /'; fail "kernel reports"; bad=1; }
+	[ -z "$reports" ] ||
+		{ echo "$reports" | head -40 | sed 's/^/# /'; fail "kernel reports"; bad=1; }
 	return $bad
 }
 timeout_test_fuzz_cm_peer=$(( ${RCD_FUZZPEER_SECONDS:-60} + ${RCD_FUZZPEER_DRAIN:-20} + 300 ))

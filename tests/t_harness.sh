@@ -46,6 +46,24 @@ test_harness_dreq_counter_since_clean() {
 		fail "dreqs_received_above 0 with no DREQ since the clean guest" || return 1
 }
 
+# The runner's timeout (lib.sh: rcd_run, which replaced timeout(1)) still
+# ends a test that hangs: one that would sleep 30 s under a timeout of 2 s
+# ends with status 124 within seconds, its line before the sleep kept and
+# none after it; a test that ends in time keeps its own status.
+_rcd_hangs() { echo "before the sleep"; nap 30; echo "after the sleep"; }
+_rcd_fails_3() { echo "quick"; return 3; }
+test_harness_timeout_kills_test() {
+	local rc t0=$SECONDS out=/run/rcd-timeout-test.out
+	rcd_run _rcd_hangs 2 "$out" > /dev/null; rc=$?
+	log "a test of 30 s under a timeout of 2 s: status $rc after $((SECONDS - t0)) s"
+	check "status 124 (got $rc)" test $rc = 124 || return 1
+	check "ended within 8 s" test $((SECONDS - t0)) -le 8 || return 1
+	check "its line before the sleep kept" grep -qx "before the sleep" "$out" || return 1
+	check "no line after the sleep" sh -c "! grep -q 'after the sleep' $out" || return 1
+	rcd_run _rcd_fails_3 10 "$out" > /dev/null; rc=$?
+	check "a test that ends in time keeps its status (3, got $rc)" test $rc = 3
+}
+
 # cleanup reports what it could not undo: here a module held by an open
 # file of its debugfs directory cannot be unloaded. It used to drop rmmod's
 # error and return 0, and the next test ran on the old module.

@@ -25,11 +25,13 @@ test_kmemleak_clean() {
 	# (an internal error) refuses the write (EPERM) and lists nothing:
 	# that fails, it is no clean result.
 	t0=$SECONDS
-	echo scan 2>/dev/null > $f || { fail "kmemleak refused a scan: it disabled itself"; return 1; }
+	echo scan 2>/dev/null > $f ||
+		{ fail "kmemleak refused a scan: it disabled itself"; return 1; }
 	left=$((t0 + 7 - SECONDS))
 	log "first scan: $((SECONDS - t0)) s; the second after $((left > 0 ? left : 0)) s more"
 	[ $left -le 0 ] || nap $left
-	echo scan 2>/dev/null > $f || { fail "kmemleak refused a scan: it disabled itself"; return 1; }
+	echo scan 2>/dev/null > $f ||
+		{ fail "kmemleak refused a scan: it disabled itself"; return 1; }
 	cat $f > /dev/null || { fail "cannot read $f"; return 1; }
 	all=$(grep -c '^unreferenced object' $f)
 	# Matched in the backtrace only: a hex dump's bytes may spell anything.
@@ -69,10 +71,12 @@ test_dmesg_clean() {
 		# A report, or a KUnit test that failed (its KTAP "not ok"
 		# lines: the kernel crate's doctests, whatever T= selected).
 		bad=$(grep -E "$DMESG_BAD|\] +not ok [0-9]+ " /run/rcd-boot-dmesg)
-		[ -z "$bad" ] || { echo "# at boot:"; echo "$bad" | head -20 | sed 's/^/# /'; rc=1; }
+		[ -z "$bad" ] ||
+			{ echo "# at boot:"; echo "$bad" | head -20 | sed 's/^/# /'; rc=1; }
 		first=$(kmsg_first_seq) || { fail "cannot read /dev/kmsg"; return 1; }
 		[ "$first" = 0 ] ||
-			{ fail "the kernel log wrapped: its first $first lines are lost (log_buf_len)"; rc=1; }
+			{ fail "the kernel log wrapped: its first $first lines are lost" \
+				"(log_buf_len)"; rc=1; }
 	fi
 	# Reports a test provoked on purpose and checked itself are skipped
 	# (expect_reports_begin/end in lib.sh).
@@ -131,7 +135,8 @@ test_verbs_leak_detected() {
 	[ -e "$ko" ] || { fail "no $ko (make builds it)"; return 1; }
 	[ ! -d /sys/module/rcd_leak ] || { fail "rcd_leak is loaded already"; return 1; }
 	[ -d /sys/module/rdma_rxe ] || modprobe rdma_rxe || return 1
-	ip link add vl0 type veth peer name vl1 && ip link set vl0 up && ip link set vl1 up || return 1
+	ip link add vl0 type veth peer name vl1 && ip link set vl0 up &&
+		ip link set vl1 up || return 1
 	rdma link add rxeleak type rxe netdev vl0 || { ip link del vl0; return 1; }
 	expect_reports_begin
 	insmod "$ko" dev=rxeleak
@@ -141,8 +146,10 @@ test_verbs_leak_detected() {
 	out=$(rxe_del_checked rxeleak); rc=$?
 	expect_reports_end
 	ip link del vl0
-	echo "$out" | grep -E 'FAIL|WARNING' | head -12 | sed 's/^# FAIL: /# (failed, as it must:) /'
-	log "rcd_leak leaked $leaked object(s), restrack listed $qps RC QP(s) on rxeleak; the check's status: $rc"
+	echo "$out" | grep -E 'FAIL|WARNING' | head -12 |
+		sed 's/^# FAIL: /# (failed, as it must:) /'
+	log "rcd_leak leaked $leaked object(s), restrack listed $qps RC QP(s) on rxeleak;" \
+		"the check's status: $rc"
 	check "rcd_leak leaked its PD, CQ and QP" test "$leaked" = 3 || return 1
 	check "restrack listed the leaked QP" test "$qps" = 1 || return 1
 	check "the device check failed on the planted leak" test "$rc" != 0 || return 1
@@ -175,13 +182,15 @@ test_detectors_armed() {
 	for ((i = 0; i < ${#RCD_TAINT_LETTERS}; i++)); do
 		[ $(((t >> i) & 1)) = 0 ] || letters+=${RCD_TAINT_LETTERS:i:1}
 	done
-	log "taint: $t ($letters); allowed $RCD_TAINT_OK (O E N) and $e (set inside windows of expected reports)"
+	log "taint: $t ($letters); allowed $RCD_TAINT_OK (O E N) and $e" \
+		"(set inside windows of expected reports)"
 	[ "$extra" = 0 ] || { fail "tainted beyond what a clean run sets: bits $extra"; bad=1; }
 	if [ -r /proc/lockdep_stats ]; then
 		n=$((n + 1))
 		s=$(awk '$1 == "debug_locks:" { print $2 }' /proc/lockdep_stats)
 		log "lockdep: debug_locks $s"
-		[ "$s" = 1 ] || { fail "lockdep switched itself off (debug_locks: ${s:-none})"; bad=1; }
+		[ "$s" = 1 ] ||
+			{ fail "lockdep switched itself off (debug_locks: ${s:-none})"; bad=1; }
 	elif kconfig_on PROVE_LOCKING; then
 		fail "a lockdep kernel without /proc/lockdep_stats"; bad=1
 	fi
@@ -193,14 +202,18 @@ test_detectors_armed() {
 			fail "kmemleak refused a write: it disabled itself"; bad=1
 		fi
 		s=$(grep -E 'kmemleak: .*(disabled|[Cc]annot|[Ff]ail)' <<<"$logs")
-		[ -z "$s" ] || { echo "$s" | head -5 | sed 's/^/# /'; fail "kmemleak said it stopped"; bad=1; }
+		[ -z "$s" ] || {
+			echo "$s" | head -5 | sed 's/^/# /'
+			fail "kmemleak said it stopped"; bad=1
+		}
 	elif kconfig_on DEBUG_KMEMLEAK; then
 		fail "a kmemleak kernel without /sys/kernel/debug/kmemleak"; bad=1
 	fi
 	if kconfig_on KASAN || grep -q 'KernelAddressSanitizer initialized' <<<"$logs"; then
 		n=$((n + 1)) s=ok
 		grep -qw kasan_multi_shot /proc/cmdline ||
-			{ fail "KASAN reports only its first error: no kasan_multi_shot on the command line"; s=; }
+			{ fail "KASAN reports only its first error:" \
+				"no kasan_multi_shot on the command line"; s=; }
 		if [ -r /run/rcd-boot-dmesg ]; then
 			grep -q 'KernelAddressSanitizer initialized' /run/rcd-boot-dmesg ||
 				{ fail "KASAN did not say it was initialized at boot"; s=; }
@@ -210,10 +223,12 @@ test_detectors_armed() {
 	if [ -r /proc/sys/kernel/hung_task_warnings ]; then
 		read -r s < /proc/sys/kernel/hung_task_warnings
 		log "hung tasks: $s more reports"
-		[ "$s" != 0 ] || { fail "the hung task detector is silent (hung_task_warnings 0)"; bad=1; }
+		[ "$s" != 0 ] ||
+			{ fail "the hung task detector is silent (hung_task_warnings 0)"; bad=1; }
 	fi
 	if [ $n = 0 ] && [ $bad = 0 ]; then
-		echo "# SKIP this kernel has none of lockdep, kmemleak, KASAN: the plain kernel (taint clean)"
+		echo "# SKIP this kernel has none of lockdep, kmemleak, KASAN:" \
+			"the plain kernel (taint clean)"
 		return $KSFT_SKIP
 	fi
 	return $bad

@@ -358,21 +358,35 @@ kmalloc_used_kb() {
 	awk 'NR > 2 && $1 ~ /^kmalloc-/ { b += $2 * $4 } END { print int(b / 1024) }' /proc/slabinfo
 }
 
+# kmalloc_by_cache: "cache kB" a line, for kmalloc_grown.
+kmalloc_by_cache() {
+	awk 'NR > 2 && $1 ~ /^kmalloc-/ { print $1, int($2 * $4 / 1024) }' /proc/slabinfo
+}
+
+# kmalloc_grown FILE: the caches that grew since FILE (kmalloc_by_cache),
+# the most first: what a failed bound prints.
+kmalloc_grown() {
+	kmalloc_by_cache | awk 'NR == FNR { k[$1] = $2; next }
+		$2 - k[$1] > 8 { printf "%s +%d kB\n", $1, $2 - k[$1] }' "$1" - |
+		sort -t+ -k2,2nr | head -8 | tr '\n' ' '
+}
+
 # kmalloc_settled: kmalloc_used_kb once freed objects are back: the caches
 # shrunk (KASAN's quarantine and the CPUs' slabs flushed), then sampled
-# until it stops falling (kfree_rcu batches for up to 5 s).
+# until it has not fallen for two samples in a row (kfree_rcu batches for
+# up to 5 s; one flat sample in between was taken for the end once), the
+# lowest value seen.
 kmalloc_settled() {
-	local prev cur i f
+	local low cur i f flat=0
 	for f in /sys/kernel/slab/kmalloc-*/shrink; do echo 1 > "$f" 2>/dev/null; done
-	prev=$(kmalloc_used_kb)
-	for ((i = 0; i < 8; i++)); do
+	low=$(kmalloc_used_kb)
+	for ((i = 0; i < 12 && flat < 2; i++)); do
 		nap 1
 		for f in /sys/kernel/slab/kmalloc-*/shrink; do echo 1 > "$f" 2>/dev/null; done
 		cur=$(kmalloc_used_kb)
-		[ "$cur" -lt "$prev" ] || break
-		prev=$cur
+		if [ "$cur" -lt "$low" ]; then low=$cur; flat=0; else flat=$((flat + 1)); fi
 	done
-	echo "$prev"
+	echo "$low"
 }
 
 # Issue 22, item 4: what a peer can make the module hold is bounded. cmtime
@@ -384,8 +398,11 @@ kmalloc_settled() {
 # pruned): ids, QPs and records back within the bound after every round;
 # and the memory too: the kmalloc caches (kmalloc_settled) hold at most the
 # kept records' (README: each under 1 KiB with its events) and
-# BOUND_SLACK_KB more than before the first cycle, whatever the number of
-# cycles.
+# BOUND_SLACK_KB more than before the first counted cycle, whatever the
+# number of cycles. A warm-up round of 50 comes first, so that what the
+# first connections of a guest allocate once (rdma_cm's and ucma's tables,
+# the neighbour, caches' first slabs) is not counted as growth: one run
+# measured 471 kB after other tests where the usual is 141-194 kB.
 BOUND_SLACK_KB=${RCD_BOUND_SLACK_KB:-256}
 test_peer_held_within_bound() {
 	local r rounds=$(( (BOUND_CYCLES + 199) / 200 )) keep=50 ids0 qps0 rc n s0 s1 eps
@@ -393,13 +410,17 @@ test_peer_held_within_bound() {
 	interop_setup || return
 	ctl listen 1 rxe0 tcp:7476 cma=1 drep_after=500 keep=$keep || return 1
 	ids0=$(rcd_stat cm_ids_live); qps0=$(rdma_res qp); s0=$(slab_kb)
-	k0=$(kmalloc_settled)
+	timeout 120 cmtime -s 10.77.0.1 -p 7476 -c 50 > /tmp/cmtime-b.out 2>&1 ||
+		{ fail "the warm-up round: cmtime exits $?"; return 1; }
+	check "the warm-up's DREQs answered" wait_for 30 stat_is dreq_answered_late 50 || return 1
+	check "warm-up: ids back to $ids0" wait_for 60 stat_is cm_ids_live "$ids0" || return 1
+	k0=$(kmalloc_settled); kmalloc_by_cache > /run/rcd-kmalloc0
 	for ((r = 1; r <= rounds; r++)); do
 		timeout 300 cmtime -s 10.77.0.1 -p 7476 -c 200 > /tmp/cmtime-b.out 2>&1; rc=$?
 		check "round $r: cmtime exits 0 (got $rc)" test $rc = 0 ||
 			{ sed 's/^/# cmtime: /' /tmp/cmtime-b.out | tail -5; return 1; }
 		check "round $r: every DREQ answered at its deadline" \
-			wait_for 30 stat_is dreq_answered_late $((r * 200)) || return 1
+			wait_for 30 stat_is dreq_answered_late $((r * 200 + 50)) || return 1
 		check "round $r: ids back to $ids0" wait_for 60 stat_is cm_ids_live "$ids0" ||
 			return 1
 		check "round $r: QPs back to $qps0" test "$(rdma_res qp)" = "$qps0" || return 1
@@ -410,7 +431,7 @@ test_peer_held_within_bound() {
 	log "$((rounds * 200)) cycles: pruned $(rcd_stat records_pruned), kept $n," \
 		"endpoints_live $eps, pending $(rcd_stat dreqs_pending), slab $s0 -> $s1 kB"
 	check "pruned all but $keep" \
-		test "$(rcd_stat records_pruned)" = $((rounds * 200 - n)) || return 1
+		test "$(rcd_stat records_pruned)" = $((rounds * 200 + 50 - n)) || return 1
 	check "endpoints alive: the listener and the records ($eps)" \
 		test "$eps" = $((n + 1)) || return 1
 	check "no DREQ left waiting" stat_is dreqs_pending 0 || return 1
@@ -418,6 +439,7 @@ test_peer_held_within_bound() {
 	log "kmalloc caches: $k0 kB before, $k1 kB after $((rounds * 200)) cycles" \
 		"($((k1 - k0)) kB; bound $n records x 1 KiB + $BOUND_SLACK_KB kB)"
 	check "kmalloc caches within the bound ($((k1 - k0)) kB <= $((n + BOUND_SLACK_KB)) kB)" \
-		test $((k1 - k0)) -le $((n + BOUND_SLACK_KB))
+		test $((k1 - k0)) -le $((n + BOUND_SLACK_KB)) ||
+		{ log "grown: $(kmalloc_grown /run/rcd-kmalloc0)"; return 1; }
 }
 timeout_test_peer_held_within_bound=900

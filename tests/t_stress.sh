@@ -148,7 +148,8 @@ many_wave() {
 		wait_events 600 TIMEWAIT_EXIT $pa $pb $MANY || return 1
 	crossed=$(($(crossed_in $a $b) + $(crossed_in $pa $pb)))
 	log "all disconnected in $((SECONDS - t0)) s; crossed: $crossed ends sent a DREQ" \
-		"and got the other's; $(events_in DREQ_RECEIVED $a $pb) DREQs received; $(stats_line)"
+		"and got the other's; $(events_in DREQ_RECEIVED $a $pb) DREQs received;" \
+		"$(stats_line)"
 	# What the test is about: DREQs from both sides on the wire together.
 	check "DREQs crossed ($crossed ends)" test "$crossed" -gt 0 || return 1
 	exactly_once DISCONNECTED $a $b && exactly_once DISCONNECTED $pa $pb || return 1
@@ -158,7 +159,8 @@ many_wave() {
 	check "endpoints freed" test "$(rcd_stat endpoints_live)" = 0
 }
 
-# MANY connections disconnected at once from both sides, twice: every end
+# MANY connections disconnected at once from both sides (twice where the
+# slab is checked, from SLAB_MANY on; once in make check): every end
 # sees one DISCONNECTED and reaches timewait exit; counters, QPs and
 # endpoints come back. Slab (from SLAB_MANY on): the first wave leaves
 # caches grown (measured: about a fifth of the peak's growth stays, with
@@ -178,6 +180,12 @@ test_many_at_once_both_sides() {
 	base=$($level)
 	many_wave "$base" || return 1
 	after1=$($level)
+	# The second wave is only for the slab comparison below: without it
+	# (make check's 50) it would repeat the first wave's checks.
+	[ "$MANY" -ge $SLAB_MANY ] ||
+		{ log "one wave: slab level not checked below $SLAB_MANY connections" \
+			"(make stress does)"
+		  return 0; }
 	many_wave "$base" || return 1
 	after2=$($level)
 	log "slab: $base kB before, $PEAK kB at the peak, $after1 kB after one wave," \

@@ -12,7 +12,7 @@
 //!   IP version in bits 7:4 of the second byte, the source port, then the
 //!   source and destination addresses (16 bytes each; IPv4 in the last 4).
 
-use kernel::{bindings, error::code::*, prelude::*, rdma::path::Timing};
+use kernel::{bindings, prelude::*, rdma::path::Timing};
 
 /// rdma_cm's timing for RoCE (`CMA_IBOE_PACKET_LIFETIME`,
 /// `CMA_CM_RESPONSE_TIMEOUT`, `CMA_MAX_CM_RETRIES`).

@@ -13,6 +13,13 @@
 //! - [`reports`]: `conns`, `events`, `stats`, `devices`;
 //! - [`test_hooks`]: the test-only behaviours ([`TestHooks`]).
 //!
+//! Ownership runs one way: the module owns the [`Core`] ([`Owner`]), the
+//! core's table owns the endpoints and their ids, and an id owns its
+//! endpoint (its `Handler`). No endpoint holds the core: what runs for one
+//! (a CM callback, a job, a poller) takes a counted reference for its time
+//! (`Core::get`, or from whoever queued it), and unload empties the table
+//! before it lets go of the core.
+//!
 //! # Locks and their order
 //!
 //! The module has two kinds of lock, each named for lockdep:

@@ -81,25 +81,18 @@
 //! ..., 255, 1, ...) or `fill:N:XX` (N bytes of hex XX). A write fails with
 //! the command's errno and changes nothing when the command is malformed.
 
+use crate::kcompat::{fmt, Control, ControlFile};
 use crate::{
+    cm::Message,
     cma::{self, PortSpace},
     conn::{
         Behaviour, ConnectArgs, Core, OnDreq, OnRep, OnReq, Post, Rdma, TestHooks,
         DREQ_ANSWER_MAX_MS,
     },
-    product::Message,
     rping,
     verbs::WrKind,
 };
-use kernel::{
-    c_str,
-    debugfs::{File, Ops, Output},
-    error::code::*,
-    fmt,
-    prelude::*,
-    str::CString,
-    sync::{Arc, ArcBorrow},
-};
+use kernel::{c_str, prelude::*, str::CString, sync::Arc};
 
 const DEVICES: u32 = 0;
 const STATS: u32 = 1;
@@ -108,12 +101,12 @@ const EVENTS: u32 = 3;
 const CTL: u32 = 4;
 
 /// The files of the control directory.
-pub(crate) static FILES: [File; 5] = [
-    File::new(c_str!("devices"), 0o444, DEVICES),
-    File::new(c_str!("stats"), 0o444, STATS),
-    File::new(c_str!("conns"), 0o444, CONNS),
-    File::new(c_str!("events"), 0o444, EVENTS),
-    File::new(c_str!("ctl"), 0o200, CTL),
+pub(crate) static FILES: [ControlFile; 5] = [
+    ControlFile::new(c_str!("devices"), 0o444, DEVICES),
+    ControlFile::new(c_str!("stats"), 0o444, STATS),
+    ControlFile::new(c_str!("conns"), 0o444, CONNS),
+    ControlFile::new(c_str!("events"), 0o444, EVENTS),
+    ControlFile::new(c_str!("ctl"), 0o200, CTL),
 ];
 
 /// The most connections one `dreq` or `disconnect` names (in all its
@@ -124,21 +117,19 @@ const MAX_LIST: u32 = 65536;
 /// anything over 224 bytes; this only bounds the allocation).
 const MAX_DATA: usize = 1 << 20;
 
-impl Ops for Core {
-    const OWNER: &'static ThisModule = &crate::THIS_MODULE;
-
-    fn show(this: ArcBorrow<'_, Self>, id: u32, out: &mut Output<'_>) -> Result {
+impl Control for Core {
+    fn show<W: core::fmt::Write>(&self, id: u32, out: &mut W) -> core::fmt::Result {
         match id {
-            DEVICES => this.show_devices(out),
-            STATS => this.show_stats(out),
-            CONNS => this.show_conns(out),
-            EVENTS => this.show_events(out),
-            _ => return Err(EINVAL),
+            DEVICES => self.show_devices(out),
+            STATS => self.show_stats(out),
+            CONNS => self.show_conns(out),
+            EVENTS => self.show_events(out),
+            // The written file is not read.
+            _ => Err(core::fmt::Error),
         }
-        .map_err(|_| ENOMEM)
     }
 
-    fn write(this: ArcBorrow<'_, Self>, id: u32, input: &[u8]) -> Result {
+    fn write(core: &Arc<Self>, id: u32, input: &[u8]) -> Result {
         if id != CTL {
             return Err(EPERM);
         }
@@ -149,10 +140,9 @@ impl Ops for Core {
         for w in words {
             args.push(w, GFP_KERNEL)?;
         }
-        let core: Arc<Core> = this.into();
         match cmd {
-            "listen" => listen(&core, &args),
-            "connect" => connect(&core, &args),
+            "listen" => listen(core, &args),
+            "connect" => connect(core, &args),
             // Several connections (`dreq 2,1000002`) are handled back to
             // back, so that their DREQs cross on the wire.
             "dreq" => for_each(&args, |num, data| core.send(num, Message::Dreq, data)),
@@ -161,7 +151,7 @@ impl Ops for Core {
                 let (num, data) = num_and_data(&args)?;
                 core.send(num, Message::Drep, &data)
             }
-            "post" => post(&core, &args),
+            "post" => post(core, &args),
             "mr" => match args.as_slice() {
                 [num, "reg", data] => core.reg_mr(parse_u32(num)?, &parse_data(data)?),
                 [num, "inval", idx] => {
@@ -169,7 +159,7 @@ impl Ops for Core {
                 }
                 _ => Err(EINVAL),
             },
-            "rdma" => rdma(&core, &args),
+            "rdma" => rdma(core, &args),
             "poll" => match args.as_slice() {
                 [num] => core.poll(parse_u32(num)?),
                 _ => Err(EINVAL),
@@ -404,6 +394,7 @@ fn test_hook(hooks: &mut TestHooks, key: &str, value: &str) -> Result<bool> {
         "on_dreq" => hooks.on_dreq = parse_on_dreq(value)?,
         "on_timewait" => (hooks.timewait_sleep, hooks.timewait_after) = parse_timewait(value)?,
         "on_error" => hooks.error_sleep = parse_sleep(value)?,
+        "rping_from" => hooks.rping_from = parse_u32(value)?,
         _ => return Ok(false),
     }
     Ok(true)

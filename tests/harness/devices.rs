@@ -6,15 +6,16 @@
 //! each device from its `add` to its `remove`: the commands take their device
 //! from here, by reference, and never ask the RDMA core for it by name.
 
-use crate::ib_client::Device;
+use crate::{
+    ib_client::Device,
+    kcompat::{cstr_bytes, fmt, ARef},
+};
 use core::fmt::Write;
 use kernel::{
-    fmt,
     prelude::*,
     rbtree::RBTree,
     str::{CStr, CString},
     sync::Arc,
-    types::ARef,
 };
 
 /// What is known of one device between its `add` and its `remove`.
@@ -96,7 +97,7 @@ impl Devices {
     pub(crate) fn find(&self, name: &CStr) -> Option<ARef<Device>> {
         self.live
             .values()
-            .find(|e| e.device.name().as_bytes() == name.as_bytes())
+            .find(|e| cstr_bytes(e.device.name()) == cstr_bytes(name))
             .map(|e| e.device.clone())
     }
 

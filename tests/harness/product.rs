@@ -13,11 +13,11 @@
 //! reads the id's state first, as the product does (see its doc).
 
 use crate::{
-    cm::{CmIdRef, State, DREP_PRIVATE_DATA_SIZE, DREQ_PRIVATE_DATA_SIZE},
+    cm::{CmIdRef, Message, State},
     verbs::QpRef,
 };
 use kernel::{
-    error::{code::*, to_result},
+    error::to_result,
     ffi::{c_int, c_void},
     prelude::*,
 };
@@ -36,38 +36,24 @@ extern "C" {
     ) -> c_int;
 }
 
-/// A message of the disconnect protocol.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Message {
-    Dreq,
-    Drep,
-}
-
-impl Message {
-    /// Bytes of private data the message carries.
-    pub(crate) fn max_private_data(self) -> usize {
-        match self {
-            Self::Dreq => DREQ_PRIVATE_DATA_SIZE,
-            Self::Drep => DREP_PRIVATE_DATA_SIZE,
-        }
-    }
-
-    /// Sends the message on `id` with `data`: `rcd_send_dreq()` or
-    /// `rcd_send_drep()`, which check the length (`EINVAL`) first.
-    ///
-    /// `rcd_send_drep()` may sleep: not for atomic context (the harness
-    /// calls it from commands and CM callbacks, both process context).
-    pub(crate) fn send(self, id: &CmIdRef, data: &[u8]) -> Result {
-        let f = match self {
-            Self::Dreq => rcd_send_dreq,
-            Self::Drep => rcd_send_drep,
-        };
-        // SAFETY: `id` is a live `struct ib_cm_id` that the caller keeps
-        // alive for the call (a reference to it); `data` is valid for reads
-        // of `data.len()` bytes for the call, and the product reads no more
-        // (it copies what it sends).
-        to_result(unsafe { f(id.as_raw().cast(), data.as_ptr().cast(), data.len()) })
-    }
+/// Sends `msg`, a DREQ or a DREP (the kernel crate's [`Message`]; the
+/// product sends no other, `EINVAL`), on `id` with `data`:
+/// `rcd_send_dreq()` or `rcd_send_drep()`, which check the length
+/// (`EINVAL`) first.
+///
+/// `rcd_send_drep()` may sleep: not for atomic context (the harness calls
+/// it from commands and CM callbacks, both process context).
+pub(crate) fn send(msg: Message, id: &CmIdRef, data: &[u8]) -> Result {
+    let f = match msg {
+        Message::Dreq => rcd_send_dreq,
+        Message::Drep => rcd_send_drep,
+        _ => return Err(EINVAL),
+    };
+    // SAFETY: `id` is a live `struct ib_cm_id` that the caller keeps alive
+    // for the call (a reference to it); `data` is valid for reads of
+    // `data.len()` bytes for the call, and the product reads no more (it
+    // copies what it sends).
+    to_result(unsafe { f(id.as_raw().cast(), data.as_ptr().cast(), data.len()) })
 }
 
 /// `rcd_disconnect()` of `id` and `qp` with `data`.
@@ -99,7 +85,7 @@ pub(crate) fn disconnect(
     });
     match res {
         Err(e) if e == EALREADY || e == ENOTCONN => Err(e),
-        Err(e) if e == EINVAL && data.len() > msg.max_private_data() => Err(e),
+        Err(e) if e == EINVAL && data.len() > msg.private_data_size() => Err(e),
         res => Ok((msg, res)),
     }
 }

@@ -18,11 +18,10 @@ mod cma;
 mod conn;
 mod control;
 mod devices;
+mod kcompat;
 mod product;
 mod rping;
 mod test_conn;
-
-use kernel::debugfs;
 
 // The abstractions of the kernel crate (`kernel::rdma`), under the paths the
 // modules have always used.
@@ -31,7 +30,10 @@ use kernel::rdma::{cm, path};
 /// `RcQp`.
 mod verbs {
     pub(crate) use crate::conn::RcQp;
-    pub(crate) use kernel::rdma::verbs::*;
+    pub(crate) use kernel::rdma::verbs::{
+        Access, Completion, MrState, QpAttr, QpRef, QpSize, QpState, WcStatus, WrKind,
+        MAX_REG_BYTES,
+    };
 }
 mod ib_client {
     pub(crate) use kernel::rdma::{
@@ -43,7 +45,7 @@ mod ib_client {
 // The RDMA client's context: a slot of the module's own.
 kernel::rdma_client_slot!(conn::Core);
 
-module! {
+kcompat::harness_module! {
     type: RcdHarness,
     name: "rcd_harness",
     author: "rust_cm_disconnect developers",
@@ -52,16 +54,18 @@ module! {
 }
 
 struct RcdHarness {
-    // Dropped in this order: `rcd_test_with_conn()`'s view of the state,
-    // then the control files (no command runs during teardown), then the RDMA client, whose
-    // unregistration frees every id and QP on every device (each device's
-    // `remove` destroys the ids in the table at once and waits for the
-    // destroys its callbacks queued), then the connection table with the
-    // endpoints' records, and last the reaper: it waits until every holder
-    // of a `ReaperRef` (every id, the core) is gone, then destroys its
-    // workqueue, which runs what is still queued first. After that no id of
-    // ours exists and no callback or work item runs module code (see the
-    // `cm` module's documentation for why).
+    // Dropped in this order: the control files (no command runs during
+    // teardown), then the RDMA client, whose unregistration frees every id
+    // and QP on every device (each device's `remove` destroys the ids in the
+    // table at once and waits for the destroys its callbacks queued), then
+    // the connection table with the endpoints' records and the module's
+    // reference on the core (`Owner`, which also takes the core out of reach
+    // of `rcd_test_with_conn()` and of the endpoints, once no callback of
+    // theirs can run), and last the reaper: it waits until every holder of a
+    // `ReaperRef` (every id, the core) is gone, then destroys its workqueue,
+    // which runs what is still queued first. After that no id of ours exists
+    // and no callback or work item runs module code (see the `cm` module's
+    // documentation for why).
     //
     // The long-running work (the rping pollers, the sweeper of unanswered
     // DREQs) runs on a queue of its own, `_pollers`, which neither device
@@ -69,8 +73,7 @@ struct RcdHarness {
     // of its items ends by itself once its entry left the table, its QP was
     // freed (device removal) or the core stopped (unload, `Owner`). Its drop
     // then waits only for those ends (a millisecond's poll, a sweep).
-    _test_conn: test_conn::Registration,
-    _debugfs: debugfs::Dir<conn::Core>,
+    _debugfs: kcompat::ControlDir<conn::Core>,
     _client: ib_client::Registration<conn::Core>,
     _owner: conn::Owner,
     _pollers: Pin<KBox<cm::Reaper>>,
@@ -82,21 +85,24 @@ impl kernel::Module for RcdHarness {
         // Made first, dropped last (also when init fails below: locals drop
         // in reverse order).
         let reaper = cm::Reaper::new(c_str!("rcd_reaper"), c_str!("rcd_jobs"))?;
-        // Dropped before `reaper`: its items hold endpoints, which hold the
-        // core and with it a reference on `reaper`.
+        // Dropped before `reaper`: its items hold the core, and with it a
+        // reference on `reaper`.
         let pollers = cm::Reaper::new(c_str!("rcd_pollers"), c_str!("rcd_pollers_jobs"))?;
         let core = Arc::pin_init(
             conn::Core::new(reaper.as_ref().get(), pollers.as_ref().get()),
             GFP_KERNEL,
         )?;
+        // Before the client: the endpoints' callbacks reach the core
+        // through the slot `Owner` fills.
+        // SAFETY: Module init: once per load, the first use of the slot.
+        let owner = unsafe { conn::Owner::new(core.clone()) }?;
         let client = ib_client::Registration::new(c_str!("rcd_harness"), core.clone())?;
-        let debugfs = debugfs::Dir::new(c_str!("rcd_harness"), &control::FILES, core.clone())?;
+        let debugfs = kcompat::ControlDir::new(c_str!("rcd_harness"), &control::FILES, core)?;
         pr_info!("loaded\n");
         Ok(Self {
-            _test_conn: test_conn::Registration::new(core.clone())?,
             _debugfs: debugfs,
             _client: client,
-            _owner: conn::Owner::new(core),
+            _owner: owner,
             _pollers: pollers,
             _reaper: reaper,
         })

@@ -3,7 +3,8 @@
  * The C part of rcd_harness: the test-only rcd_test_with_conn()
  * (tests/modules/rcd_test.h), implemented in test_conn.rs and defined and
  * exported here because 6.12's Rust cannot export a symbol. In its own
- * namespace: a module must MODULE_IMPORT_NS(RCD_TEST) to link against it.
+ * namespace: a module must MODULE_IMPORT_NS(RCD_TEST_NS) (rcd_test.h) to link
+ * against it.
  * The locks it takes are mutexes.
  *
  * rcd_rs_test_with_conn() is a safe Rust function whose @fn is typed: C
@@ -27,4 +28,4 @@ int rcd_test_with_conn(u32 num,
 	might_sleep();
 	return rcd_rs_test_with_conn(num, fn, arg);
 }
-EXPORT_SYMBOL_NS_GPL(rcd_test_with_conn, RCD_TEST);
+EXPORT_SYMBOL_NS_GPL(rcd_test_with_conn, RCD_TEST_NS);

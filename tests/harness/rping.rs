@@ -17,7 +17,7 @@
 //! buffer is touched while the peer may reach it.
 
 use crate::verbs::{Completion, RcQp, WcStatus, WrKind};
-use kernel::{error::code::*, prelude::*};
+use kernel::prelude::*;
 
 /// rping's descriptor message: `struct rping_rdma_info`.
 const INFO_LEN: usize = 16;

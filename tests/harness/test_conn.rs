@@ -9,32 +9,10 @@
 
 use crate::{cm::CmIdRef, conn::Core, verbs::QpRef};
 use kernel::{
-    error::{code::*, from_result},
+    error::from_result,
     ffi::{c_int, c_void},
     prelude::*,
-    sync::{Arc, ArcSlot},
 };
-
-/// The harness's state, for the C function that reaches it.
-static CORE: ArcSlot<Core> = ArcSlot::new();
-
-/// Makes the harness's state reachable from `rcd_test_with_conn()` while
-/// it lives.
-pub(crate) struct Registration(());
-
-impl Registration {
-    pub(crate) fn new(core: Arc<Core>) -> Result<Self> {
-        CORE.set(core).map_err(|_| EBUSY)?;
-        Ok(Self(()))
-    }
-}
-
-impl Drop for Registration {
-    fn drop(&mut self) {
-        // Waits for an `rcd_test_with_conn()` that is taking its reference.
-        drop(CORE.take());
-    }
-}
 
 /// What `rcd_test_with_conn()` calls: a connection's id and QP, lent for
 /// the call, and the caller's argument.
@@ -61,7 +39,7 @@ pub(crate) extern "C" fn rcd_rs_test_with_conn(
 ) -> c_int {
     from_result(|| {
         let f = f.ok_or(EINVAL)?;
-        let core = CORE.get().ok_or(ENODEV)?;
+        let core = Core::get().ok_or(ENODEV)?;
         core.with_test_conn(num, |id, qp| f(id, qp, arg))
     })
 }

@@ -36,7 +36,7 @@
 
 #include "rcd_test.h"
 
-MODULE_IMPORT_NS(RCD_TEST);
+MODULE_IMPORT_NS(RCD_TEST_NS);
 
 static unsigned int conn;
 module_param(conn, uint, 0444);

@@ -92,6 +92,7 @@ static const char *const kind_name[NKINDS] = {
 	"req", "mra", "rej", "rep", "rtu", "dreq", "drep", "sidr_req",
 	"sidr_rep", "lap", "apr",
 };
+
 static const u8 kind_attr[NKINDS] = {
 	0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x1a,
 };
@@ -118,10 +119,12 @@ static atomic_t comp_ok, comp_err, post_err, in_flight;
 struct end {
 	u32 lid, rid, qpn;
 };
+
 struct own_req {
 	u32 lcid, qpn;
 	u64 sid, tid;
 };
+
 static DEFINE_SPINLOCK(pool_lock);
 static u64 sids[NSIDS];
 static unsigned int nsids;

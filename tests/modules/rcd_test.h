@@ -12,6 +12,14 @@
 
 #include <linux/types.h>
 
+/*
+ * The namespace as EXPORT_SYMBOL_NS_GPL() and MODULE_IMPORT_NS() take it,
+ * a string; Linux 6.12's take a bare word, which its Kbuild passes here.
+ */
+#ifndef RCD_TEST_NS
+#define RCD_TEST_NS "RCD_TEST"
+#endif
+
 struct ib_cm_id;
 struct ib_qp;
 

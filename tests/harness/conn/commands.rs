@@ -3,16 +3,24 @@
 //! The commands of the control interface on the table: listen, connect,
 //! dreq/drep, disconnect, post, mr, rdma, poll, close.
 
-use super::{endpoint::*, table::*};
+use super::{
+    endpoint::{
+        copy, qp_size, rping_poller, Behaviour, Endpoint, EndpointState, EpHandle, EventKind, RcQp,
+        Role, PASSIVE_BASE, REQ_MAGIC, RESOLUTIONS,
+    },
+    table::Core,
+};
+use crate::kcompat::now_ns;
 use crate::{
+    cm::Message,
     cm::{CmId, Req},
     cma,
     path::{self, Timing},
-    product::Message,
+    product,
     verbs::{Access, QpAttr, WrKind},
 };
 use core::sync::atomic::Ordering;
-use kernel::{error::code::*, prelude::*, sync::Arc, time::Ktime};
+use kernel::{prelude::*, sync::Arc};
 
 /// The largest buffer a work request of `post` (or an MR) carries: the
 /// module's own bound (one page, one scatter entry). Not a limit of RC,
@@ -180,7 +188,7 @@ impl Core {
         behaviour: Behaviour,
     ) -> Result {
         let dev = self.device_by_name(device)?;
-        let ep = Endpoint::new(self, num, Role::Listener, &dev, 0, cma, behaviour)?;
+        let ep = Endpoint::new(num, Role::Listener, &dev, 0, cma, behaviour)?;
         let cm = CmId::new(&dev, &self.reaper, EpHandle::new(ep.clone()))?;
         cm.listen(service_id)?;
         self.insert(num, ep, cm)
@@ -225,7 +233,7 @@ impl Core {
         let route = path::route(&dev, a.port, a.src, a.dst, &hop, a.timing)?;
         let pre_recv = a.behaviour.pre_recv;
         let rping_role = a.behaviour.rping;
-        let ep = Endpoint::new(self, a.num, Role::Active, &dev, 0, false, a.behaviour)?;
+        let ep = Endpoint::new(a.num, Role::Active, &dev, 0, false, a.behaviour)?;
         let cm = CmId::new(&dev, &self.reaper, EpHandle::new(ep.clone()))?;
         let verbs = RcQp::new(&dev, qp_size())?;
         let qp_num = verbs.qp_num();
@@ -290,7 +298,8 @@ impl Core {
             drop(self.remove_own(&ep));
         } else if rping_role.is_some() {
             // If this fails the protocol only runs on `poll`.
-            let _ = self.bounds.pollers.spawn(move || rping_poller(ep));
+            let core = self.clone();
+            let _ = self.bounds.pollers.spawn(move || rping_poller(core, ep));
         }
         res
     }
@@ -302,9 +311,11 @@ impl Core {
             // Under the endpoint's lock, as the callbacks' own sends.
             let mut st = ep.st.lock();
             // Taken before the send: the start of the DREQ/DREP round trip.
-            let t_ns = Ktime::ktime_get().to_ns();
-            msg.send(cm, data)?;
-            st.record_at(self, t_ns, EventKind::sent(msg), 0, data);
+            let t_ns = now_ns();
+            product::send(msg, cm, data)?;
+            if let Some(kind) = EventKind::sent(msg) {
+                st.record_at(self, t_ns, kind, 0, data);
+            }
             Ok(())
         });
         self.count(msg, res.is_ok());
@@ -319,7 +330,7 @@ impl Core {
         let inner = self.inner.lock();
         let conn = inner.conns.get(&num).ok_or(ENOENT)?;
         // The table's lock keeps the id alive meanwhile.
-        conn.ep.disconnect_on(conn.cm.as_deref(), data)
+        conn.ep.disconnect_on(self, conn.cm.as_deref(), data)
     }
 
     /// `post NUM RECV [SEND] [size=N] [data=DATA]`: posts work requests,

@@ -4,25 +4,29 @@
 //! state and event record, the REQ callback and the passive end's job (QP and
 //! REP), the callbacks of every CM event, and the rping poller.
 
-use super::{commands::*, reports::*, table::*, test_hooks::*};
+use super::{
+    commands::Post,
+    reports::{DataStats, WrStats},
+    table::Core,
+    test_hooks::TestHooks,
+};
+use crate::kcompat::{fmt, now_ns, send_mra, sleep_ms};
 use crate::{
-    cm::{self, CmIdRef, Handler, RejReason, Rep, Request},
+    cm::{self, CmIdRef, Handler, Message, RejReason, Rep, Request},
     cma::{self, PortSpace},
     ib_client::Device,
     path::{Gid, GidAttr},
-    product::{self, Message},
+    product,
     rping::{self, Rping},
     verbs::{Completion, QpAttr, QpSize, QpState, WcStatus, WrKind},
 };
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use kernel::{
-    error::code::*,
-    fmt, new_mutex,
+    new_mutex,
     prelude::*,
     rbtree::{RBTree, RBTreeNodeReservation},
     str::CString,
     sync::{Arc, Mutex},
-    time::{msleep, Ktime},
 };
 
 /// The REQ private data of a connection made here starts with this, then the
@@ -95,23 +99,18 @@ pub(super) fn mra_now(ahead: u64, job_ns: u64) -> bool {
 /// Counted in `jobs.queued` (`stats`: `jobs_queued`) from before its job
 /// is queued until that job begins (or is dropped unrun): the REQs a new
 /// REQ waits behind.
-struct Queued(Arc<Endpoint>);
+struct Queued(Arc<Core>);
 
 impl Queued {
-    fn new(ep: Arc<Endpoint>) -> Self {
-        ep.core.bounds.jobs.queued.fetch_add(1, Ordering::Relaxed);
-        Self(ep)
+    fn new(core: Arc<Core>) -> Self {
+        core.bounds.jobs.queued.fetch_add(1, Ordering::Relaxed);
+        Self(core)
     }
 }
 
 impl Drop for Queued {
     fn drop(&mut self) {
-        self.0
-            .core
-            .bounds
-            .jobs
-            .queued
-            .fetch_sub(1, Ordering::Relaxed);
+        self.0.bounds.jobs.queued.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -361,11 +360,13 @@ impl Behaviour {
 }
 
 impl EventKind {
-    /// The event of our `msg` leaving.
-    pub(super) fn sent(msg: Message) -> Self {
+    /// The event of our `msg` leaving: a DREQ or a DREP, the messages the
+    /// harness sends through the product (none for any other).
+    pub(super) fn sent(msg: Message) -> Option<Self> {
         match msg {
-            Message::Dreq => Self::DreqSent,
-            Message::Drep => Self::DrepSent,
+            Message::Dreq => Some(Self::DreqSent),
+            Message::Drep => Some(Self::DrepSent),
+            _ => None,
         }
     }
 
@@ -471,6 +472,9 @@ impl EndpointState {
     /// the REQ or REP.
     pub(super) fn rping_setup(&mut self, role: rping::Role) -> Result {
         let mut r = KBox::new(Rping::new(role)?, GFP_KERNEL)?;
+        if let Some(t) = self.behaviour.test.as_deref() {
+            r.pings = t.rping_from;
+        }
         self.data_stats()?;
         let verbs = self.verbs.as_mut().ok_or(ENODEV)?;
         self.wr.posted += u64::from(r.pre_post(verbs)?);
@@ -503,7 +507,7 @@ impl EndpointState {
     }
 
     fn record(&mut self, core: &Core, kind: EventKind, status: i32, data: &[u8]) {
-        self.record_at(core, Ktime::ktime_get().to_ns(), kind, status, data);
+        self.record_at(core, now_ns(), kind, status, data);
     }
 
     /// As `record`, at time `t_ns`.
@@ -544,6 +548,11 @@ impl EndpointState {
 
 /// One end of a connection (or a listener), shared by its entry in the
 /// table and its CM id.
+///
+/// It holds no reference on the [`Core`] whose table holds it: its
+/// callbacks and work items reach the core through [`Core::get`] (a
+/// counted reference for their time), and its methods that need the core
+/// are given it by their caller.
 #[pin_data]
 pub(crate) struct Endpoint {
     pub(super) num: u32,
@@ -554,7 +563,6 @@ pub(crate) struct Endpoint {
     pub(super) listener: u32,
     /// A listener that takes rdma_cm's REQs only (a valid `cma_hdr` first).
     cma: bool,
-    pub(super) core: Arc<Core>,
     /// A listener's handshakes in flight (see [`Handshake`]).
     handshakes: AtomicUsize,
     /// The endpoint's lock (`conn::Endpoint::st`): taken after the table's,
@@ -569,7 +577,6 @@ pub(crate) struct Endpoint {
 
 impl Endpoint {
     pub(super) fn new(
-        core: &Arc<Core>,
         num: u32,
         role: Role,
         device: &Device,
@@ -585,7 +592,6 @@ impl Endpoint {
                 dev_name: CString::try_from_fmt(fmt!("{}", device.name()))?,
                 listener,
                 cma,
-                core: core.clone(),
                 handshakes: AtomicUsize::new(0),
                 st <- new_mutex!(
                     EndpointState {
@@ -610,8 +616,8 @@ impl Endpoint {
         Ok(ep)
     }
 
-    pub(super) fn record(&self, kind: EventKind, status: i32, data: &[u8]) {
-        self.st.lock().record(&self.core, kind, status, data);
+    pub(super) fn record(&self, core: &Core, kind: EventKind, status: i32, data: &[u8]) {
+        self.st.lock().record(core, kind, status, data);
     }
 
     /// Moves the QP to `state` with the attributes the CM computes.
@@ -640,15 +646,15 @@ impl Endpoint {
     /// The QP's drain does not run under the endpoint's lock, and waits
     /// here (in a CM callback, which holds up the CM's workqueue) at most
     /// [`CALLBACK_DRAIN_MS`]: see [`Endpoint::release_qp`].
-    fn free_id(self: &Arc<Self>) {
+    fn free_id(self: &Arc<Self>, core: &Core) {
         let (verbs, handshake) = {
             let mut st = self.st.lock();
             (st.verbs.take(), st.handshake.take())
         };
-        self.core.destroy_own_cm(self);
+        core.destroy_own_cm(self);
         drop(handshake);
         if let Some(verbs) = verbs {
-            self.release_qp(verbs);
+            self.release_qp(core, verbs);
         }
     }
 
@@ -661,14 +667,14 @@ impl Endpoint {
     /// and unload flush (and the QP's device reference holds up the
     /// device's unregistration until it is freed), so that no CM callback
     /// waits seconds for a device.
-    fn release_qp(self: &Arc<Self>, mut verbs: RcQp) {
+    fn release_qp(self: &Arc<Self>, core: &Core, mut verbs: RcQp) {
         let left = verbs.drain(CALLBACK_DRAIN_MS, |c| self.st.lock().wr.add(&c));
         if left == 0 {
             drop(verbs);
             return;
         }
         let ep = self.clone();
-        let spawned = self.core.reaper.spawn(move || {
+        let spawned = core.reaper.spawn(move || {
             let left = verbs.drain(DRAIN_WAIT_MS, |c| ep.st.lock().wr.add(&c));
             ep.st.lock().wr.dropped += u64::from(left);
             drop(verbs);
@@ -681,10 +687,9 @@ impl Endpoint {
     }
 
     /// A REQ to this listener (see [`Handler::req_received`]).
-    fn take_req(self: &Arc<Self>, req: Request<'_, EpHandle>) -> Result {
-        let core = &self.core;
+    fn take_req(self: &Arc<Self>, core: &Arc<Core>, req: Request<'_, EpHandle>) -> Result {
         let test = self.test_hooks();
-        test.before_req(self);
+        test.before_req(core, self);
         // This module makes RC QPs only: a REQ for UC or XRC is rejected, as
         // rdma_cm rejects a REQ whose QP type is not its listener's; so is
         // one to rdma_cm's UDP port space, where rdma_cm serves UD only.
@@ -725,7 +730,7 @@ impl Endpoint {
         // Over the backlog: rejected (the CM sends the REJ).
         let handshake = Handshake::new(self, behaviour.backlog)?;
         let device = req.id().device();
-        let ep = Endpoint::new(core, num, Role::Passive, device, self.num, false, behaviour)?;
+        let ep = Endpoint::new(num, Role::Passive, device, self.num, false, behaviour)?;
         ep.st.lock().handshake = Some(handshake);
         let cm = req.accept(EpHandle::new(ep.clone()))?;
         // From here an error drops `cm` in its own callback: the CM destroys
@@ -742,7 +747,7 @@ impl Endpoint {
         // callback on one workqueue, one at a time per CPU, and making a QP
         // there held up every REQ, REP and RTU behind it until the peers
         // gave up (issue 11's storm).
-        let t_req = Ktime::ktime_get().to_ns();
+        let t_req = now_ns();
         // The jobs before this one, and what each took so far: the MRA's
         // timeout below.
         let ahead = core.bounds.jobs.queued.load(Ordering::Relaxed);
@@ -750,13 +755,14 @@ impl Endpoint {
             let t = &core.bounds.jobs.times;
             t.ns.load(Ordering::Relaxed) / t.n.load(Ordering::Relaxed).max(1)
         };
-        let queued = Queued::new(ep.clone());
+        let queued = Queued::new(core.clone());
+        let job = ep.clone();
         let spawned = test.spawn_job().and_then(|()| {
             core.reaper.spawn_job(move || {
-                let job = queued.0.clone();
+                let core = queued.0.clone();
                 // Begun: no longer ahead of anyone.
                 drop(queued);
-                job.accept_later(depth, resources, t_req)
+                job.accept_later(&core, depth, resources, t_req)
             })
         });
         if let Err(e) = spawned {
@@ -781,14 +787,14 @@ impl Endpoint {
             .mra_timeout_max
             .fetch_max(u64::from(timeout), Ordering::Relaxed);
         let _ = core.with_own_cm(num, &ep, |cm| {
-            if now && cm.send_mra(timeout, false).is_ok() {
+            if now && send_mra(cm, timeout, false).is_ok() {
                 core.bounds
                     .jobs
                     .mras_at_once
                     .fetch_add(1, Ordering::Relaxed);
                 return Ok(());
             }
-            cm.send_mra(timeout, true)
+            send_mra(cm, timeout, true)
         });
         Ok(())
     }
@@ -799,28 +805,30 @@ impl Endpoint {
     /// rejects the REQ); an endpoint closed or freed meanwhile (`close`, the
     /// peer's REJ, device removal, unload) is left as it is, and the QP the
     /// job made for it is freed.
-    fn accept_later(self: &Arc<Self>, depth: u8, resources: u8, t_req: i64) {
-        let t_job = Ktime::ktime_get().to_ns();
+    fn accept_later(self: &Arc<Self>, core: &Arc<Core>, depth: u8, resources: u8, t_req: i64) {
+        let t_job = now_ns();
         // The endpoint's device, by its index in the module's set: `ENODEV`
         // once its removal has begun.
-        let verbs = self
-            .core
+        let verbs = core
             .device_at(self.dev_index)
             .and_then(|dev| RcQp::new(&dev, qp_size()));
-        match self.send_rep(verbs, depth, resources) {
+        match self.send_rep(core, verbs, depth, resources) {
             Ok(Ok(())) => {
-                let now = Ktime::ktime_get().to_ns();
-                self.core.rep_times.add(now - t_req);
-                self.core.bounds.jobs.times.add(now - t_job);
+                let now = now_ns();
+                core.rep_times.add(now - t_req);
+                core.bounds.jobs.times.add(now - t_job);
                 if self.st.lock().behaviour.rping.is_some() {
                     // If this fails the protocol only runs on `poll`.
-                    let ep = self.clone();
-                    let _ = self.core.bounds.pollers.spawn(move || rping_poller(ep));
+                    let (poller_core, ep) = (core.clone(), self.clone());
+                    let _ = core
+                        .bounds
+                        .pollers
+                        .spawn(move || rping_poller(poller_core, ep));
                 }
             }
             Ok(Err(e)) => {
-                self.record(EventKind::ConnectError, e.to_errno(), &[]);
-                self.free_id();
+                self.record(core, EventKind::ConnectError, e.to_errno(), &[]);
+                self.free_id(core);
             }
             // Gone: whoever took the id frees the rest; the QP given to the
             // endpoint here goes now (the job is flushed before a device
@@ -841,8 +849,14 @@ impl Endpoint {
     /// the QP's attributes, the REP), never across the QP's moves: those run
     /// under the endpoint's lock alone, so that the CM's workqueue does not
     /// wait behind QP work (review S2).
-    fn send_rep(self: &Arc<Self>, verbs: Result<RcQp>, depth: u8, resources: u8) -> Result<Result> {
-        let init_rtr = self.core.with_own_cm(self.num, self, |cm| {
+    fn send_rep(
+        self: &Arc<Self>,
+        core: &Core,
+        verbs: Result<RcQp>,
+        depth: u8,
+        resources: u8,
+    ) -> Result<Result> {
+        let init_rtr = core.with_own_cm(self.num, self, |cm| {
             Ok(cm
                 .init_qp_attr(QpState::Init)
                 .and_then(|init| Ok((init, cm.init_qp_attr(QpState::Rtr)?))))
@@ -882,7 +896,7 @@ impl Endpoint {
             Err(e) => {
                 // An id the peer's REJ reset (idle; its callback frees the
                 // end) or one gone meanwhile is not ours to reject.
-                let state = self.core.with_own_cm(self.num, self, |cm| Ok(cm.state()))?;
+                let state = core.with_own_cm(self.num, self, |cm| Ok(cm.state()))?;
                 return if state == cm::State::Idle {
                     Err(ENOTCONN)
                 } else {
@@ -890,7 +904,7 @@ impl Endpoint {
                 };
             }
         };
-        self.core.with_own_cm(self.num, self, |cm| {
+        core.with_own_cm(self.num, self, |cm| {
             // rdma_cm's choices: flow control, RNR retries for ever.
             let res = cm.send_rep(&Rep {
                 qp_num,
@@ -911,7 +925,7 @@ impl Endpoint {
 
     /// `disconnect()` of this endpoint on `id` (its own id, or `None` once
     /// freed): see [`Core::disconnect`].
-    pub(super) fn disconnect_on(&self, id: Option<&CmIdRef>, data: &[u8]) -> Result {
+    pub(super) fn disconnect_on(&self, core: &Core, id: Option<&CmIdRef>, data: &[u8]) -> Result {
         // Held while deciding and sending: see `dreq_received`.
         let mut st = self.st.lock();
         // A second call is `EALREADY` whenever it comes, also once the id
@@ -921,14 +935,14 @@ impl Endpoint {
         }
         let cm = id.ok_or(ENOTCONN)?;
         let qp = st.verbs.as_ref().map(|v| v.qp());
-        let t_ns = Ktime::ktime_get().to_ns();
+        let t_ns = now_ns();
         // Refused (the outer `?`): nothing was done, nothing changes.
         let (msg, res) = product::disconnect(cm, qp, data)?;
         st.disconnecting = true;
         if msg == Message::Dreq && res.is_ok() {
-            st.record_at(&self.core, t_ns, EventKind::DreqSent, 0, data);
+            st.record_at(core, t_ns, EventKind::DreqSent, 0, data);
         }
-        self.core.count(msg, res.is_ok());
+        core.count(msg, res.is_ok());
         res
     }
 }
@@ -979,15 +993,21 @@ impl core::ops::Deref for EpHandle {
 #[vtable]
 impl Handler for EpHandle {
     fn req_received(&self, req: Request<'_, Self>) -> Result {
+        let Some(core) = Core::get() else {
+            return Err(ENODEV);
+        };
         // Timed: what a REQ costs the CM's workqueue, which runs one
         // callback at a time per CPU (`stats`: `req_callback_us_*`).
-        let t0 = Ktime::ktime_get().to_ns();
-        let res = self.take_req(req);
-        self.core.req_times.add(Ktime::ktime_get().to_ns() - t0);
+        let t0 = now_ns();
+        let res = self.take_req(&core, req);
+        core.req_times.add(now_ns() - t0);
         res
     }
 
     fn rep_received(&self, id: &CmIdRef, _remote_qpn: u32) {
+        let Some(core) = Core::get() else {
+            return;
+        };
         if !self.test_hooks().on_rep(id) {
             return;
         }
@@ -999,54 +1019,68 @@ impl Handler for EpHandle {
             Ok(()) => {
                 {
                     let mut guard = self.st.lock();
-                    guard.record(&self.core, EventKind::Established, 0, &[]);
+                    guard.record(&core, EventKind::Established, 0, &[]);
                     // rping's client: the first ping.
                     let st = &mut *guard;
                     if let (Some(r), Some(v)) = (st.rping.as_mut(), st.verbs.as_mut()) {
                         st.wr.posted += u64::from(r.start(v));
                     }
                 }
-                self.core.established.fetch_add(1, Ordering::Relaxed);
+                core.established.fetch_add(1, Ordering::Relaxed);
             }
             Err(e) => {
-                self.record(EventKind::ConnectError, e.to_errno(), &[]);
+                self.record(&core, EventKind::ConnectError, e.to_errno(), &[]);
                 let _ = id.send_rej(&[]);
             }
         }
     }
 
     fn established(&self, id: &CmIdRef) {
+        let Some(core) = Core::get() else {
+            return;
+        };
         let status = match self.move_qp(id, QpState::Rts) {
             Ok(()) => 0,
             Err(e) => e.to_errno(),
         };
         let mut st = self.st.lock();
-        st.record(&self.core, EventKind::Established, status, &[]);
+        st.record(&core, EventKind::Established, status, &[]);
         // The handshake is over: its place on the listener is free.
         let handshake = st.handshake.take();
         drop(st);
         drop(handshake);
-        self.core.established.fetch_add(1, Ordering::Relaxed);
+        core.established.fetch_add(1, Ordering::Relaxed);
     }
 
     fn rej_received(&self, _id: &CmIdRef, reason: RejReason, private_data: &[u8]) {
-        self.record(EventKind::RejReceived, reason.to_raw() as i32, private_data);
+        let Some(core) = Core::get() else {
+            return;
+        };
+        self.record(
+            &core,
+            EventKind::RejReceived,
+            reason.to_raw() as i32,
+            private_data,
+        );
         if self.role == Role::Passive {
             // Rejected after our REP: the CM has forgotten the peer (the id
             // is idle) and a retried REQ would make a new passive end. Free
             // the id and QP now, keep the record.
-            self.free_id();
+            self.free_id(&core);
         }
     }
 
     fn dreq_received(&self, id: &CmIdRef, private_data: &[u8]) {
+        let Some(core) = Core::get() else {
+            return;
+        };
         let test = self.test_hooks();
         test.before_dreq();
         // Under the lock `disconnect` holds while it decides and sends: a
         // DREQ crossing ours is answered exactly once.
         let mut st = self.st.lock();
-        st.record(&self.core, EventKind::DreqReceived, 0, private_data);
-        st.record_disconnected(&self.core, 0);
+        st.record(&core, EventKind::DreqReceived, 0, private_data);
+        st.record_disconnected(&core, 0);
         // A DREQ before the RTU ends the handshake: cm.c moves a passive end
         // from REP_SENT (or MRA_REP_RCVD) straight to DREQ_RCVD and cancels
         // the REP (`cm_dreq_handler`), so neither the RTU (ESTABLISHED) nor
@@ -1065,8 +1099,8 @@ impl Handler for EpHandle {
         let answer = match answer {
             None => {
                 let after = i64::from(st.behaviour.drep_after_ms) * 1_000_000;
-                let due = Ktime::ktime_get().to_ns().saturating_add(after);
-                match self.core.answer_later(&self.0, due) {
+                let due = now_ns().saturating_add(after);
+                match core.answer_later(&self.0, due) {
                     Ok(()) => None,
                     Err(_) => Some(KVec::new()),
                 }
@@ -1074,51 +1108,68 @@ impl Handler for EpHandle {
             answer => answer,
         };
         if let Some(data) = answer {
-            let res = Message::Drep.send(id, &data);
-            self.core.count(Message::Drep, res.is_ok());
+            let res = product::send(Message::Drep, id, &data);
+            core.count(Message::Drep, res.is_ok());
             let status = res.err().map_or(0, |e| e.to_errno());
-            st.record(&self.core, EventKind::DrepSent, status, &data);
+            st.record(&core, EventKind::DrepSent, status, &data);
         }
         // Without our lock: `disconnect` takes the table's and ours.
         drop(st);
         drop(handshake);
-        test.after_dreq(self, id);
+        test.after_dreq(&core, self, id);
     }
 
     fn drep_received(&self, _id: &CmIdRef, private_data: &[u8]) {
+        let Some(core) = Core::get() else {
+            return;
+        };
         let mut st = self.st.lock();
-        st.record(&self.core, EventKind::DrepReceived, 0, private_data);
-        st.record_disconnected(&self.core, 0);
-        self.core.drep_received.fetch_add(1, Ordering::Relaxed);
+        st.record(&core, EventKind::DrepReceived, 0, private_data);
+        st.record_disconnected(&core, 0);
+        core.drep_received.fetch_add(1, Ordering::Relaxed);
     }
 
     fn dreq_error(&self, id: &CmIdRef, send_status: WcStatus) {
+        let Some(core) = Core::get() else {
+            return;
+        };
         let mut st = self.st.lock();
         st.record(
-            &self.core,
+            &core,
             EventKind::DreqError,
             send_status.to_raw() as i32,
             &[],
         );
-        st.record_disconnected(&self.core, ETIMEDOUT.to_errno());
+        st.record_disconnected(&core, ETIMEDOUT.to_errno());
         drop(st);
         self.test_hooks().after_error(self.num, id);
     }
 
     fn connect_error(&self, id: &CmIdRef, send_status: WcStatus) {
-        self.record(EventKind::ConnectError, send_status.to_raw() as i32, &[]);
+        let Some(core) = Core::get() else {
+            return;
+        };
+        self.record(
+            &core,
+            EventKind::ConnectError,
+            send_status.to_raw() as i32,
+            &[],
+        );
         self.test_hooks().after_error(self.num, id);
         if self.role == Role::Passive {
             // Our REP timed out (REP_ERROR): as for a REJ.
-            self.free_id();
+            self.free_id(&core);
         }
     }
 
     fn timewait_exit(&self, _id: &CmIdRef) {
-        self.record(EventKind::TimewaitExit, 0, &[]);
+        let Some(core) = Core::get() else {
+            return;
+        };
+        self.record(&core, EventKind::TimewaitExit, 0, &[]);
         let test = self.test_hooks();
         test.before_timewait_free();
-        self.free_id();
+        self.free_id(&core);
         test.after_timewait_free();
     }
 }
@@ -1136,25 +1187,29 @@ pub(super) fn copy(data: &[u8]) -> Result<KVec<u8>> {
 /// the QP (`take_verbs`, under the endpoint's lock, which this takes for
 /// each poll), unload takes the entry out and sets `stop`, and the poller
 /// returns at its next turn, within a millisecond's sleep.
-pub(super) fn rping_poller(ep: Arc<Endpoint>) {
+pub(super) fn rping_poller(core: Arc<Core>, ep: Arc<Endpoint>) {
     loop {
-        if ep.gone.load(Ordering::Relaxed) || ep.core.bounds.stop.load(Ordering::Relaxed) {
+        if ep.gone.load(Ordering::Relaxed) || core.bounds.stop.load(Ordering::Relaxed) {
             return;
         }
         let action = {
             let mut st = ep.st.lock();
-            if st.verbs.is_none() || st.rping.as_ref().map_or(true, |r| r.done()) {
+            // A match: 7.3's clippy wants `is_none_or` for `map_or(true, ..)`,
+            // newer than 6.12's minimum Rust.
+            let rping_done = match st.rping.as_ref() {
+                Some(r) => r.done(),
+                None => true,
+            };
+            if st.verbs.is_none() || rping_done {
                 return;
             }
             st.drain_cq_for_rping()
         };
         match action {
-            Ok(rping::Action::Nothing) => msleep(1),
+            Ok(rping::Action::Nothing) => sleep_ms(1),
             // The client's last ping: `disconnect()` of its own entry.
             Ok(rping::Action::Disconnect) => {
-                let _ = ep
-                    .core
-                    .with_own_cm(ep.num, &ep, |cm| ep.disconnect_on(Some(cm), &[]));
+                let _ = core.with_own_cm(ep.num, &ep, |cm| ep.disconnect_on(&core, Some(cm), &[]));
                 return;
             }
             Err(_) => return,
@@ -1220,7 +1275,7 @@ fn sweep_dreqs(core: Arc<Core>) {
             drop(list);
             return;
         }
-        let now = Ktime::ktime_get().to_ns();
+        let now = now_ns();
         loop {
             let due = {
                 let mut p = core.bounds.pending.lock();
@@ -1233,7 +1288,7 @@ fn sweep_dreqs(core: Arc<Core>) {
             let Some(ep) = due else {
                 break;
             };
-            ep.answer_late_dreq();
+            ep.answer_late_dreq(&core);
         }
         {
             let mut p = core.bounds.pending.lock();
@@ -1242,29 +1297,28 @@ fn sweep_dreqs(core: Arc<Core>) {
                 return;
             }
         }
-        msleep(SWEEP_MS);
+        sleep_ms(SWEEP_MS);
     }
 }
 
 impl Endpoint {
     /// The deadline of a peer's DREQ passed: a DREP, if the id is still in
     /// DREQ_RCVD (nobody answered, nothing freed it).
-    fn answer_late_dreq(self: &Arc<Self>) {
-        let _ = self.core.with_own_cm(self.num, self, |cm| {
+    fn answer_late_dreq(self: &Arc<Self>, core: &Core) {
+        let _ = core.with_own_cm(self.num, self, |cm| {
             let mut st = self.st.lock();
             if cm.state() != cm::State::DreqRcvd {
                 return Ok(());
             }
-            let res = Message::Drep.send(cm, &[]);
-            self.core.count(Message::Drep, res.is_ok());
+            let res = product::send(Message::Drep, cm, &[]);
+            core.count(Message::Drep, res.is_ok());
             if res.is_ok() {
-                self.core
-                    .bounds
+                core.bounds
                     .dreq_answered_late
                     .fetch_add(1, Ordering::Relaxed);
             }
             let status = res.err().map_or(0, |e| e.to_errno());
-            st.record(&self.core, EventKind::DrepSent, status, &[]);
+            st.record(core, EventKind::DrepSent, status, &[]);
             Ok(())
         });
     }

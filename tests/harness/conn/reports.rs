@@ -3,7 +3,12 @@
 //! The reports: `conns`, `events`, `stats` and `devices`, and the per-endpoint
 //! counts of work requests and payloads they print.
 
-use super::{endpoint::*, table::*};
+use super::{
+    endpoint::{
+        Endpoint, EpHandle, Event, Role, BUFS_MAPPED, CM_IDS, LIVE_ENDPOINTS, MRS_LIVE, RESOLUTIONS,
+    },
+    table::{Conn, Core, Durations},
+};
 use crate::verbs::{Completion, MrState, RcQp, WcStatus, WrKind};
 use core::{fmt::Write, sync::atomic::Ordering};
 use kernel::prelude::*;

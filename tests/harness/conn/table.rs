@@ -5,22 +5,20 @@
 //! device add and removal (the `ib_client`), and emptying the table at unload
 //! ([`Owner`]).
 
-use super::endpoint::*;
+use super::endpoint::{Endpoint, EpHandle, PendingDreqs, Role};
 use crate::{
-    cm::{CmId, ReaperRef},
+    cm::{CmId, Message, ReaperRef},
     devices::{DeviceEntry, Devices},
     ib_client::{Client, Device},
-    product::Message,
+    kcompat::{arc_slot, ARef, ArcSlotExt},
 };
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use kernel::{
-    error::code::*,
     new_condvar, new_mutex,
     prelude::*,
     rbtree::{RBTree, RBTreeNodeReservation},
     str::CStr,
     sync::{Arc, CondVar, Mutex},
-    types::ARef,
 };
 
 /// An entry of the connection table: the endpoint, and its id until freed.
@@ -328,13 +326,15 @@ impl Core {
         f(conn.cm.as_ref().ok_or(ENOTCONN)?, &conn.ep)
     }
 
-    /// Counts a DREQ or DREP sent or failed.
+    /// Counts a DREQ or DREP sent or failed (the harness sends no other
+    /// message through the product).
     pub(super) fn count(&self, msg: Message, sent: bool) {
         let counter = match (msg, sent) {
             (Message::Dreq, true) => &self.dreq_sent,
             (Message::Drep, true) => &self.drep_sent,
             (Message::Dreq, false) => &self.dreq_failed,
             (Message::Drep, false) => &self.drep_failed,
+            _ => return,
         };
         counter.fetch_add(1, Ordering::Relaxed);
     }
@@ -438,16 +438,56 @@ fn prune_freed(inner: &mut CoreInner, listener: u32, keep: u32) -> [Option<Conn>
     out
 }
 
-/// Owns the module's [`Core`] for as long as the module is loaded.
+// The module's one `Core`, for the code that has no reference of its own:
+// the endpoints' CM callbacks (their `Handler` is the id's data, which the
+// core's table holds) and `rcd_test_with_conn()`. Set and emptied by
+// `Owner`.
+arc_slot!(CORE: Core);
+
+impl Core {
+    /// The module's core, counted for as long as the caller keeps it:
+    /// `None` only outside the module's life (before [`Owner::new`], or once
+    /// [`Owner`]'s drop emptied the slot, when no id of ours is left to call
+    /// back).
+    pub(crate) fn get() -> Option<Arc<Core>> {
+        CORE.get_arc()
+    }
+}
+
+/// Owns the module's [`Core`] for as long as the module is loaded, and makes
+/// it reachable ([`Core::get`]) meanwhile.
 ///
-/// Endpoints hold a reference on the core (their callbacks need it) and the
-/// core's table holds the endpoints, records of freed ones included: the
-/// table is emptied when the module goes, or neither would ever be freed.
+/// The core's table holds the endpoints, and each endpoint's id holds it
+/// (its `Handler`): nothing of an endpoint holds the core, or neither would
+/// ever be freed. What runs for an endpoint (a CM callback, a job, a
+/// poller, the sweeper) holds a counted reference for its time, from
+/// [`Core::get`] or from whoever queued it, so the core is freed by its last
+/// holder, never under running code.
+///
+/// # Invariants
+///
+/// While an `Owner` exists, [`CORE`] holds its core. Its drop empties the
+/// slot only after the table is empty (every id destroyed, which waits for
+/// its callbacks) and the reaper flushed (the ids destroyed from their own
+/// callbacks, the passive ends' jobs): from then on no CM callback of ours
+/// can run, and the work left on `pollers` (rping pollers, the sweeper)
+/// holds its own reference and sees `stop`.
 pub(crate) struct Owner(Arc<Core>);
 
 impl Owner {
-    pub(crate) fn new(core: Arc<Core>) -> Self {
-        Self(core)
+    /// Puts `core` in the module's slot.
+    ///
+    /// # Safety
+    ///
+    /// Called once per load of the module, from its `init`, before the
+    /// module's symbols (`rcd_test_with_conn()`) or its RDMA client can use
+    /// the slot.
+    pub(crate) unsafe fn new(core: Arc<Core>) -> Result<Self> {
+        // SAFETY: As this function's: once per load, the first use.
+        unsafe { CORE.init_once() };
+        CORE.put(core.clone())?;
+        // INVARIANT: the slot holds `core` from here.
+        Ok(Self(core))
     }
 }
 
@@ -465,6 +505,10 @@ impl Drop for Owner {
         );
         // Destroys queued by callbacks: run now, while the core is whole.
         self.0.reaper.flush();
+        // No callback of ours is left to reach the core (see the type's
+        // invariants); waits for an `rcd_test_with_conn()` taking its
+        // reference.
+        drop(CORE.take_arc());
     }
 }
 

@@ -14,18 +14,13 @@ use super::{
     endpoint::{Behaviour, Endpoint, EpHandle, EventKind, Role},
     table::Core,
 };
+use crate::kcompat::{now_ns, sleep_ms};
 use crate::{
     cm::{CmId, CmIdRef},
     verbs::QpRef,
 };
 use core::sync::atomic::Ordering;
-use kernel::{
-    error::code::*,
-    prelude::*,
-    str::CStr,
-    sync::Arc,
-    time::{msleep, Ktime},
-};
+use kernel::{prelude::*, str::CStr, sync::Arc};
 
 /// What an endpoint's DREQ callback does besides recording the DREQ: the
 /// careless consumer callbacks the tests need (`on_dreq=` in `ctl`).
@@ -101,6 +96,9 @@ pub(crate) struct TestHooks {
     /// id's state (`on_error=sleep:MS`): a handler that uses its id late,
     /// while the id may be destroyed by another path.
     pub(crate) error_sleep: u32,
+    /// The count an rping endpoint starts from (`rping_from=N`), instead
+    /// of 0: a peer's 2^32 pings reached in a few (issue 22, item 7).
+    pub(crate) rping_from: u32,
 }
 
 impl TestHooks {
@@ -111,6 +109,7 @@ impl TestHooks {
         timewait_after: false,
         on_rep: OnRep::Accept,
         error_sleep: 0,
+        rping_from: 0,
     };
 
     /// What an endpoint carries for these hooks: nothing for
@@ -127,9 +126,9 @@ impl TestHooks {
     /// listener, dropping its `CmId` inside its own REQ callback (the CM
     /// holds the listener until the callback returns: the `cm` abstraction
     /// defers the destroy).
-    pub(super) fn before_req(&self, listener: &Endpoint) {
+    pub(super) fn before_req(&self, core: &Core, listener: &Endpoint) {
         if self.on_req == OnReq::Close {
-            drop(listener.core.remove_own(listener));
+            drop(core.remove_own(listener));
         }
     }
 
@@ -150,17 +149,14 @@ impl TestHooks {
         let ms = match self.on_req {
             OnReq::JobDelay(ms) => ms,
             OnReq::JobSleep(ms) => {
-                msleep(ms);
+                sleep_ms(ms);
                 return;
             }
             _ => return,
         };
-        let end = Ktime::ktime_get().to_ns() + i64::from(ms) * 1_000_000;
-        while Ktime::ktime_get().to_ns() < end
-            && !ep.gone.load(Ordering::Relaxed)
-            && ep.in_handshake()
-        {
-            msleep(10);
+        let end = now_ns() + i64::from(ms) * 1_000_000;
+        while now_ns() < end && !ep.gone.load(Ordering::Relaxed) && ep.in_handshake() {
+            sleep_ms(10);
         }
     }
 
@@ -182,30 +178,30 @@ impl TestHooks {
     /// DREP is late too.
     pub(super) fn before_dreq(&self) {
         if let OnDreq::Sleep(ms) = self.on_dreq {
-            msleep(ms);
+            sleep_ms(ms);
         }
     }
 
     /// The DREQ callback, last, without the endpoint's lock (`on_dreq=`):
     /// the careless consumer's action, its result recorded as `ON_DREQ`.
-    pub(super) fn after_dreq(&self, ep: &Endpoint, id: &CmIdRef) {
+    pub(super) fn after_dreq(&self, core: &Core, ep: &Endpoint, id: &CmIdRef) {
         let res = match self.on_dreq {
             OnDreq::Nothing => return,
             OnDreq::Sleep(_) => Ok(()),
             OnDreq::Dreq => id.send_dreq(b"from-callback"),
             // Our own connection, on the id of this callback.
-            OnDreq::Disconnect => ep.disconnect_on(Some(id), &[]),
-            OnDreq::DisconnectOther(num) => ep.core.disconnect(num, &[]),
+            OnDreq::Disconnect => ep.disconnect_on(core, Some(id), &[]),
+            OnDreq::DisconnectOther(num) => core.disconnect(num, &[]),
         };
         let status = res.err().map_or(0, |e| e.to_errno());
-        ep.record(EventKind::OnDreq, status, &[]);
+        ep.record(core, EventKind::OnDreq, status, &[]);
     }
 
     /// A `*_ERROR` callback, last, without the endpoint's lock
     /// (`on_error=sleep:MS`): sleeps, then uses its id (reads its state).
     pub(super) fn after_error(&self, num: u32, id: &CmIdRef) {
         if self.error_sleep > 0 {
-            msleep(self.error_sleep);
+            sleep_ms(self.error_sleep);
             pr_info!(
                 "conn {}: after an error callback's {} ms: id {:#x} in {}\n",
                 num,
@@ -220,7 +216,7 @@ impl TestHooks {
     /// (`on_timewait=sleep:MS`): widens the window of a callback in flight.
     pub(super) fn before_timewait_free(&self) {
         if self.timewait_sleep > 0 && !self.timewait_after {
-            msleep(self.timewait_sleep);
+            sleep_ms(self.timewait_sleep);
         }
     }
 
@@ -229,7 +225,7 @@ impl TestHooks {
     /// to the id, the window an unload must wait for.
     pub(super) fn after_timewait_free(&self) {
         if self.timewait_sleep > 0 && self.timewait_after {
-            msleep(self.timewait_sleep);
+            sleep_ms(self.timewait_sleep);
         }
     }
 }
@@ -282,22 +278,14 @@ impl Core {
         }
         let cm = {
             let dev = self.device_by_name(device)?;
-            let ep = Endpoint::new(
-                self,
-                0,
-                Role::Listener,
-                &dev,
-                0,
-                false,
-                Behaviour::default(),
-            )?;
+            let ep = Endpoint::new(0, Role::Listener, &dev, 0, false, Behaviour::default())?;
             CmId::new(&dev, &self.reaper, EpHandle::new(ep))?
         };
         pr_info!(
             "hold_id: id {:#x} held, no device reference of ours\n",
             cm.local_id()
         );
-        msleep(ms);
+        sleep_ms(ms);
         pr_info!(
             "hold_id: after {} ms: id {:#x} on {} in {}\n",
             ms,

@@ -1,0 +1,389 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The kernel crate as the harness needs it, on either kernel it builds for.
+//!
+//! The harness builds against Linux 6.12 with the project's series (its own
+//! `kernel::debugfs`, `sync::ArcSlot`, `time::{msleep, Ktime}`) and against
+//! Linux 7.3, whose crate has these things upstream under other names and
+//! shapes (`kernel::debugfs::{Dir, Scope}` with callback files, the global
+//! locks, `time::{Instant, Delta, delay::fsleep}`, `sync::aref::ARef`).
+//! Every spelling that differs is here, and only here: the rest of the
+//! harness reads the same on both. `Kbuild` passes `--cfg rcd_kernel_7_3`
+//! when the kernel's `VERSION.PATCHLEVEL` is 7.3 or later.
+//!
+//! - [`ARef`]: the kernel crate's `ARef`; [`fmt!`](fmt), the macro that
+//!   makes `Arguments` for the crate's `CString::try_from_fmt`;
+//!   [`cstr_bytes`], a C string's bytes without its NUL.
+//! - [`now_ns`], [`sleep_ms`]: the monotonic clock in nanoseconds, a sleep.
+//! - [`arc_slot!`] and [`ArcSlotExt`]: a static holding an `Arc` for C code
+//!   to reach (`rcd_test_with_conn()`), emptied (waiting for its readers)
+//!   before the module goes.
+//! - [`Control`], [`ControlFile`], [`ControlDir`]: a debugfs directory of
+//!   files served by one object, by file number.
+//! - [`send_mra`]: an MRA for a REQ being accepted (6.12's
+//!   `ib_send_cm_mra()` with its service timeout; 7.3's
+//!   `ib_prepare_cm_mra()`, the CM's own timeout, never at once).
+//! - [`harness_module!`]: `module!`, whose author key 7.3 spells `authors`.
+
+// The same names from either half, listed: what the rest of the crate uses.
+pub(crate) use imp::{
+    arc_slot, cstr_bytes, fmt, harness_module, now_ns, send_mra, sleep_ms, ARef, ArcSlotExt,
+    ControlDir,
+};
+
+/// What a debugfs file of a [`ControlDir`] is: its name, whether it is the
+/// one written (`0o200`) or one read (`0o444`), and its number.
+pub(crate) struct ControlFile {
+    pub(crate) name: &'static kernel::str::CStr,
+    pub(crate) mode: u16,
+    pub(crate) id: u32,
+}
+
+impl ControlFile {
+    pub(crate) const fn new(name: &'static kernel::str::CStr, mode: u16, id: u32) -> Self {
+        Self { name, mode, id }
+    }
+
+    /// Whether the file takes writes (and is not read).
+    #[cfg_attr(not(rcd_kernel_7_3), allow(dead_code))]
+    fn writable(&self) -> bool {
+        self.mode & 0o222 != 0
+    }
+}
+
+/// The longest write a control file takes (`E2BIG` beyond, nothing done):
+/// checked here on 7.3, by the series' debugfs (its `MAX_WRITE`) on 6.12.
+#[cfg_attr(not(rcd_kernel_7_3), allow(dead_code))]
+pub(crate) const MAX_WRITE: usize = 4096;
+
+/// What the files of a [`ControlDir`] do.
+pub(crate) trait Control: Send + Sync + Sized + 'static {
+    /// Prints file `id` whole into `out` (again, from the start, when the
+    /// reader's buffer was too small).
+    fn show<W: core::fmt::Write>(&self, id: u32, out: &mut W) -> core::fmt::Result;
+
+    /// Takes one write to file `id`, whole (at most [`MAX_WRITE`] bytes);
+    /// on success the write returns its full length, else the error.
+    fn write(this: &kernel::sync::Arc<Self>, id: u32, input: &[u8]) -> kernel::error::Result;
+}
+
+/// Linux 6.12 with the project's series.
+#[cfg(not(rcd_kernel_7_3))]
+mod imp {
+    use super::{Control, ControlFile};
+    use kernel::{
+        debugfs::{self, File, Ops, Output},
+        prelude::*,
+        rdma::cm::CmIdRef,
+        str::CStr,
+        sync::{Arc, ArcBorrow, ArcSlot},
+        time::{msleep, Ktime},
+    };
+
+    pub(crate) use kernel::{fmt, types::ARef};
+
+    /// The bytes of `s`, without the NUL.
+    pub(crate) fn cstr_bytes(s: &CStr) -> &[u8] {
+        s.as_bytes()
+    }
+
+    /// `module!` with one author.
+    macro_rules! harness_module {
+        (type: $t:tt, name: $n:tt, author: $a:tt, description: $d:tt, license: $l:tt,) => {
+            kernel::prelude::module! {
+                type: $t,
+                name: $n,
+                author: $a,
+                description: $d,
+                license: $l,
+            }
+        };
+    }
+    pub(crate) use harness_module;
+
+    /// An MRA for the REQ `cm` received, with `service_timeout`: at once,
+    /// or with `delay` as the answer to the peer's next retransmission.
+    pub(crate) fn send_mra(cm: &CmIdRef, service_timeout: u8, delay: bool) -> Result {
+        cm.send_mra(service_timeout, delay)
+    }
+
+    /// `CLOCK_MONOTONIC` now, in nanoseconds.
+    pub(crate) fn now_ns() -> i64 {
+        Ktime::ktime_get().to_ns()
+    }
+
+    /// Sleeps at least `ms` milliseconds.
+    pub(crate) fn sleep_ms(ms: u32) {
+        msleep(ms);
+    }
+
+    /// `arc_slot!(NAME: T)`: a `static NAME` that holds an `Arc<T>` or
+    /// nothing ([`ArcSlotExt`]).
+    macro_rules! arc_slot {
+        ($name:ident: $t:ty) => {
+            static $name: kernel::sync::ArcSlot<$t> = kernel::sync::ArcSlot::new();
+        };
+    }
+    pub(crate) use arc_slot;
+
+    /// A static made by [`arc_slot!`].
+    pub(crate) trait ArcSlotExt<T> {
+        /// Makes the slot usable: once per module load, before any other use.
+        ///
+        /// # Safety
+        ///
+        /// Called exactly once per load of the module, before any other
+        /// method (from the module's `init`).
+        unsafe fn init_once(&'static self);
+        /// Puts `value` in the empty slot (`EBUSY` if it is not empty).
+        fn put(&'static self, value: Arc<T>) -> Result;
+        /// The `Arc` in the slot, if any.
+        fn get_arc(&'static self) -> Option<Arc<T>>;
+        /// Empties the slot, after any reader that is taking its reference.
+        fn take_arc(&'static self) -> Option<Arc<T>>;
+    }
+
+    impl<T: Send + Sync> ArcSlotExt<T> for ArcSlot<T> {
+        unsafe fn init_once(&'static self) {}
+
+        fn put(&'static self, value: Arc<T>) -> Result {
+            self.set(value).map_err(|_| EBUSY)
+        }
+
+        fn get_arc(&'static self) -> Option<Arc<T>> {
+            self.get()
+        }
+
+        fn take_arc(&'static self) -> Option<Arc<T>> {
+            self.take()
+        }
+    }
+
+    /// The series' `Ops` object of a [`ControlDir`]: the one that serves.
+    struct Served<C: Control>(Arc<C>);
+
+    impl<C: Control> Ops for Served<C> {
+        const OWNER: &'static ThisModule = &crate::THIS_MODULE;
+
+        fn show(this: ArcBorrow<'_, Self>, id: u32, out: &mut Output<'_>) -> Result {
+            this.0.show(id, out).map_err(|_| ENOMEM)
+        }
+
+        fn write(this: ArcBorrow<'_, Self>, id: u32, input: &[u8]) -> Result {
+            C::write(&this.0, id, input)
+        }
+    }
+
+    /// `/sys/kernel/debug/<name>/` with its files, removed on drop (which
+    /// waits for the reads and writes in progress). An open file keeps the
+    /// module loaded (the series' debugfs sets `.owner`).
+    pub(crate) struct ControlDir<C: Control> {
+        _dir: debugfs::Dir<Served<C>>,
+    }
+
+    impl<C: Control> ControlDir<C> {
+        /// Fails with `EEXIST` (a file of that name exists) or debugfs's
+        /// error.
+        pub(crate) fn new(
+            name: &'static CStr,
+            files: &'static [ControlFile],
+            ctx: Arc<C>,
+        ) -> Result<Self> {
+            let mut specs = KVec::with_capacity(files.len(), GFP_KERNEL)?;
+            for f in files {
+                specs.push(File::new(f.name, f.mode, f.id), GFP_KERNEL)?;
+            }
+            let served = Arc::new(Served(ctx), GFP_KERNEL)?;
+            Ok(Self {
+                _dir: debugfs::Dir::new(name, &specs, served)?,
+            })
+        }
+    }
+}
+
+/// Linux 7.3: the upstream kernel crate.
+#[cfg(rcd_kernel_7_3)]
+mod imp {
+    use super::{Control, ControlFile, MAX_WRITE};
+    use kernel::{
+        debugfs::Scope,
+        fmt,
+        prelude::*,
+        rdma::cm::CmIdRef,
+        str::CStr,
+        sync::{Arc, GlobalLock, GlobalLockBackend},
+        time::{delay::fsleep, ClockSource, Delta, Monotonic},
+        uaccess::UserSliceReader,
+    };
+
+    pub(crate) use kernel::{prelude::fmt, sync::aref::ARef};
+
+    /// The bytes of `s`, without the NUL.
+    pub(crate) fn cstr_bytes(s: &CStr) -> &[u8] {
+        s.to_bytes()
+    }
+
+    /// `module!` with one author (7.3's key is `authors`, a list).
+    macro_rules! harness_module {
+        (type: $t:tt, name: $n:tt, author: $a:tt, description: $d:tt, license: $l:tt,) => {
+            kernel::prelude::module! {
+                type: $t,
+                name: $n,
+                authors: [$a],
+                description: $d,
+                license: $l,
+            }
+        };
+    }
+    pub(crate) use harness_module;
+
+    /// An MRA for the REQ `cm` received: 7.3 has only the delayed one
+    /// (`ib_prepare_cm_mra()`, with the CM's own service timeout), so
+    /// `service_timeout` is not used and a request for one at once (no
+    /// `delay`) fails with `EOPNOTSUPP`, nothing done.
+    pub(crate) fn send_mra(cm: &CmIdRef, _service_timeout: u8, delay: bool) -> Result {
+        if !delay {
+            return Err(EOPNOTSUPP);
+        }
+        cm.prepare_mra()
+    }
+
+    /// `CLOCK_MONOTONIC` now, in nanoseconds: the clock an
+    /// `Instant<Monotonic>` reads (whose nanoseconds are the crate's own).
+    pub(crate) fn now_ns() -> i64 {
+        Monotonic::ktime_get()
+    }
+
+    /// Sleeps at least `ms` milliseconds.
+    pub(crate) fn sleep_ms(ms: u32) {
+        fsleep(Delta::from_millis(i64::from(ms)));
+    }
+
+    /// `arc_slot!(NAME: T)`: a global mutex `NAME` that holds an `Arc<T>`
+    /// or nothing ([`ArcSlotExt`]).
+    macro_rules! arc_slot {
+        ($name:ident: $t:ty) => {
+            kernel::sync::global_lock! {
+                // SAFETY: `ArcSlotExt::init_once` is its first use, once
+                // per load (its safety requirement).
+                unsafe(uninit) static $name: Mutex<Option<kernel::sync::Arc<$t>>> = None;
+            }
+        };
+    }
+    pub(crate) use arc_slot;
+
+    /// A static made by [`arc_slot!`].
+    pub(crate) trait ArcSlotExt<T> {
+        /// Makes the slot usable: once per module load, before any other use.
+        ///
+        /// # Safety
+        ///
+        /// Called exactly once per load of the module, before any other
+        /// method (from the module's `init`).
+        unsafe fn init_once(&'static self);
+        /// Puts `value` in the empty slot (`EBUSY` if it is not empty).
+        fn put(&'static self, value: Arc<T>) -> Result;
+        /// The `Arc` in the slot, if any.
+        fn get_arc(&'static self) -> Option<Arc<T>>;
+        /// Empties the slot, after any reader that is taking its reference.
+        fn take_arc(&'static self) -> Option<Arc<T>>;
+    }
+
+    impl<T, B> ArcSlotExt<T> for GlobalLock<B>
+    where
+        B: GlobalLockBackend<Item = Option<Arc<T>>>,
+    {
+        unsafe fn init_once(&'static self) {
+            // SAFETY: The caller calls this once per load, first.
+            unsafe { self.init() };
+        }
+
+        fn put(&'static self, value: Arc<T>) -> Result {
+            let mut slot = self.lock();
+            if slot.is_some() {
+                return Err(EBUSY);
+            }
+            *slot = Some(value);
+            Ok(())
+        }
+
+        fn get_arc(&'static self) -> Option<Arc<T>> {
+            self.lock().clone()
+        }
+
+        fn take_arc(&'static self) -> Option<Arc<T>> {
+            self.lock().take()
+        }
+    }
+
+    /// What each file of a [`ControlDir`] points to: the object serving it
+    /// and the file's number.
+    struct FileData<C> {
+        ctx: Arc<C>,
+        id: u32,
+    }
+
+    fn show_file<C: Control>(d: &FileData<C>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        d.ctx.show(d.id, f)
+    }
+
+    fn write_file<C: Control>(d: &FileData<C>, reader: &mut UserSliceReader) -> Result {
+        let len = reader.len();
+        if len > MAX_WRITE {
+            return Err(E2BIG);
+        }
+        let mut input = KVec::new();
+        input.extend_with(len, 0u8, GFP_KERNEL)?;
+        reader.read_slice(&mut input)?;
+        C::write(&d.ctx, d.id, &input)
+    }
+
+    /// `/sys/kernel/debug/<name>/` with its files (upstream's callback
+    /// files in one [`Scope`]), removed on drop, which waits for the reads
+    /// and writes in progress. Read files are `0400`, the written one
+    /// `0200` (upstream's modes).
+    ///
+    /// Upstream's debugfs sets no `.owner` in the `file_operations` it
+    /// makes for each `T`, which live in this module: an open file does
+    /// not keep the module loaded, `rmmod` succeeds, later reads and
+    /// writes fail with `EIO` (debugfs's removal protection), but the
+    /// close still runs debugfs's `full_proxy_release()`, which reads
+    /// `->release` and `->owner` from the unloaded module's table (and
+    /// calls that `->release`). `tests/t_debugfs.sh` checks for it.
+    pub(crate) struct ControlDir<C: Control> {
+        _scope: Pin<KBox<Scope<KVec<FileData<C>>>>>,
+    }
+
+    impl<C: Control> ControlDir<C> {
+        /// Fails only for memory: upstream's debugfs makes no file when it
+        /// cannot (a file of that name exists, no debugfs), silently.
+        pub(crate) fn new(
+            name: &'static CStr,
+            files: &'static [ControlFile],
+            ctx: Arc<C>,
+        ) -> Result<Self> {
+            let mut data = KVec::with_capacity(files.len(), GFP_KERNEL)?;
+            for f in files {
+                data.push(
+                    FileData {
+                        ctx: ctx.clone(),
+                        id: f.id,
+                    },
+                    GFP_KERNEL,
+                )?;
+            }
+            let scope = Scope::dir(data, name, move |data, dir| {
+                for (f, d) in files.iter().zip(data.iter()) {
+                    if f.writable() {
+                        dir.write_only_callback_file(f.name, d, &write_file::<C>);
+                    } else {
+                        dir.read_callback_file(f.name, d, &show_file::<C>);
+                    }
+                }
+            });
+            Ok(Self {
+                _scope: KBox::pin_init(scope, GFP_KERNEL)?,
+            })
+        }
+    }
+}
