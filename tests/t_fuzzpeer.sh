@@ -42,7 +42,32 @@ fuzzpeer_stat() {
 }
 
 fuzzpeer_running() { [ "$(fuzzpeer_stat running)" = 1 ]; }
+
 fuzzpeer_stopped() { ! fuzzpeer_running; }
+
+# fp_lines FILE ERE [FORMAT]: the lines "KEY VALUE" of FILE whose KEY
+# matches ERE, on one line, each as FORMAT ("%s %s " by default) with KEY's
+# part that ERE's first group matched, or all of it; builtins only (each
+# of these was a grep | sed | tr: three processes).
+fp_lines() {
+	local k v out= key
+	while read -r k v; do
+		[[ $k =~ $2 ]] || continue
+		key=${BASH_REMATCH[1]:-$k}
+		# shellcheck disable=SC2059
+		printf -v k "${3:-%s %s }" "$key" "$v"
+		out+=$k
+	done < "$1"
+	echo "$out"
+}
+
+# fuzzpeer_sent_every_kind: no line "sent_KIND 0" in the peer's stats.
+fuzzpeer_sent_every_kind() {
+	local k v
+	while read -r k v; do
+		[[ ! $k =~ ^sent_[a-z_]+$ ]] || [ "$v" != 0 ] || return 1
+	done < $FUZZPEER_DBG/stats
+}
 
 # fuzzpeer_write LINES: one write(2) of LINES to the peer's ctl; if it is
 # refused, each line again on its own, and the refused ones printed.
@@ -215,28 +240,24 @@ test_fuzz_cm_peer() {
 	fi
 	wait $feeder || { fail "the feeder failed"; bad=1; }
 	# The counts.
-	flog "peer: $(grep -E \
-		'^(seed|steps|sent|completed|completion_errors|post_errors|pool_ends) ' \
-		$FUZZPEER_DBG/stats | tr '\n' ' ')"
-	log "peer sent: $(grep -E '^sent_' $FUZZPEER_DBG/stats | sed 's/^sent_//' | tr ' \n' '= ')"
-	log "peer actions: $(grep -E '^action_' $FUZZPEER_DBG/stats |
-		sed 's/^action_//' | tr ' \n' '= ')"
+	flog "peer: $(fp_lines $FUZZPEER_DBG/stats \
+		'^(seed|steps|sent|completed|completion_errors|post_errors|pool_ends)$')"
+	log "peer sent: $(fp_lines $FUZZPEER_DBG/stats '^sent_(.+)$' '%s=%s ')"
+	log "peer actions: $(fp_lines $FUZZPEER_DBG/stats '^action_(.+)$' '%s=%s ')"
 	# Let the last messages arrive before counting the CM's answers.
 	nap 2
 	log "rxe0's CM received: $(fuzzpeer_counts cm_rx_msgs)"
 	log "rxe0's CM duplicates: $(fuzzpeer_counts cm_rx_duplicates)"
 	log "rxe0's CM sent (retries included): $(fuzzpeer_counts cm_tx_msgs)"
-	log "module: $(grep -E \
-		-e '^(conns|cm_ids_live|endpoints_live|established|reps_sent|req_callbacks) ' \
-		-e '^(drep_received|dreq_sent|drep_sent|events_lost) ' \
-		"$RCD_DBG/stats" | tr '\n' ' ')"
+	log "module: $(fp_lines "$RCD_DBG/stats" \
+		'^(conns|cm_ids_live|endpoints_live|established|reps_sent|req_callbacks|'\
+'drep_received|dreq_sent|drep_sent|events_lost)$')"
 	log "module events: $(awk '{ c[$2]++ } END { for (k in c) printf "%s=%d ", k, c[k] }' \
 		"$RCD_DBG/events")"
 	log "module ends by state: $(awk '{
 		for (i = 2; i <= NF; i++) if ($i ~ /^state=/) c[substr($i, 7)]++ }
 		END { for (k in c) printf "%s=%d ", k, c[k] }' "$RCD_DBG/conns")"
-	check "the peer sent messages of every kind" \
-		sh -c "! grep -qE '^sent_[a-z_]+ 0$' $FUZZPEER_DBG/stats" || bad=1
+	check "the peer sent messages of every kind" fuzzpeer_sent_every_kind || bad=1
 	# Nothing held in a handshake or a disconnect once the CM's own
 	# timers (bounded by the peer's max_resp and max_retries) have run.
 	if ! wait_for "$drain" fuzzpeer_none_held; then
@@ -279,7 +300,7 @@ test_fuzz_cm_peer() {
 	check "only the 7 listeners' endpoints left ($(rcd_stat endpoints_live))" \
 		wait_for 45 stat_is endpoints_live 7 || bad=1
 	check "no QP of ours left ($(rdma_res qp) vs $qps0)" \
-		wait_for 30 sh -c "[ \$(rdma resource show qp 2>/dev/null | grep -c .) = $qps0 ]" ||
+		wait_for 30 rdma_res_cmp -eq "$qps0" qp ||
 		bad=1
 	flog "module after close: $(stats_line)"
 	rmmod rcd_fuzzpeer || { fail "rmmod rcd_fuzzpeer"; bad=1; }

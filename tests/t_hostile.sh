@@ -136,7 +136,7 @@ PY
 	log "after: $(stats_line)"
 	ctl_errno "close 7000-7009,1007000-1007009" >/dev/null
 	check "only the listener's and pair 2's ids left" \
-		wait_for 60 sh -c "grep -qx 'cm_ids_live 3' $RCD_DBG/stats" || return 1
+		wait_for 60 stat_is cm_ids_live 3 || return 1
 	check "pair 2 untouched" test "$(conn_state 2)" = ESTABLISHED
 }
 
@@ -152,7 +152,7 @@ test_fuzz_ctl() {
 	# Everything the fuzzer may have made, closed; then the module still
 	# makes a connection.
 	ctl_errno "close 0-11,1000000-1000011,2000000-2009999" >/dev/null
-	check "no id left" wait_for 60 sh -c "grep -qx 'cm_ids_live 0' $RCD_DBG/stats" ||
+	check "no id left" wait_for 60 stat_is cm_ids_live 0 ||
 		{ sed 's/^/# /' $RCD_DBG/conns; return 1; }
 	check "no endpoint left" test "$(rcd_stat endpoints_live)" = 0 || return 1
 	ctl listen 1 rxe0 0x1000 || return 1

@@ -14,7 +14,7 @@ interop_setup() {
 # foreign_established: waits for listener 1's passive end of a user-space
 # peer's REQ to be established; its number is then in FOREIGN.
 foreign_established() {
-	wait_for 30 sh -c "grep -q ' listener=1 ' $RCD_DBG/conns" ||
+	wait_for 30 text_in "$RCD_DBG/conns" ' listener=1 ' ||
 		fail "no passive end" || return 1
 	FOREIGN=$(awk '/ listener=1 / {print $1}' "$RCD_DBG/conns")
 	wait_event 20 "$FOREIGN" ESTABLISHED

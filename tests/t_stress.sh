@@ -104,7 +104,7 @@ test_churn_cycles() {
 	check "every DREQ sent" test "$(rcd_stat dreq_sent)" = $((rounds * ROUND)) || return 1
 	check "every DREP received" \
 		test "$(rcd_stat drep_received)" = $((rounds * ROUND)) || return 1
-	check "ids freed" wait_for 30 sh -c "grep -qx 'cm_ids_live 1' $RCD_DBG/stats" || return 1
+	check "ids freed" wait_for 30 stat_is cm_ids_live 1 || return 1
 	check "endpoints freed" test "$(rcd_stat endpoints_live)" = 1 || return 1
 	check "no event lost" test "$(rcd_stat events_lost)" = 0 || return 1
 	after=$(( (rounds - rounds / 2 - 1) * ROUND ))
@@ -153,7 +153,7 @@ many_wave() {
 	# What the test is about: DREQs from both sides on the wire together.
 	check "DREQs crossed ($crossed ends)" test "$crossed" -gt 0 || return 1
 	exactly_once DISCONNECTED $a $b && exactly_once DISCONNECTED $pa $pb || return 1
-	check "ids freed" wait_for 30 sh -c "grep -qx 'cm_ids_live 1' $RCD_DBG/stats" || return 1
+	check "ids freed" wait_for 30 stat_is cm_ids_live 1 || return 1
 	check "QPs freed" test "$(rdma_res qp)" = "$qps" || return 1
 	ctl close $a-$b && ctl close $pa-$pb && ctl close 1 || return 1
 	check "endpoints freed" test "$(rcd_stat endpoints_live)" = 0

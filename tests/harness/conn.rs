@@ -39,6 +39,8 @@
 //! 3. `conn::Core::pending` (one): the peers' DREQs waiting for their
 //!    deadline (see `Core::answer_later`); a leaf, taken under an
 //!    endpoint's lock in the DREQ callback, nothing taken under it.
+//! 4. `conn::Core::held` (one): the REPs held until their peer has room
+//!    (see `pace`); a leaf, taken with no other lock held.
 //!
 //! The order is `Core::inner` before `Endpoint::st`: code holding an
 //! endpoint's lock never takes the table's (a callback that needs both, as
@@ -77,6 +79,7 @@
 
 mod commands;
 mod endpoint;
+mod pace;
 mod reports;
 mod table;
 mod test_hooks;

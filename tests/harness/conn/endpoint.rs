@@ -6,6 +6,7 @@
 
 use super::{
     commands::Post,
+    pace,
     reports::{DataStats, WrStats},
     table::Core,
     test_hooks::TestHooks,
@@ -415,25 +416,49 @@ pub(super) struct EndpointState {
 }
 
 /// One handshake in flight on a listener: counted in its `handshakes`
-/// while this exists.
-pub(super) struct Handshake(Arc<Endpoint>);
+/// while this exists; with its peer's bucket (`cma=1` listeners: see
+/// [`super::pace`]), in which, once its REP is sent, it counts as a REP in
+/// flight until it is over.
+pub(super) struct Handshake(Arc<Endpoint>, Option<usize>, bool);
 
 impl Handshake {
-    /// A place on `listener`, or `EBUSY` if its backlog is full.
-    pub(super) fn new(listener: &Arc<Endpoint>, backlog: u32) -> Result<Self> {
+    /// A place on `listener` for a REQ from `peer`'s bucket, or `EBUSY` if
+    /// its backlog is full.
+    pub(super) fn new(listener: &Arc<Endpoint>, backlog: u32, peer: Option<usize>) -> Result<Self> {
         let n = listener.handshakes.fetch_add(1, Ordering::AcqRel);
-        let slot = Self(listener.clone());
+        let slot = Self(listener.clone(), peer, false);
         if n >= backlog as usize {
             // Dropped: the count goes back.
             return Err(EBUSY);
         }
         Ok(slot)
     }
+
+    /// Its REP is sent: a REP in flight to its peer until it is over.
+    fn rep_sent(&mut self, core: &Core) {
+        if let (Some(b), false) = (self.1, self.2) {
+            self.2 = true;
+            core.bounds.peers.rep_sent(b);
+        }
+    }
+
+    /// Its peer's bucket.
+    fn peer(&self) -> Option<usize> {
+        self.1
+    }
 }
 
 impl Drop for Handshake {
     fn drop(&mut self) {
         self.0.handshakes.fetch_sub(1, Ordering::AcqRel);
+        if let (Some(b), true) = (self.1, self.2) {
+            // The core is reached as the callbacks reach it (the endpoint
+            // holds none): `None` only once the module's core is gone,
+            // when no count is read any more.
+            if let Some(core) = Core::get() {
+                core.bounds.peers.rep_done(b);
+            }
+        }
     }
 }
 
@@ -697,12 +722,14 @@ impl Endpoint {
             return Err(EINVAL);
         }
         let pd = req.private_data();
+        let mut peer = None;
         let ours = if self.cma {
             // Garbage is rejected: the CM sends the REJ. So is a REQ for an
             // address this device does not have, as rdma_cm's
             // `validate_net_dev` rejects it: a peer that lies about where
             // it connects to.
-            let (_, _, dst) = cma::parse(pd)?;
+            let (src, _, dst) = cma::parse(pd)?;
+            peer = Some(pace::peer_bucket(src));
             let (device, gid) = (req.id().device(), Gid::ipv4_mapped(dst));
             if !device
                 .ports()
@@ -728,7 +755,7 @@ impl Endpoint {
         let (depth, resources) = (req.initiator_depth(), req.responder_resources());
         let behaviour = self.st.lock().behaviour.try_clone()?;
         // Over the backlog: rejected (the CM sends the REJ).
-        let handshake = Handshake::new(self, behaviour.backlog)?;
+        let handshake = Handshake::new(self, behaviour.backlog, peer)?;
         let device = req.id().device();
         let ep = Endpoint::new(num, Role::Passive, device, self.num, false, behaviour)?;
         ep.st.lock().handshake = Some(handshake);
@@ -812,20 +839,60 @@ impl Endpoint {
         let verbs = core
             .device_at(self.dev_index)
             .and_then(|dev| RcQp::new(&dev, qp_size()));
-        match self.send_rep(core, verbs, depth, resources) {
-            Ok(Ok(())) => {
-                let now = now_ns();
-                core.rep_times.add(now - t_req);
-                core.bounds.jobs.times.add(now - t_job);
-                if self.st.lock().behaviour.rping.is_some() {
-                    // If this fails the protocol only runs on `poll`.
-                    let (poller_core, ep) = (core.clone(), self.clone());
-                    let _ = core
-                        .bounds
-                        .pollers
-                        .spawn(move || rping_poller(poller_core, ep));
-                }
+        let qp_num = match self.ready_qp(core, verbs) {
+            Ok(Ok(qp_num)) => qp_num,
+            Ok(Err(e)) => return self.rep_failed(core, Ok(Err(e))),
+            Err(e) => return self.rep_failed(core, Err(e)),
+        };
+        // A peer with a full window gets its REP from the sweeper, when it
+        // has room (see `pace`): the queue goes on meanwhile.
+        let bucket = self.st.lock().handshake.as_ref().and_then(Handshake::peer);
+        let rep = pace::HeldRep {
+            ep: self.clone(),
+            bucket: bucket.unwrap_or(0),
+            qp_num,
+            depth,
+            resources,
+            t_req,
+        };
+        let rep = match bucket {
+            Some(_) => core.hold_rep(rep),
+            None => Some(rep),
+        };
+        if let Some(rep) = rep {
+            self.send_held_rep(core, rep);
+        }
+        core.bounds.jobs.times.add(now_ns() - t_job);
+    }
+
+    /// Sends the REP of a passive end whose QP is ready (`rep`), from its
+    /// job or, once held, from the sweeper (see `pace`).
+    pub(super) fn send_held_rep(self: &Arc<Self>, core: &Arc<Core>, rep: pace::HeldRep) {
+        let res = self.send_rep_msg(core, rep.qp_num, rep.depth, rep.resources);
+        if let Ok(Ok(())) = res {
+            // Unless the handshake is over already (the RTU came).
+            if let Some(h) = self.st.lock().handshake.as_mut() {
+                h.rep_sent(core);
             }
+            core.rep_times.add(now_ns() - rep.t_req);
+            if self.st.lock().behaviour.rping.is_some() {
+                // If this fails the protocol only runs on `poll`.
+                let (poller_core, ep) = (core.clone(), self.clone());
+                let _ = core
+                    .bounds
+                    .pollers
+                    .spawn(move || rping_poller(poller_core, ep));
+            }
+            return;
+        }
+        self.rep_failed(core, res);
+    }
+
+    /// A passive end's QP or REP failed (`Ok(Err)`: the end is freed and
+    /// the CM rejects the REQ) or its endpoint is gone (`Err`: its QP goes).
+    fn rep_failed(self: &Arc<Self>, core: &Core, res: Result<Result>) {
+        match res {
+            Ok(Ok(())) => {}
             Ok(Err(e)) => {
                 self.record(core, EventKind::ConnectError, e.to_errno(), &[]);
                 self.free_id(core);
@@ -840,22 +907,16 @@ impl Endpoint {
         }
     }
 
-    /// Readies a passive end's QP `verbs` and answers the REQ: `Ok(Err)` if
-    /// ours failed, `Err` if the endpoint is gone (out of the table, or its
-    /// id freed or reset by the peer's REJ).
+    /// Readies a passive end's QP `verbs` for its REP: its QP number, or
+    /// `Ok(Err)` if ours failed, `Err` if the endpoint is gone (out of the
+    /// table, or its id freed or reset by the peer's REJ).
     ///
     /// The table's lock, which every REQ, REJ, REP_ERROR and timewait-exit
     /// callback takes, is held only to use the id (the CM's computation of
     /// the QP's attributes, the REP), never across the QP's moves: those run
     /// under the endpoint's lock alone, so that the CM's workqueue does not
     /// wait behind QP work (review S2).
-    fn send_rep(
-        self: &Arc<Self>,
-        core: &Core,
-        verbs: Result<RcQp>,
-        depth: u8,
-        resources: u8,
-    ) -> Result<Result> {
+    fn ready_qp(self: &Arc<Self>, core: &Core, verbs: Result<RcQp>) -> Result<Result<u32>> {
         let init_rtr = core.with_own_cm(self.num, self, |cm| {
             Ok(cm
                 .init_qp_attr(QpState::Init)
@@ -891,19 +952,30 @@ impl Endpoint {
             self.modify_qp(&rtr)?;
             Ok(qp_num)
         });
-        let qp_num = match res {
-            Ok(qp_num) => qp_num,
+        match res {
+            Ok(qp_num) => Ok(Ok(qp_num)),
             Err(e) => {
                 // An id the peer's REJ reset (idle; its callback frees the
                 // end) or one gone meanwhile is not ours to reject.
                 let state = core.with_own_cm(self.num, self, |cm| Ok(cm.state()))?;
-                return if state == cm::State::Idle {
+                if state == cm::State::Idle {
                     Err(ENOTCONN)
                 } else {
                     Ok(Err(e))
-                };
+                }
             }
-        };
+        }
+    }
+
+    /// Answers the REQ with the REP for the QP `qp_num`: `Ok(Err)` if ours
+    /// failed, `Err` if the endpoint is gone or the peer's REJ came first.
+    fn send_rep_msg(
+        self: &Arc<Self>,
+        core: &Core,
+        qp_num: u32,
+        depth: u8,
+        resources: u8,
+    ) -> Result<Result> {
         core.with_own_cm(self.num, self, |cm| {
             // rdma_cm's choices: flow control, RNR retries for ever.
             let res = cm.send_rep(&Rep {

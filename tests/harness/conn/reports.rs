@@ -364,6 +364,15 @@ impl Core {
             out,
             "mras_at_once {}",
             self.bounds.jobs.mras_at_once.load(Ordering::Relaxed)
+        )?;
+        // The REPs' pace (issue 24): in flight, held now, held so far.
+        writeln!(out, "reps_in_flight {}", self.bounds.peers.in_flight())?;
+        let held = self.bounds.held.lock().list.keys().count();
+        writeln!(out, "reps_held {}", held)?;
+        writeln!(
+            out,
+            "reps_held_total {}",
+            self.bounds.peers.holds.load(Ordering::Relaxed)
         )
     }
 }

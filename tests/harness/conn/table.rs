@@ -110,6 +110,11 @@ pub(super) struct Bounds {
     pub(super) records_pruned: AtomicU64,
     /// The passive ends' jobs: what a new REQ waits behind.
     pub(super) jobs: Jobs,
+    /// Each peer's REPs in flight, and the REPs held until it has room
+    /// (see [`super::pace`]): a leaf lock.
+    pub(super) peers: super::pace::Peers,
+    #[pin]
+    pub(super) held: Mutex<super::pace::HeldReps>,
 }
 
 /// How many of something, their total and longest time in ns (`stats`).
@@ -157,6 +162,8 @@ impl Bounds {
                 mra_timeout_max: AtomicU64::new(0),
                 mras_at_once: AtomicU64::new(0),
             },
+            peers: super::pace::Peers::new(),
+            held <- new_mutex!(super::pace::HeldReps::new(), "conn::Core::held"),
         })
     }
 }

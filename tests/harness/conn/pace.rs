@@ -1,0 +1,259 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The pace of the passive ends' REPs to each peer (issue 24's storm).
+//!
+//! A peer answers each REP (with its RTU) on its CM's single workqueue,
+//! and a user-space peer (rdma_cm, `cmtime`) only once its program has
+//! taken the REP's event: REPs sent faster than that wait there until their
+//! timeout (4,096 ms for rdma_cm's peers) sends them again, more work for
+//! the same workqueue. So a peer with [`REP_WINDOW`] REPs in flight (sent,
+//! the handshake not over: no RTU, REJ, DREQ or REP timeout yet) gets its
+//! next REPs only as its handshakes end: the job that readied the QP puts
+//! the REP on a list ([`Core::hold_rep`]) instead of sending it, and a
+//! sweeper sends it once the peer has room again.
+//!
+//! What no peer can do with it (the window of 78c0681, reverted, could):
+//! - slow another peer: the job queue never waits (a held REP is on the
+//!   list, not in a job), and each peer has its own window (peers are told
+//!   apart by the source address of their `cma_hdr`, in [`PEER_BUCKETS`]
+//!   buckets; REQs without one, to a listener without `cma=1`, are never
+//!   held);
+//! - be held back by its own unanswered REPs for long: a peer none of whose
+//!   handshakes ended in the last [`REP_STALL_MS`] is not answering, and its
+//!   REPs go at once, as before; and none is held more than
+//!   [`REP_HOLD_MAX_MS`].
+
+use super::{endpoint::Endpoint, table::Core};
+use crate::kcompat::sleep_ms;
+use core::sync::atomic::{AtomicU64, Ordering};
+use kernel::{
+    prelude::*,
+    rbtree::{RBTree, RBTreeNodeReservation},
+    sync::Arc,
+};
+
+/// REPs one peer has in flight from which its next ones are held back.
+pub(super) const REP_WINDOW: u64 = 32;
+
+/// A peer whose handshakes have not ended for this long is not answering:
+/// its REPs go at once (holding them gains nothing).
+pub(super) const REP_STALL_MS: i64 = 1000;
+
+/// The longest a REP is held, whatever the peer does.
+pub(super) const REP_HOLD_MAX_MS: i64 = 4000;
+
+/// How often the held REPs are looked at.
+const PACE_SWEEP_MS: u32 = 20;
+
+/// Peers' buckets: two peers in one bucket share a window.
+pub(super) const PEER_BUCKETS: usize = 64;
+
+/// The bucket of a peer's IPv4 address (its `cma_hdr`'s source).
+pub(super) fn peer_bucket(addr: [u8; 4]) -> usize {
+    // The top 6 bits of a multiplicative hash: 0..64.
+    (u32::from_be_bytes(addr).wrapping_mul(0x9e37_79b9) >> 26) as usize
+}
+
+/// Each bucket's REPs in flight and when one of its handshakes last ended.
+pub(super) struct Peers {
+    pub(super) out: [AtomicU64; PEER_BUCKETS],
+    pub(super) done_ns: [AtomicU64; PEER_BUCKETS],
+    /// REPs held back so far (`stats`: `reps_held_total`).
+    pub(super) holds: AtomicU64,
+}
+
+impl Peers {
+    pub(super) const fn new() -> Self {
+        Self {
+            out: [const { AtomicU64::new(0) }; PEER_BUCKETS],
+            done_ns: [const { AtomicU64::new(0) }; PEER_BUCKETS],
+            holds: AtomicU64::new(0),
+        }
+    }
+
+    /// A REP of bucket `b` is sent.
+    pub(super) fn rep_sent(&self, b: usize) {
+        if let Some(out) = self.out.get(b) {
+            out.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// A handshake of bucket `b` whose REP was sent is over.
+    pub(super) fn rep_done(&self, b: usize) {
+        if let (Some(out), Some(done)) = (self.out.get(b), self.done_ns.get(b)) {
+            out.fetch_sub(1, Ordering::Relaxed);
+            done.store(now_ns(), Ordering::Relaxed);
+        }
+    }
+
+    /// REPs of bucket `b` that may go now, `held` of them already let go
+    /// in this pass: the window's room, or every one if the peer is not
+    /// answering (none of its handshakes ended for [`REP_STALL_MS`]).
+    fn room(&self, b: usize, now: u64, held: u64) -> u64 {
+        let (Some(out), Some(done)) = (self.out.get(b), self.done_ns.get(b)) else {
+            return u64::MAX;
+        };
+        let done = done.load(Ordering::Relaxed);
+        if now.saturating_sub(done) >= (REP_STALL_MS as u64) * 1_000_000 {
+            return u64::MAX;
+        }
+        REP_WINDOW.saturating_sub(out.load(Ordering::Relaxed).saturating_add(held))
+    }
+
+    /// REPs in flight, all buckets (`stats`: `reps_in_flight`).
+    pub(super) fn in_flight(&self) -> u64 {
+        self.out.iter().map(|o| o.load(Ordering::Relaxed)).sum()
+    }
+}
+
+/// The monotonic clock in ns, unsigned.
+fn now_ns() -> u64 {
+    u64::try_from(crate::kcompat::now_ns()).unwrap_or(0)
+}
+
+/// A passive end whose QP is ready (RTR) and whose REP waits for room.
+pub(super) struct HeldRep {
+    pub(super) ep: Arc<Endpoint>,
+    pub(super) bucket: usize,
+    pub(super) qp_num: u32,
+    pub(super) depth: u8,
+    pub(super) resources: u8,
+    /// When its REQ came (ns): the REP's latency (`rep_latency_us_*`).
+    pub(super) t_req: i64,
+}
+
+/// The held REPs (see [`Core::hold_rep`]), and whether a sweeper runs. Its
+/// lock (`conn::Core::held`) is a leaf: taken with no other lock held,
+/// nothing taken under it.
+pub(super) struct HeldReps {
+    /// By (when held, a sequence number): each peer's oldest first.
+    pub(super) list: RBTree<(i64, u64), HeldRep>,
+    /// How many of each bucket are on the list.
+    pub(super) per: [u32; PEER_BUCKETS],
+    pub(super) next: u64,
+    pub(super) sweeping: bool,
+}
+
+impl HeldReps {
+    pub(super) fn new() -> Self {
+        Self {
+            list: RBTree::new(),
+            per: [0; PEER_BUCKETS],
+            next: 0,
+            sweeping: false,
+        }
+    }
+}
+
+impl Core {
+    /// From a passive end's job, its QP ready: `rep` back to be sent now,
+    /// or `None` if it was put on the list to be sent by the sweeper, when
+    /// its peer has room (it has [`REP_WINDOW`] REPs in flight and is
+    /// answering them, or REPs of its own held before).
+    pub(super) fn hold_rep(self: &Arc<Self>, rep: HeldRep) -> Option<HeldRep> {
+        let peers = &self.bounds.peers;
+        let now = now_ns();
+        // Allocated before the lock; without memory the REP goes now.
+        let Ok(node) = RBTreeNodeReservation::new(GFP_KERNEL) else {
+            return Some(rep);
+        };
+        let mut h = self.bounds.held.lock();
+        let b = rep.bucket;
+        let waiting = h.per.get(b).copied().unwrap_or(0);
+        if waiting == 0 && peers.room(b, now, 0) > 0 {
+            return Some(rep);
+        }
+        if !h.sweeping {
+            let core = self.clone();
+            // On `pollers`, as the sweeper of unanswered DREQs: it sends
+            // REPs, which takes the table's lock.
+            if self.bounds.pollers.spawn(move || sweep_reps(core)).is_err() {
+                return Some(rep);
+            }
+            h.sweeping = true;
+        }
+        let key = (i64::try_from(now).unwrap_or(i64::MAX), h.next);
+        h.next = h.next.wrapping_add(1);
+        if let Some(n) = h.per.get_mut(b) {
+            *n += 1;
+        }
+        h.list.insert(node.into_node(key, rep));
+        peers.holds.fetch_add(1, Ordering::Relaxed);
+        None
+    }
+}
+
+/// Held REPs let go in one pass at most (then the next pass).
+const PASS: usize = 32;
+
+/// The sweeper of held REPs: every [`PACE_SWEEP_MS`], sends those whose
+/// peer has room, or that were held [`REP_HOLD_MAX_MS`]; returns once none
+/// is left, or at unload (`stop`: the list is dropped, the ends with it;
+/// their ids and QPs are the table's to free).
+fn sweep_reps(core: Arc<Core>) {
+    loop {
+        if core.bounds.stop.load(Ordering::Relaxed) {
+            let list = {
+                let mut h = core.bounds.held.lock();
+                h.sweeping = false;
+                h.per = [0; PEER_BUCKETS];
+                core::mem::replace(&mut h.list, RBTree::new())
+            };
+            drop(list);
+            return;
+        }
+        let now = now_ns();
+        let oldest = i64::try_from(now)
+            .unwrap_or(i64::MAX)
+            .saturating_sub(REP_HOLD_MAX_MS * 1_000_000);
+        let mut keys = [(0i64, 0u64); PASS];
+        let mut n = 0;
+        {
+            let h = core.bounds.held.lock();
+            let mut let_go = [0u64; PEER_BUCKETS];
+            for (key, rep) in h.list.iter() {
+                if n == PASS {
+                    break;
+                }
+                let b = rep.bucket;
+                let gone = let_go.get(b).copied().unwrap_or(0);
+                if key.0 <= oldest || core.bounds.peers.room(b, now, gone) > 0 {
+                    if let Some(g) = let_go.get_mut(b) {
+                        *g += 1;
+                    }
+                    if let Some(k) = keys.get_mut(n) {
+                        *k = *key;
+                    }
+                    n += 1;
+                }
+            }
+        }
+        for key in keys.iter().take(n) {
+            let rep = {
+                let mut h = core.bounds.held.lock();
+                let rep = h.list.remove(key);
+                if let Some(r) = &rep {
+                    if let Some(c) = h.per.get_mut(r.bucket) {
+                        *c = c.saturating_sub(1);
+                    }
+                }
+                rep
+            };
+            if let Some(rep) = rep {
+                let ep = rep.ep.clone();
+                ep.send_held_rep(&core, rep);
+            }
+        }
+        if n == PASS {
+            continue;
+        }
+        {
+            let mut h = core.bounds.held.lock();
+            if h.list.keys().next().is_none() {
+                h.sweeping = false;
+                return;
+            }
+        }
+        sleep_ms(PACE_SWEEP_MS);
+    }
+}
