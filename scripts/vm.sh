@@ -75,6 +75,18 @@ vng=("$VNG" --run "$KDIR" --disable-kvm --user root
 	--memory "${RCD_VM_MEM:-2G}" --cpus "${RCD_VM_CPUS:-2}"
 	"${share[@]}" "${append[@]}" --exec "$1")
 [ "${RCD_VM_CONSOLE:-0}" != 1 ] || vng+=(--verbose)
+# 7.3's pgtable_l5_enabled() is the boot CPU's LA57 capability, and
+# identify_cpu() zeroes the capabilities and reads them back from CPUID
+# with interrupts on. A tick in between sees 4-level paging's
+# KASAN_SHADOW_START, so each access of the handler to the (5-level)
+# direct map is a "KASAN: wild-memory-access" report (rcu_is_watching,
+# calc_global_load_tick). With kasan_multi_shot under TCG each report
+# outlasts the next tick, and the boot never leaves identify_cpu: the
+# 7.3 boots that printed nothing (issue 25; seen with RCD_VM_CONSOLE=1).
+# A guest CPU without LA57 has no such window. 6.12's configuration has no
+# X86_5LEVEL (4 levels: the capability is never set), and keeps QEMU's CPU.
+! grep -qx CONFIG_PGTABLE_LEVELS=5 "$KDIR/.config" 2>/dev/null ||
+	vng+=(--qemu-opt=-cpu --qemu-opt=max,la57=off)
 # Two guests, two hosts: a NIC on a UDP socket network between two QEMUs
 # (either may start first).
 [ -z "${RCD_VM_NET:-}" ] ||
