@@ -16,12 +16,18 @@
 #   make rustfmt    format the Rust sources; make rustfmtcheck checks them
 #   make CLIPPY=1   build with clippy as the kernel does
 #
+# KERNEL=6.12|7.3 picks the kernel (default 6.12; scripts/env.sh), each with
+# its own series and cached trees. RCD_NO_HARNESS=1 builds the product and
+# the C test modules without the test harness.
 # KDIR=<built kernel tree> uses that tree instead of the cached one.
 # RCD_CACHE=<dir> moves the cache (default ~/.cache/rust-cm-disconnect).
 
+export KERNEL RCD_NO_HARNESS
+
 RUST_SOURCES := rust_cm_disconnect.rs $(wildcard rust_cm_disconnect/*.rs rust_cm_disconnect/*/*.rs) \
 	$(wildcard tests/harness/*.rs tests/harness/*/*.rs) \
-	$(wildcard kernel/tree/rust/kernel/*.rs kernel/tree/rust/kernel/*/*.rs kernel/tree/rust/kernel/*/*/*.rs)
+	$(wildcard kernel/tree/rust/kernel/*.rs kernel/tree/rust/kernel/*/*.rs kernel/tree/rust/kernel/*/*/*.rs) \
+	$(wildcard kernel/7.3/tree/rust/kernel/*.rs kernel/7.3/tree/rust/kernel/*/*.rs kernel/7.3/tree/rust/kernel/*/*/*.rs)
 RUSTFMT_CMD = /usr/bin/rustfmt --edition 2021 \
 	--config-path $$(bash scripts/kernel.sh | tail -n 1)/.rustfmt.toml
 

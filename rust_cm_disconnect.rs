@@ -27,7 +27,7 @@ use kernel::rdma::{cm, verbs};
 module! {
     type: RustCmDisconnect,
     name: "rust_cm_disconnect",
-    author: "rust_cm_disconnect developers",
+    authors: ["rust_cm_disconnect developers"],
     description: "Safe disconnect (DREQ/DREP) for IB CM connections, in Rust",
     license: "GPL",
 }

@@ -8,11 +8,28 @@ RUSTC=/usr/bin/rustc
 # doctests): a rustup one first in PATH cannot read 1.85's metadata.
 RUSTDOC=/usr/bin/rustdoc
 RUST_LIB_SRC=/usr/src/rustc-1.85.0/library
-BINDGEN=$TOOLS/bin/bindgen
+# KERNEL: which kernel the project builds against, 6.12 (Debian bookworm's
+# linux-source-6.12, the LTS) or 7.3 (linux-source-7.3 from trixie-backports,
+# which scripts/setup.sh unpacks under $TOOLS). Each has its own series
+# (KSERIES: kernel/ for 6.12, kernel/7.3/ for 7.3), its own cached trees and
+# the bindgen its scripts/min-tool-version.sh wants.
+KERNEL=${KERNEL:-6.12}
+_rcd_top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+case $KERNEL in
+6.12)
+	KSERIES=$_rcd_top/kernel
+	BINDGEN=$TOOLS/bin/bindgen
+	KTARBALL=/usr/src/linux-source-6.12.tar.xz ;;
+7.3)
+	KSERIES=$_rcd_top/kernel/7.3
+	BINDGEN=$TOOLS/bindgen-0.71.1/bin/bindgen
+	KTARBALL=$TOOLS/linux-source-7.3/usr/src/linux-source-7.3.tar.xz ;;
+*) echo "KERNEL=$KERNEL: want 6.12 or 7.3" >&2; exit 2 ;;
+esac
 VNG=$TOOLS/venv/bin/vng
 LIBCLANG_PATH=/usr/lib/llvm-19/lib
 PATH=$TOOLS/venv/bin:$PATH
-export RCD_CACHE LIBCLANG_PATH PATH
+export RCD_CACHE LIBCLANG_PATH PATH KERNEL
 # What every kernel `make` gets: Debian's rustc (it ships core/alloc source),
 # LLVM 19, our pinned bindgen.
 KMAKE_VARS=(LLVM=-19 RUSTC="$RUSTC" RUST_LIB_SRC="$RUST_LIB_SRC" BINDGEN="$BINDGEN"
@@ -28,10 +45,9 @@ mkdir -p "$RCD_CACHE"
 if [ "${BASH_SOURCE[1]##*/}" = kernel.sh ]; then
 	exec 9>"$RCD_CACHE/kernel.lock"
 	flock 9
-	# The new kernel files of kernel/tree/ as one more patch, which
-	# kernel.sh's kernel/*.patch takes in after the numbered ones (see
+	# The new kernel files of the series' tree/ as one more patch, which
+	# kernel.sh's $KSERIES/*.patch takes in after the numbered ones (see
 	# scripts/kernel-patch.sh): made here for the same reason.
-	_rcd_kernel=$(cd "$(dirname "${BASH_SOURCE[0]}")/../kernel" && pwd)
-	bash "$_rcd_kernel/../scripts/kernel-patch.sh" > "$_rcd_kernel/.tree-files.tmp"
-	mv "$_rcd_kernel/.tree-files.tmp" "$_rcd_kernel/tree-files.generated.patch"
+	bash "$_rcd_top/scripts/kernel-patch.sh" "$KSERIES" > "$KSERIES/.tree-files.tmp"
+	mv "$KSERIES/.tree-files.tmp" "$KSERIES/tree-files.generated.patch"
 fi

@@ -3,10 +3,11 @@
 #
 # The in-tree build of the module:
 #   scripts/intree.sh patch    write the change as a git-format-patch series
-#                              against a fresh 6.12 tree to
-#                              $RCD_CACHE/intree/series/: one patch per
-#                              kernel/*.patch (with the new files it names
-#                              from kernel/tree/), then the module
+#                              against a fresh $KERNEL tree (6.12 or 7.3,
+#                              scripts/env.sh) to $RCD_CACHE/intree/series/
+#                              (7.3: intree-7.3/series/): one patch per
+#                              $KSERIES/*.patch (with the new files it names
+#                              from its tree/ or kernel/tree/), then the module
 #                              (drivers/infiniband/ulp/rust_cm_disconnect/, its
 #                              Kconfig and Makefile, the wiring in
 #                              drivers/infiniband/{Kconfig,ulp/Makefile}),
@@ -42,6 +43,7 @@ rel=drivers/infiniband/ulp/rust_cm_disconnect
 sel=tools/testing/selftests/rdma/rust_cm_disconnect
 doc=Documentation/infiniband/rust_cm_disconnect.rst
 out=$RCD_CACHE/intree
+[ "$KERNEL" = 6.12 ] || out=$RCD_CACHE/intree-$KERNEL
 mkdir -p "$out"
 
 # place TREE: copy the module's sources into TREE/$rel and wire it in.
@@ -252,20 +254,25 @@ write_series() {
 	# What the series touches, from a fresh tree, as a git repository.
 	subset="MAINTAINERS rust drivers/infiniband scripts/checkpatch.pl
 		scripts/spelling.txt scripts/const_structs.checkpatch Documentation/infiniband"
+	local version
+	case $KERNEL in
+	6.12) version=$(dpkg-query -W -f='${Version}' linux-source-6.12) ;;
+	*) version=$(cat "${KTARBALL%/usr/src/*}/VERSION") ;;
+	esac
 	fresh() {
 		mkdir -p "$1"
 		# shellcheck disable=SC2086
-		tar -xf /usr/src/linux-source-6.12.tar.xz -C "$1" --strip-components=1 \
-			$(for f in $subset; do echo "linux-source-6.12/$f"; done)
+		tar -xf "$KTARBALL" -C "$1" --strip-components=1 \
+			$(for f in $subset; do echo "linux-source-$KERNEL/$f"; done)
 		(cd "$1" && "${git[@]}" init -q && "${git[@]}" add -A &&
-			"${git[@]}" commit -q -m "linux-source-6.12 $(dpkg-query -W -f='${Version}' linux-source-6.12)")
+			"${git[@]}" commit -q -m "linux-source-$KERNEL $version")
 	}
 	fresh "$tmp/git"
 	# One commit per kernel/*.patch: its changes to existing files, the new
 	# files it names from kernel/tree/ (with those named so far: rdma.rs
 	# declares only the modules already there), its message.
 	placed=()
-	for p in "$here"/kernel/[0-9]*.patch; do
+	for p in "$KSERIES"/[0-9]*.patch; do
 		if grep -q '^+++ ' "$p"; then
 			patch -d "$tmp/git" -p1 -s --no-backup-if-mismatch < "$p"
 		fi
@@ -273,7 +280,11 @@ write_series() {
 		placed+=($(sed -n 's/^kernel\/tree: //p' "$p"))
 		for f in "${placed[@]}"; do
 			mkdir -p "$(dirname "$tmp/git/$f")"
-			cp "$here/kernel/tree/$f" "$tmp/git/$f"
+			if [ -f "$KSERIES/tree/$f" ]; then
+				cp "$KSERIES/tree/$f" "$tmp/git/$f"
+			else
+				cp "$here/kernel/tree/$f" "$tmp/git/$f"
+			fi
 		done
 		r=$tmp/git/rust/kernel/rdma.rs
 		if [ -f "$r" ]; then
@@ -300,13 +311,13 @@ write_series() {
 	(cd "$tmp/git" && "${git[@]}" add -A)
 	maintainers "$tmp/git"
 	(cd "$tmp/git" && "${git[@]}" add -A && "${git[@]}" commit -q --author="$ident" -F "$tmp/commit-msg")
-	n=$(( $(ls "$here"/kernel/[0-9]*.patch | wc -l) + 2 ))
+	n=$(( $(ls "$KSERIES"/[0-9]*.patch | wc -l) + 2 ))
 	rm -rf "$out/series"
 	(cd "$tmp/git" && "${git[@]}" format-patch -q -o "$out/series" "HEAD~$n")
 	# Does it apply to a fresh tree with git am?
 	fresh "$tmp/check"
 	(cd "$tmp/check" && "${git[@]}" am -q "$out"/series/*.patch)
-	echo "intree: $out/series: $n patches, apply with git am to a fresh linux-source-6.12 tree"
+	echo "intree: $out/series: $n patches, apply with git am to a fresh linux-source-$KERNEL tree"
 	# checkpatch --strict, patch by patch (reported, not fatal). The
 	# fresh tree has no history: a Fixes: tag's commit id (the CM's fix,
 	# kernel/0000-*.patch) cannot be looked up there, hence the ignore.
@@ -408,7 +419,7 @@ copy_tree() {
 		xargs -r sed -i "s|$1/|$2/|g"
 }
 
-tmp=$(mktemp -d "$RCD_CACHE/intree/tmp.XXXXXX")
+tmp=$(mktemp -d "$out/tmp.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
 case "${1:-}" in

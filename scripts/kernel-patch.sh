@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# Print the new kernel files of kernel/tree/ as one patch of creations, in
-# the order the kernel patches name them: each kernel/NNNN-*.patch is one
+# Print the new kernel files of a series' tree/ as one patch of creations, in
+# the order the kernel patches name them:
+#   scripts/kernel-patch.sh [SERIES_DIR]
+# SERIES_DIR is kernel/ (6.12, the default) or kernel/7.3/. A file named by
+# the series is taken from SERIES_DIR/tree/, else from kernel/tree/: the
+# sources both kernels share live there once. Each SERIES_DIR/NNNN-*.patch is one
 # step of the series (its message, its changes to existing files) and names
 # the whole new files it adds on a line "kernel/tree: FILE..." after its
 # "---". The new files (rust/kernel/rdma/*.rs, rust/helpers/rdma.c) are kept
@@ -15,11 +19,14 @@
 # the same steps into a git-format-patch series.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
+series=${1:-$here/kernel}
 
-for p in "$here"/kernel/[0-9]*.patch; do
+for p in "$series"/[0-9]*.patch; do
 	for f in $(sed -n 's/^kernel\/tree: //p' "$p"); do
-		[ -f "$here/kernel/tree/$f" ] ||
-			{ echo "kernel-patch: ${p##*/} names $f, not in kernel/tree" >&2; exit 1; }
-		diff -u --label /dev/null --label "b/$f" /dev/null "$here/kernel/tree/$f" || [ $? = 1 ]
+		src=$series/tree/$f
+		[ -f "$src" ] || src=$here/kernel/tree/$f
+		[ -f "$src" ] ||
+			{ echo "kernel-patch: ${p##*/} names $f, not in ${series#"$here"/}/tree or kernel/tree" >&2; exit 1; }
+		diff -u --label /dev/null --label "b/$f" /dev/null "$src" || [ $? = 1 ]
 	done
 done

@@ -223,6 +223,14 @@ report() {
 	done
 }
 log=$RCD_CACHE/$tier.log
+# Each guest's whole output (and its boot log), next to the report: the
+# queue goes at exit, and with it what a guest that never came up printed
+# (QEMU's own "terminating on signal N from pid P", a panic with
+# RCD_VM_CONSOLE=1; issue 25).
+rm -f "$RCD_CACHE/$tier"-g*.log "$RCD_CACHE/$tier"-boot.g*.log
+for f in "$q"/g*.log "$q"/boot.g*.log; do
+	[ ! -f "$f" ] || cp "$f" "$RCD_CACHE/$tier-${f##*/}"
+done
 # The plan and the report must agree: a result missing (or one too many)
 # is a failure of its own, never a quiet difference in the count.
 report > "$q/body"

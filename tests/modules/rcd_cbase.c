@@ -21,6 +21,8 @@
 #include <rdma/ib_cm.h>
 #include <rdma/ib_verbs.h>
 
+#include "rcd_ibdev.h"
+
 static char *dev = "rxe0";
 module_param(dev, charp, 0444);
 static ulong service = 0x2000;
@@ -186,7 +188,7 @@ static int __init rcd_cbase_init(void)
 	conns = kvcalloc(MAX_CONNS, sizeof(*conns), GFP_KERNEL);
 	if (!conns)
 		return -ENOMEM;
-	ibdev = ib_device_get_by_name(dev, RDMA_DRIVER_UNKNOWN);
+	ibdev = rcd_ib_device_get_by_name(dev);
 	if (!ibdev) {
 		ret = -ENODEV;
 		goto err;

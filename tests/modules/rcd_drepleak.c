@@ -25,6 +25,8 @@
 #include <rdma/ib_cm.h>
 #include <rdma/ib_verbs.h>
 
+#include "rcd_ibdev.h"
+
 static char *dev = "rxe0";
 module_param(dev, charp, 0444);
 MODULE_PARM_DESC(dev, "the IB device to create the ib_cm_id on");
@@ -68,7 +70,7 @@ static noinline int drepleak_run(void)
 	void *p;
 	int ret;
 
-	ibdev = ib_device_get_by_name(dev, RDMA_DRIVER_UNKNOWN);
+	ibdev = rcd_ib_device_get_by_name(dev);
 	if (!ibdev)
 		return -ENODEV;
 	id = ib_create_cm_id(ibdev, handler, NULL);

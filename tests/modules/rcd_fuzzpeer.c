@@ -48,6 +48,7 @@
 #include <linux/debugfs.h>
 #include <linux/delay.h>
 #include <linux/etherdevice.h>
+#include <linux/hex.h>
 #include <linux/inet.h>
 #include <linux/kthread.h>
 #include <linux/module.h>
@@ -63,6 +64,8 @@
 #include <rdma/ib_verbs.h>
 #include <rdma/ib_cache.h>
 #include <rdma/ibta_vol1_c12.h>
+
+#include "rcd_ibdev.h"
 
 /* cm_msgs.h (private to the CM): the class version of its MADs. */
 #define IB_CM_CLASS_VERSION 2
@@ -868,7 +871,7 @@ static int __init rcd_fuzzpeer_init(void)
 	if (max_resp < 12 || max_resp > 31 || max_retries < 1 || max_retries > 15)
 		return -EINVAL;
 
-	ibdev = ib_device_get_by_name(dev, RDMA_DRIVER_UNKNOWN);
+	ibdev = rcd_ib_device_get_by_name(dev);
 	if (!ibdev)
 		return -ENODEV;
 	attr = rdma_find_gid_by_port(ibdev, &sgid, IB_GID_TYPE_ROCE_UDP_ENCAP,

@@ -37,6 +37,7 @@
 #include <linux/ctype.h>
 #include <linux/debugfs.h>
 #include <linux/etherdevice.h>
+#include <linux/hex.h>
 #include <linux/inet.h>
 #include <linux/module.h>
 #include <linux/slab.h>
@@ -47,6 +48,8 @@
 #include <rdma/ib_verbs.h>
 #include <rdma/ib_cache.h>
 #include <rdma/ibta_vol1_c12.h>
+
+#include "rcd_ibdev.h"
 
 /* cm_msgs.h (private to the CM): the class version of its MADs. */
 #define IB_CM_CLASS_VERSION 2
@@ -424,7 +427,7 @@ static int __init rcd_peer_init(void)
 	if (!mac_pton(dmac, mac))
 		return -EINVAL;
 
-	ibdev = ib_device_get_by_name(dev, RDMA_DRIVER_UNKNOWN);
+	ibdev = rcd_ib_device_get_by_name(dev);
 	if (!ibdev)
 		return -ENODEV;
 	attr = rdma_find_gid_by_port(ibdev, &sgid, IB_GID_TYPE_ROCE_UDP_ENCAP,

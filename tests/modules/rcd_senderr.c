@@ -26,6 +26,8 @@
 #include <rdma/ib_sa.h>
 #include <rdma/ib_verbs.h>
 
+#include "rcd_ibdev.h"
+
 static char *dev = "rxe1";
 module_param(dev, charp, 0444);
 MODULE_PARM_DESC(dev, "the IB device to send the REQ from (port 1)");
@@ -87,7 +89,7 @@ static noinline int senderr_run(void)
 	if (!in4_pton(src, -1, (u8 *)&saddr, -1, NULL) ||
 	    !in4_pton(dst, -1, (u8 *)&daddr, -1, NULL))
 		return -EINVAL;
-	ibdev = ib_device_get_by_name(dev, RDMA_DRIVER_UNKNOWN);
+	ibdev = rcd_ib_device_get_by_name(dev);
 	if (!ibdev)
 		return -ENODEV;
 	ipv6_addr_set_v4mapped(saddr, (struct in6_addr *)path.sgid.raw);

@@ -45,9 +45,10 @@ use crate::{
     ffi::{c_int, c_void},
     new_condvar, new_mutex,
     prelude::*,
+    sync::aref::{ARef, AlwaysRefCounted},
     sync::{Arc, CondVar, CondVarTimeoutResult, Mutex},
     time::msecs_to_jiffies,
-    types::{ARef, AlwaysRefCounted, Opaque},
+    types::Opaque,
 };
 use core::ptr::NonNull;
 
@@ -377,8 +378,8 @@ impl Resolution {
         // callback's type and takes `ctx`.
         let ret = unsafe {
             bindings::rdma_resolve_ip(
-                (&mut src_in as *mut bindings::sockaddr_in).cast(),
-                (&dst_in as *const bindings::sockaddr_in).cast(),
+                core::ptr::from_mut(&mut src_in).cast(),
+                core::ptr::from_ref(&dst_in).cast(),
                 this.addr.get(),
                 resolve_ms as usize,
                 Some(Self::resolved),

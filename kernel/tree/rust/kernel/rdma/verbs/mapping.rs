@@ -71,7 +71,7 @@ impl Mapping {
             len: 0,
             addr: 0,
             dev: NonNull::dangling(),
-            dir: bindings::dma_data_direction_DMA_NONE,
+            dir: bindings::dma_data_direction::DMA_NONE,
         }
     }
 

@@ -113,7 +113,7 @@ impl RcQp {
             Mapping::new(
                 NonNull::new(dev).ok_or(EINVAL)?,
                 buf,
-                bindings::dma_data_direction_DMA_BIDIRECTIONAL,
+                bindings::dma_data_direction::DMA_BIDIRECTIONAL,
             )?
         };
         let m = &mut self.mrs[idx];

@@ -256,8 +256,8 @@ impl RcQp {
             ((*pd).device, (*pd).local_dma_lkey)
         };
         let dir = match kind {
-            WrKind::Recv | WrKind::RdmaRead => bindings::dma_data_direction_DMA_FROM_DEVICE,
-            _ => bindings::dma_data_direction_DMA_TO_DEVICE,
+            WrKind::Recv | WrKind::RdmaRead => bindings::dma_data_direction::DMA_FROM_DEVICE,
+            _ => bindings::dma_data_direction::DMA_TO_DEVICE,
         };
         // SAFETY: The PD's device is registered; the mapping goes into our
         // table, freed before the device goes (see `Mapping`).

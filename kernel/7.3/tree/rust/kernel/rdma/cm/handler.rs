@@ -1,0 +1,505 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The consumer's side of the CM's callbacks: the [`Handler`] trait, the
+//! REQ and SIDR REQ lent to it ([`Request`], [`SidrRequest`]), and the one
+//! `ib_cm_handler` of every id (`Adapter::handler`), which matches every
+//! event type the CM has and says what the CM does with its return value.
+
+use super::{
+    enums::{RejReason, SidrStatus},
+    id::{current_task, CallbackRecord, CmId, CmIdRef, Inner},
+    msg::{
+        Message, DREP_PRIVATE_DATA_SIZE, DREQ_PRIVATE_DATA_SIZE, REJ_PRIVATE_DATA_SIZE,
+        REQ_PRIVATE_DATA_SIZE, SIDR_REQ_PRIVATE_DATA_SIZE,
+    },
+};
+use crate::{bindings, error::to_result, ffi::c_int, prelude::*, rdma::verbs::WcStatus, sync::Arc};
+use core::{cell::Cell, marker::PhantomData, ptr::NonNull, sync::atomic::Ordering};
+
+/// What the CM tells the owner of an id. Every method has a default that
+/// ignores the event; a listener implements [`Handler::req_received`].
+///
+/// Handlers run in process context and may sleep: the CM's workqueue
+/// (serialised per id) for received messages and timewait exit, the MAD
+/// layer's completion for the `*_error` events (which may run beside one
+/// of the others: a `dreq_error` still sleeping when `timewait_exit`
+/// comes). The `&CmIdRef` a handler gets stays valid until it returns,
+/// whoever drops the [`CmId`] meanwhile: the destroy waits for it. A
+/// handler may drop any [`CmId`], its own and its listener's included
+/// (see [`CmId`]).
+#[vtable]
+pub trait Handler: Sized + Send + Sync + 'static {
+    /// A REQ for a listening id: accept it with [`Request::accept`] (and send
+    /// a REP), or return an error (or drop the request) to reject it. An
+    /// id accepted and then dropped before returning is destroyed by the CM
+    /// told the returned errno: `ENOMEM` sends no REJ while the id is
+    /// `REQ_RCVD` (the peer retries; after [`CmIdRef::prepare_mra`] the CM
+    /// rejects whatever the errno). Work
+    /// that takes long (making the QP) belongs in a job
+    /// ([`ReaperRef::spawn`](super::ReaperRef::spawn)) that sends the REP later, after
+    /// [`CmIdRef::prepare_mra`] here: the CM runs one callback at a time per
+    /// CPU for every id on the host.
+    fn req_received(&self, _req: Request<'_, Self>) -> Result {
+        Err(EINVAL)
+    }
+    /// The REP for our REQ: move the QP to RTR and RTS, send the RTU.
+    fn rep_received(&self, _id: &CmIdRef, _remote_qpn: u32) {}
+    /// The RTU for our REP (or `ib_cm_notify` of a first packet).
+    fn established(&self, _id: &CmIdRef) {}
+    /// The peer rejected our REQ or REP (or the CM did: [`RejReason::Timeout`]
+    /// when the peer's MRA time ran out), with the REJ's 148 bytes of
+    /// private data.
+    fn rej_received(&self, _id: &CmIdRef, _reason: RejReason, _private_data: &[u8]) {}
+    /// The peer's DREQ, with its 220 bytes of private data. The CM sends no
+    /// DREP by itself: answer with [`CmIdRef::send_drep`].
+    fn dreq_received(&self, _id: &CmIdRef, _private_data: &[u8]) {}
+    /// The DREP for our DREQ, with its 224 bytes of private data.
+    fn drep_received(&self, _id: &CmIdRef, _private_data: &[u8]) {}
+    /// Our DREQ got no answer after all retries (`send_status` is how the
+    /// MAD ended, [`WcStatus::RespTimeoutErr`] for no answer). The id is in
+    /// timewait.
+    fn dreq_error(&self, _id: &CmIdRef, _send_status: WcStatus) {}
+    /// Our REQ or REP got no answer (`send_status` as for `dreq_error`).
+    /// The id is idle: the CM has forgotten the peer.
+    fn connect_error(&self, _id: &CmIdRef, _send_status: WcStatus) {}
+    /// The id left timewait: the connection is gone for good.
+    fn timewait_exit(&self, _id: &CmIdRef) {}
+    /// A SIDR REQ (a UD peer resolving a service id) for a listening id:
+    /// answer it with [`SidrRequest::reply`], or not, and the CM rejects it
+    /// (a SIDR REP of status [`SidrStatus::Reject`]). Either way the CM's
+    /// id for it is destroyed when this returns: there is no connection.
+    fn sidr_req_received(&self, _req: SidrRequest<'_>) {}
+}
+
+/// A SIDR REQ for a listening id, lent to [`Handler::sidr_req_received`].
+///
+/// The id the CM made for it belongs to the CM, which destroys it when the
+/// callback returns: it is never the consumer's.
+pub struct SidrRequest<'a> {
+    id: &'a CmIdRef,
+    event: &'a bindings::ib_cm_event,
+}
+
+impl SidrRequest<'_> {
+    /// The service id the peer resolves (host order).
+    pub fn service_id(&self) -> u64 {
+        // SAFETY: The new id is valid during its callback; the CM set
+        // `service_id` from the SIDR REQ before it delivered the event.
+        u64::from_be(unsafe { (*self.id.as_raw()).service_id })
+    }
+
+    /// The SIDR REQ's private data ([`SIDR_REQ_PRIVATE_DATA_SIZE`] bytes).
+    pub fn private_data(&self) -> &[u8] {
+        // SAFETY: For a SIDR REQ the CM points `private_data` at the MAD's
+        // field of `SIDR_REQ_PRIVATE_DATA_SIZE` bytes, alive during the
+        // callback.
+        unsafe { event_private_data(self.event, SIDR_REQ_PRIVATE_DATA_SIZE) }
+    }
+
+    /// Answers with a SIDR REP of `status` naming UD QP `qp_num` and its
+    /// `qkey`, with `private_data` (at most
+    /// [`SIDR_REP_PRIVATE_DATA_SIZE`](super::SIDR_REP_PRIVATE_DATA_SIZE)
+    /// bytes, else `EINVAL` and nothing is sent).
+    pub fn reply(self, status: SidrStatus, qp_num: u32, qkey: u32, private_data: &[u8]) -> Result {
+        let (ptr, len) = Message::SidrRep.raw(private_data)?;
+        let mut param = bindings::ib_cm_sidr_rep_param {
+            qp_num,
+            qkey,
+            status: status.to_raw(),
+            private_data: ptr,
+            private_data_len: len,
+            ..Default::default()
+        };
+        // SAFETY: The id is valid during its SIDR REQ callback (it is in
+        // SIDR_REQ_RCVD until this REP); `param` and the private data are
+        // valid for the call (the CM copies them into the MAD).
+        to_result(unsafe { bindings::ib_send_cm_sidr_rep(self.id.as_raw(), &mut param) })
+    }
+}
+
+/// A REQ for a listening id, lent to [`Handler::req_received`].
+///
+/// The new id it carries belongs to nobody until [`Request::accept`]: if the
+/// handler does not accept it, the CM destroys it and sends a REJ.
+pub struct Request<'a, T: Handler> {
+    id: &'a CmIdRef,
+    event: &'a bindings::ib_cm_event,
+    listener: &'a Inner<T>,
+    accepted: &'a Cell<Option<Arc<Inner<T>>>>,
+}
+
+impl<'a, T: Handler> Request<'a, T> {
+    /// The new id, to reject the REQ with a private message.
+    pub fn id(&self) -> &CmIdRef {
+        self.id
+    }
+
+    fn param(&self) -> &bindings::ib_cm_req_event_param {
+        // SAFETY: The event is a REQ_RECEIVED (checked by the trampoline), so
+        // `req_rcvd` is the union's active member.
+        unsafe { &self.event.param.req_rcvd }
+    }
+
+    /// The 92 bytes of the REQ's private data.
+    pub fn private_data(&self) -> &[u8] {
+        // SAFETY: For a REQ the CM points `private_data` at the MAD's field of
+        // `REQ_PRIVATE_DATA_SIZE` bytes, alive during the callback.
+        unsafe { event_private_data(self.event, REQ_PRIVATE_DATA_SIZE) }
+    }
+
+    /// Whether the REQ asks for a reliable connection (the transport type
+    /// field says RC, not UC or XRC).
+    pub fn is_rc(&self) -> bool {
+        self.param().qp_type == bindings::ib_qp_type_IB_QPT_RC
+    }
+
+    /// The service id the REQ was sent to (host order).
+    pub fn service_id(&self) -> u64 {
+        // SAFETY: The new id is valid during its REQ callback; the CM set
+        // `service_id` from the REQ before it delivered the event.
+        u64::from_be(unsafe { (*self.id.as_raw()).service_id })
+    }
+
+    /// The initiator depth the peer asked for.
+    pub fn initiator_depth(&self) -> u8 {
+        self.param().initiator_depth
+    }
+
+    /// The responder resources the peer offers.
+    pub fn responder_resources(&self) -> u8 {
+        self.param().responder_resources
+    }
+
+    /// Takes the new id, with `data` as its data, and returns its owner.
+    /// Dropped before the REQ callback returns, it rejects the REQ.
+    pub fn accept(self, data: T) -> Result<CmId<T>> {
+        // In this id's REQ callback already (`in_req`).
+        let inner = Inner::new(
+            self.id.as_raw(),
+            self.id.device(),
+            true,
+            self.listener.reaper.clone(),
+            data,
+        )?;
+        let ctx = Arc::into_raw(inner.clone());
+        // SAFETY: The new id is valid in its REQ callback and events on one id are serialised:
+        // nothing reads `context` until we return. From now on it holds our reference.
+        unsafe { (*self.id.as_raw()).context = ctx.cast_mut().cast() };
+        self.accepted.set(Some(inner.clone()));
+        // INVARIANT: The id is live, has our handler (inherited from the
+        // listener) and its context holds `ctx`.
+        Ok(CmId {
+            inner,
+            deferred: false,
+        })
+    }
+}
+
+/// The private data of `event`, as a slice of the field's `size` bytes.
+///
+/// # Safety
+///
+/// `event.private_data` must be null or point to `size` bytes that stay
+/// valid for `'a`.
+unsafe fn event_private_data<'a>(event: &'a bindings::ib_cm_event, size: usize) -> &'a [u8] {
+    match NonNull::new(event.private_data.cast::<u8>()) {
+        None => &[],
+        // SAFETY: The caller guarantees `size` valid bytes for `'a`.
+        Some(p) => unsafe { core::slice::from_raw_parts(p.as_ptr(), size) },
+    }
+}
+
+/// `enum ib_cm_event_type`, so that the trampoline's match is checked to be
+/// exhaustive.
+#[derive(Clone, Copy)]
+enum EventType {
+    ReqError,
+    ReqReceived,
+    RepError,
+    RepReceived,
+    RtuReceived,
+    UserEstablished,
+    DreqError,
+    DreqReceived,
+    DrepReceived,
+    TimewaitExit,
+    MraReceived,
+    RejReceived,
+    LapError,
+    LapReceived,
+    AprReceived,
+    SidrReqError,
+    SidrReqReceived,
+    SidrRepReceived,
+}
+
+impl EventType {
+    fn from_raw(e: bindings::ib_cm_event_type) -> Option<Self> {
+        Some(match e {
+            bindings::ib_cm_event_type_IB_CM_REQ_ERROR => Self::ReqError,
+            bindings::ib_cm_event_type_IB_CM_REQ_RECEIVED => Self::ReqReceived,
+            bindings::ib_cm_event_type_IB_CM_REP_ERROR => Self::RepError,
+            bindings::ib_cm_event_type_IB_CM_REP_RECEIVED => Self::RepReceived,
+            bindings::ib_cm_event_type_IB_CM_RTU_RECEIVED => Self::RtuReceived,
+            bindings::ib_cm_event_type_IB_CM_USER_ESTABLISHED => Self::UserEstablished,
+            bindings::ib_cm_event_type_IB_CM_DREQ_ERROR => Self::DreqError,
+            bindings::ib_cm_event_type_IB_CM_DREQ_RECEIVED => Self::DreqReceived,
+            bindings::ib_cm_event_type_IB_CM_DREP_RECEIVED => Self::DrepReceived,
+            bindings::ib_cm_event_type_IB_CM_TIMEWAIT_EXIT => Self::TimewaitExit,
+            bindings::ib_cm_event_type_IB_CM_MRA_RECEIVED => Self::MraReceived,
+            bindings::ib_cm_event_type_IB_CM_REJ_RECEIVED => Self::RejReceived,
+            bindings::ib_cm_event_type_IB_CM_LAP_ERROR => Self::LapError,
+            bindings::ib_cm_event_type_IB_CM_LAP_RECEIVED => Self::LapReceived,
+            bindings::ib_cm_event_type_IB_CM_APR_RECEIVED => Self::AprReceived,
+            bindings::ib_cm_event_type_IB_CM_SIDR_REQ_ERROR => Self::SidrReqError,
+            bindings::ib_cm_event_type_IB_CM_SIDR_REQ_RECEIVED => Self::SidrReqReceived,
+            bindings::ib_cm_event_type_IB_CM_SIDR_REP_RECEIVED => Self::SidrRepReceived,
+            _ => return None,
+        })
+    }
+}
+
+pub(super) struct Adapter<T: Handler>(PhantomData<T>);
+
+impl<T: Handler> Adapter<T> {
+    /// The `ib_cm_handler` of every id made here.
+    ///
+    /// # Safety
+    ///
+    /// Called by the CM with a live id whose context is an `Inner<T>` (a
+    /// REQ's or SIDR REQ's new id: the listener's) and an event valid during
+    /// the call.
+    pub(super) unsafe extern "C" fn handler(
+        cm_id: *mut bindings::ib_cm_id,
+        event: *const bindings::ib_cm_event,
+    ) -> c_int {
+        // SAFETY: The CM passes a valid event for the duration of the call.
+        let event = unsafe { &*event };
+        // SAFETY: The id is valid during its callback.
+        let id = unsafe { CmIdRef::from_raw(cm_id) };
+        // SAFETY: Every id with this handler has an `Inner<T>` context holding a reference (a
+        // REQ's new id: the listener's, which the CM keeps alive while it delivers the REQ).
+        let ctx = unsafe { (*cm_id).context }.cast::<Inner<T>>().cast_const();
+
+        // What the CM does with our return value, per event (cm.c, 6.12):
+        // for events delivered through `cm_process_work` a non-zero return
+        // destroys the id right after the handler; for the `*_ERROR` events
+        // (`cm_process_send_error`) the same, but from the MAD completion and
+        // with no reference of the CM's held during the call. Nothing here
+        // returns non-zero on an id we own: destroys go through the `Reaper`
+        // (see `CmId`), where unload can wait for them.
+        let Some(kind) = EventType::from_raw(event.event) else {
+            // Not an event 6.12 has: the id's owner keeps it, nothing is done.
+            return 0;
+        };
+        match kind {
+            // A new id for a REQ to a listener, context the listener's; the
+            // CM holds both until we return. Non-zero: the CM destroys the
+            // new id and sends a REJ (or, for -ENOMEM, forgets the REQ so
+            // that the peer's retry can succeed). Zero: `Request::accept`
+            // made us its owner.
+            EventType::ReqReceived => {
+                // SAFETY: The listener, alive while the CM holds it for us.
+                Self::req(unsafe { &*ctx }, id, event)
+            }
+            // A new id for a SIDR REQ (UD service resolution) to a listener,
+            // context the listener's, the listener held until we return.
+            // The listener's handler may answer it; then non-zero: the CM
+            // destroys it (`cm_destroy_id`: in SIDR_REQ_RCVD, unanswered, with
+            // a SIDR REP of status IB_SIDR_REJECT; answered, it is idle and
+            // only freed). Zero would leave the id to nobody.
+            EventType::SidrReqReceived => {
+                // SAFETY: The listener, alive while the CM holds it for us.
+                Self::sidr_req(unsafe { &*ctx }, id, event)
+            }
+            // Events on an id we own (our context), the CM holding a
+            // reference during the call. Zero: the id stays ours.
+            EventType::RepReceived
+            | EventType::RtuReceived
+            | EventType::UserEstablished
+            | EventType::RejReceived
+            | EventType::DreqReceived
+            | EventType::DrepReceived
+            | EventType::TimewaitExit
+            // The MRA has already stretched the CM's timer; LAP and APR
+            // (path migration) are not used: a LAP is left unanswered and
+            // the connection keeps its path; an APR answers a LAP we never
+            // send. A SIDR REP answers a SIDR REQ we never send.
+            | EventType::MraReceived
+            | EventType::LapReceived
+            | EventType::AprReceived
+            | EventType::SidrRepReceived
+            // Our REQ, REP or DREQ got no answer (the id is idle, or in
+            // timewait for the DREQ). SIDR_REQ_ERROR answers a SIDR REQ we
+            // never send; 6.12's CM never delivers LAP_ERROR.
+            | EventType::ReqError
+            | EventType::RepError
+            | EventType::DreqError
+            | EventType::SidrReqError
+            | EventType::LapError => {
+                // SAFETY: Our own id's context, which its reference keeps
+                // alive until the id is destroyed, after this callback.
+                Self::own(unsafe { &*ctx }, id, event, kind)
+            }
+        }
+    }
+
+    /// An event on an id we own.
+    fn own(
+        inner: &Inner<T>,
+        id: &CmIdRef,
+        event: &bindings::ib_cm_event,
+        kind: EventType,
+    ) -> c_int {
+        let mut record = CallbackRecord {
+            task: current_task(),
+            next: core::ptr::null_mut(),
+        };
+        let record: *mut CallbackRecord = &mut record;
+        // Under the list's lock with the destroy's `dropped`: either the
+        // destroy sees this callback linked and waits for it before
+        // `ib_destroy_cm_id`, or this callback sees `dropped` and leaves the
+        // id alone (its owner is gone and its destroy under way: the destroy
+        // answers what needs an answer, REJ or DREP).
+        //
+        // SAFETY: `record` lives in this frame, is not moved, and is
+        // unlinked below before the frame ends.
+        if unsafe { inner.enter(record) } {
+            Self::dispatch(&inner.data, id, event, kind);
+            // SAFETY: Linked above by this same task. The last access to
+            // `inner`: a destroy waits for this.
+            unsafe { inner.leave(record) };
+        }
+        0
+    }
+
+    /// Runs `f` as a REQ or SIDR REQ callback of `listener`: recorded, so
+    /// that dropping the listener in there is seen (`CmId`). `ENOMEM` if
+    /// it cannot be recorded.
+    fn as_req_task<R>(listener: &Inner<T>, f: impl FnOnce() -> R) -> Result<R> {
+        let me = current_task() as usize;
+        listener.req_tasks.lock().push(me, GFP_KERNEL)?;
+        let ret = f();
+        let mut tasks = listener.req_tasks.lock();
+        if let Some(i) = tasks.iter().position(|&t| t == me) {
+            let last = tasks.len() - 1;
+            tasks.swap(i, last);
+            tasks.truncate(last);
+        }
+        Ok(ret)
+    }
+
+    /// A SIDR REQ on a listener's new id: the listener's handler may answer.
+    fn sidr_req(listener: &Inner<T>, id: &CmIdRef, event: &bindings::ib_cm_event) -> c_int {
+        if T::HAS_SIDR_REQ_RECEIVED && !listener.dropped.load(Ordering::Acquire) {
+            let req = SidrRequest { id, event };
+            // Unrecorded (`ENOMEM`), the REQ goes unanswered: the CM rejects it.
+            let _ = Self::as_req_task(listener, || listener.data.sidr_req_received(req));
+        }
+        // The CM destroys the id, which is never the consumer's.
+        EINVAL.to_errno()
+    }
+
+    /// A REQ on a listener's new id: the listener's handler decides.
+    fn req(listener: &Inner<T>, id: &CmIdRef, event: &bindings::ib_cm_event) -> c_int {
+        if !T::HAS_REQ_RECEIVED || listener.dropped.load(Ordering::Acquire) {
+            return EINVAL.to_errno();
+        }
+        let accepted = Cell::new(None);
+        let req = Request {
+            id,
+            event,
+            listener,
+            accepted: &accepted,
+        };
+        let Ok(ret) = Self::as_req_task(listener, || listener.data.req_received(req)) else {
+            // The CM forgets the REQ without a REJ: the peer retries.
+            return ENOMEM.to_errno();
+        };
+        match accepted.take() {
+            // Not accepted: the CM destroys the new id and sends a REJ.
+            None => ret.err().unwrap_or(EINVAL).to_errno(),
+            Some(inner) => {
+                inner
+                    .req_task
+                    .store(core::ptr::null_mut(), Ordering::Release);
+                inner.in_req.store(false, Ordering::Release);
+                let ctx: *const Inner<T> = &*inner;
+                drop(inner);
+                Self::finish(ctx, ret)
+            }
+        }
+    }
+
+    /// The end of the REQ callback of an accepted id: if its owner was
+    /// dropped during the callback, the CM destroys the id, told the
+    /// handler's errno (`ret`): `-ENOMEM` while the id is still `REQ_RCVD`
+    /// sends no REJ (the peer retries), anything else, or any errno once an
+    /// MRA moved it to `MRA_REQ_SENT`, a REJ (`cm_destroy_id`).
+    fn finish(ctx: *const Inner<T>, ret: Result) -> c_int {
+        // SAFETY: `ctx` is the id's context, alive until we release it here.
+        if !unsafe { &*ctx }.destroy_on_return.load(Ordering::Acquire) {
+            return 0;
+        }
+        // SAFETY: `ctx` is the id's context, alive until released below.
+        let inner = unsafe { &*ctx };
+        // A REP sent from the REQ callback may have timed out meanwhile:
+        // its `REP_ERROR` callback (not held by the CM) is waited for, and
+        // none reaches the handler from here on.
+        inner.stop_callbacks();
+        // SAFETY: The context's reference: the owner is gone and the CM
+        // destroys the id without further callbacks when we return non-zero,
+        // inside `cm_req_handler`, before it lets go of the listener.
+        drop(unsafe { Arc::from_raw(ctx) });
+        ret.err().unwrap_or(EINVAL).to_errno()
+    }
+
+    fn dispatch(data: &T, id: &CmIdRef, event: &bindings::ib_cm_event, kind: EventType) {
+        match kind {
+            EventType::RepReceived => {
+                // SAFETY: `rep_rcvd` is the member the CM fills for a REP.
+                let qpn = unsafe { event.param.rep_rcvd.remote_qpn };
+                data.rep_received(id, qpn)
+            }
+            EventType::RtuReceived | EventType::UserEstablished => data.established(id),
+            EventType::RejReceived => {
+                // SAFETY: `rej_rcvd` is the member the CM fills for a REJ.
+                let reason = RejReason::from_raw(unsafe { event.param.rej_rcvd.reason });
+                // SAFETY: A received REJ's private data is its MAD's field of
+                // `REJ_PRIVATE_DATA_SIZE` bytes, alive during the callback.
+                let pd = unsafe { event_private_data(event, REJ_PRIVATE_DATA_SIZE) };
+                data.rej_received(id, reason, pd)
+            }
+            EventType::DreqReceived => {
+                // SAFETY: As for the REJ, with the DREQ's field size.
+                let pd = unsafe { event_private_data(event, DREQ_PRIVATE_DATA_SIZE) };
+                data.dreq_received(id, pd)
+            }
+            EventType::DrepReceived => {
+                // SAFETY: As for the REJ, with the DREP's field size.
+                let pd = unsafe { event_private_data(event, DREP_PRIVATE_DATA_SIZE) };
+                data.drep_received(id, pd)
+            }
+            EventType::DreqError => {
+                // SAFETY: `send_status` is the member the CM fills for errors.
+                let status = WcStatus::from_raw(unsafe { event.param.send_status });
+                data.dreq_error(id, status)
+            }
+            EventType::ReqError | EventType::RepError => {
+                // SAFETY: As for DREQ_ERROR.
+                let status = WcStatus::from_raw(unsafe { event.param.send_status });
+                data.connect_error(id, status)
+            }
+            EventType::TimewaitExit => data.timewait_exit(id),
+            // Not delivered to the consumer: see `handler`.
+            EventType::MraReceived
+            | EventType::LapReceived
+            | EventType::AprReceived
+            | EventType::SidrRepReceived
+            | EventType::SidrReqError
+            | EventType::LapError
+            | EventType::ReqReceived
+            | EventType::SidrReqReceived => {}
+        }
+    }
+}

@@ -1,0 +1,605 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The ids: [`CmIdRef`], an id borrowed (what can be done with one), and
+//! [`CmId`], an owned id with the consumer's data, its destroy, and the
+//! record of the callbacks running on it.
+
+use super::{
+    enums::State,
+    handler::Adapter,
+    msg::{Message, Rep, Req},
+    reaper::ReaperRef,
+    Handler,
+};
+use crate::{
+    bindings,
+    error::{from_err_ptr, to_result},
+    ffi::{c_int, c_void},
+    new_condvar, new_mutex, new_spinlock, new_work,
+    prelude::*,
+    rdma::{
+        device::Device,
+        verbs::{QpAttr, QpState},
+    },
+    sync::aref::ARef,
+    sync::{Arc, CondVar, Mutex, SpinLock},
+    types::Opaque,
+    workqueue::{Work, WorkItem},
+};
+use core::{
+    ops::Deref,
+    ptr::NonNull,
+    sync::atomic::{AtomicBool, AtomicPtr, Ordering},
+};
+
+/// An id borrowed from the CM: during a callback, or from a [`CmId`].
+///
+/// Everything that can be done with an id without owning it: sending CM
+/// messages, reading its state, preparing its QP's attributes.
+///
+/// # Invariants
+///
+/// The wrapped `struct ib_cm_id` is valid (not destroyed) for the lifetime of
+/// every `&CmIdRef`.
+#[repr(transparent)]
+pub struct CmIdRef(Opaque<bindings::ib_cm_id>);
+
+impl CmIdRef {
+    /// Creates a reference to a [`CmIdRef`] from a raw pointer: for C code
+    /// that hands its own ids to Rust.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` must be a valid `struct ib_cm_id` that is not destroyed during
+    /// `'a`.
+    pub unsafe fn from_raw<'a>(ptr: *mut bindings::ib_cm_id) -> &'a Self {
+        // SAFETY: `CmIdRef` is a transparent wrapper; the caller guarantees
+        // validity for `'a`.
+        unsafe { &*ptr.cast() }
+    }
+
+    /// Returns the raw `struct ib_cm_id` pointer.
+    pub fn as_raw(&self) -> *mut bindings::ib_cm_id {
+        self.0.get()
+    }
+
+    /// The id's state as the CM last set it (a snapshot: the CM changes it
+    /// under its own lock as messages arrive).
+    pub fn state(&self) -> State {
+        // SAFETY: By the type invariant the id is valid. The CM writes `state`
+        // under its spinlock; a volatile read gives one consistent value.
+        State::from_raw(unsafe { core::ptr::addr_of!((*self.as_raw()).state).read_volatile() })
+    }
+
+    /// The local communication id (host order), as in the CM's messages.
+    pub fn local_id(&self) -> u32 {
+        // SAFETY: By the type invariant the id is valid; set at creation.
+        u32::from_be(unsafe { (*self.as_raw()).local_id })
+    }
+
+    /// The peer's communication id (host order), once known.
+    pub fn remote_id(&self) -> u32 {
+        // SAFETY: By the type invariant the id is valid. Written once by the
+        // CM when the REQ or REP arrives; a volatile read sees 0 or that value.
+        u32::from_be(unsafe { core::ptr::addr_of!((*self.as_raw()).remote_id).read_volatile() })
+    }
+
+    /// The RDMA device the id lives on.
+    pub fn device(&self) -> &Device {
+        // SAFETY: The id is valid (type invariant) and its device outlives it: an id made here is
+        // owned by a `CmId`, which holds a reference on the device (`Inner::device`) until the
+        // id is destroyed, and the unregistration of a device waits for its references; an id
+        // lent by C code (`from_raw`) is valid, its device with it, by that caller's contract.
+        unsafe { Device::from_raw((*self.as_raw()).device) }
+    }
+
+    /// Starts listening for REQs to `service_id` (host order).
+    pub fn listen(&self, service_id: u64) -> Result {
+        // SAFETY: By the type invariant the id is valid.
+        to_result(unsafe { bindings::ib_cm_listen(self.as_raw(), service_id.to_be()) })
+    }
+
+    /// Sends a REQ as `req` says: for its QP along its route to its service
+    /// id. `EINVAL` if a field does not fit the message (private data, the
+    /// 3-bit retry counts, the timing), before anything is sent.
+    pub fn send_req(&self, req: &Req<'_>) -> Result {
+        let (ptr, len) = Message::Req.raw(req.private_data)?;
+        req.timing.check()?;
+        if req.retry_count > 7 || req.rnr_retry_count > 7 {
+            return Err(EINVAL);
+        }
+        let mut path = *req.route.path_record();
+        let mut param = bindings::ib_cm_req_param {
+            primary_path: &mut path,
+            ppath_sgid_attr: req.route.sgid_attr().as_raw(),
+            service_id: req.service_id.to_be(),
+            qp_num: req.qp_num,
+            qp_type: bindings::ib_qp_type_IB_QPT_RC,
+            starting_psn: req.starting_psn,
+            private_data: ptr,
+            private_data_len: len,
+            responder_resources: req.responder_resources,
+            initiator_depth: req.initiator_depth,
+            remote_cm_response_timeout: req.timing.cm_response_timeout,
+            local_cm_response_timeout: req.timing.cm_response_timeout,
+            flow_control: req.flow_control.into(),
+            retry_count: req.retry_count,
+            rnr_retry_count: req.rnr_retry_count,
+            max_cm_retries: req.timing.max_cm_retries,
+            ..Default::default()
+        };
+        // SAFETY: The id is valid (type invariant); `param` and what it points to (path, GID
+        // entry, private data) are valid for the call; the CM copies or refs what it keeps.
+        to_result(unsafe { bindings::ib_send_cm_req(self.as_raw(), &mut param) })
+    }
+
+    /// Answers a REQ with a REP as `rep` says. `EINVAL` if a field does not
+    /// fit the message, before anything is sent.
+    pub fn send_rep(&self, rep: &Rep<'_>) -> Result {
+        let (ptr, len) = Message::Rep.raw(rep.private_data)?;
+        if rep.rnr_retry_count > 7 {
+            return Err(EINVAL);
+        }
+        let mut param = bindings::ib_cm_rep_param {
+            qp_num: rep.qp_num,
+            starting_psn: rep.starting_psn,
+            private_data: ptr,
+            private_data_len: len,
+            responder_resources: rep.responder_resources,
+            initiator_depth: rep.initiator_depth,
+            flow_control: rep.flow_control.into(),
+            rnr_retry_count: rep.rnr_retry_count,
+            ..Default::default()
+        };
+        // SAFETY: By the type invariant the id is valid; `param` and the
+        // private data are valid for the call (the CM copies them).
+        to_result(unsafe { bindings::ib_send_cm_rep(self.as_raw(), &mut param) })
+    }
+
+    /// Sends the RTU that completes an active connection.
+    pub fn send_rtu(&self, data: &[u8]) -> Result {
+        let (ptr, len) = Message::Rtu.raw(data)?;
+        // SAFETY: By the type invariant the id is valid; `ptr` is NULL or
+        // valid for `len` bytes.
+        to_result(unsafe { bindings::ib_send_cm_rtu(self.as_raw(), ptr, len) })
+    }
+
+    /// Rejects a connection (REQ or REP received) with the reason
+    /// [`RejReason::ConsumerDefined`](super::RejReason::ConsumerDefined) and
+    /// `data` (at most 148 bytes).
+    pub fn send_rej(&self, data: &[u8]) -> Result {
+        let (ptr, len) = Message::Rej.raw(data)?;
+        // SAFETY: As in `send_rtu`; no ARI is passed.
+        to_result(unsafe {
+            bindings::ib_send_cm_rej(
+                self.as_raw(),
+                bindings::ib_cm_rej_reason_IB_CM_REJ_CONSUMER_DEFINED,
+                core::ptr::null_mut(),
+                0,
+                ptr,
+                len,
+            )
+        })
+    }
+
+    /// Tells the peer that our answer will take a while (a Message Receipt
+    /// Acknowledgment): from now on the CM answers each retransmission of
+    /// the message received with an MRA, whose service timeout (the CM's
+    /// `CM_MRA_SETTING`, about 68 s) the peer's CM waits for on top of its
+    /// packet lifetime for each of its remaining retries
+    /// (`ib_prepare_cm_mra()`). Nothing is sent now, so a quick answer
+    /// costs no MAD; the peer's CM takes only the first MRA.
+    ///
+    /// Legal in `REQ_RCVD` (the REQ callback, after
+    /// [`Request::accept`](super::Request::accept); the id goes to
+    /// `MRA_REQ_SENT`, where a REP or a REJ may follow from anywhere),
+    /// `REP_RCVD` (to `MRA_REP_SENT`) and `ESTABLISHED` with a LAP
+    /// received; `EINVAL` elsewhere.
+    pub fn prepare_mra(&self) -> Result {
+        // SAFETY: By the type invariant the id is valid.
+        to_result(unsafe { bindings::ib_prepare_cm_mra(self.as_raw()) })
+    }
+
+    /// Sends a disconnection request carrying `data` (at most 220 bytes; an
+    /// empty slice sends none).
+    ///
+    /// `EINVAL` if `data` is longer than
+    /// [`DREQ_PRIVATE_DATA_SIZE`](super::DREQ_PRIVATE_DATA_SIZE): nothing
+    /// is sent and the connection is untouched. Otherwise the CM's answer as
+    /// it is: `EINVAL` unless the id is `ESTABLISHED` (a second DREQ, one
+    /// after the peer's DREQ, one before the RTU), `ENOMEM` or a MAD error
+    /// (the id then enters timewait). Callable from atomic context.
+    pub fn send_dreq(&self, data: &[u8]) -> Result {
+        let (ptr, len) = Message::Dreq.raw(data)?;
+        // SAFETY: By the type invariant the id is valid; `ptr` is NULL or
+        // valid for `len` bytes, which the CM copies into the MAD.
+        to_result(unsafe { bindings::ib_send_cm_dreq(self.as_raw(), ptr, len) })
+    }
+
+    /// Answers the peer's DREQ with a DREP carrying `data` (at most 224
+    /// bytes).
+    ///
+    /// `EINVAL` if `data` is longer than
+    /// [`DREP_PRIVATE_DATA_SIZE`](super::DREP_PRIVATE_DATA_SIZE), checked
+    /// here because 6.12's `ib_send_cm_drep` leaks its copy of the data in
+    /// that case; `EINVAL` from the CM unless the id is `DREQ_RCVD`. May
+    /// sleep (the CM copies the data with `GFP_KERNEL`).
+    pub fn send_drep(&self, data: &[u8]) -> Result {
+        let (ptr, len) = Message::Drep.raw(data)?;
+        // SAFETY: As in `send_dreq`.
+        to_result(unsafe { bindings::ib_send_cm_drep(self.as_raw(), ptr, len) })
+    }
+
+    /// The QP attributes for moving the connection's QP to `state`, as
+    /// `ib_cm_init_qp_attr` computes them from the REQ and REP.
+    ///
+    /// The attributes for RTR carry the id's address vector, whose GID
+    /// entry the CM holds only until the id is destroyed: the value holds
+    /// the entry itself, so it may be applied after the id is gone (see
+    /// [`QpAttr`]).
+    pub fn init_qp_attr(&self, state: QpState) -> Result<QpAttr> {
+        let mut attr = bindings::ib_qp_attr {
+            qp_state: state.to_raw(),
+            ..Default::default()
+        };
+        let mut mask: c_int = 0;
+        // SAFETY: By the type invariant the id is valid; `attr` and `mask` are
+        // valid for writes.
+        to_result(unsafe { bindings::ib_cm_init_qp_attr(self.as_raw(), &mut attr, &mut mask) })?;
+        // SAFETY: `attr` was zeroed, so each non-null GID entry in it is the
+        // CM's copy of one of the id's address vectors, which hold their
+        // entries until the id is destroyed, and the id is live (type
+        // invariant) during this call.
+        Ok(unsafe { QpAttr::from_raw_held(attr, mask) })
+    }
+}
+
+/// The memory behind a [`CmId`]: the id, the consumer's data, and what the
+/// callback trampoline needs to know.
+/// A task inside one of an id's callbacks: a record on the trampoline's
+/// stack, linked into the id's list ([`Inner::callbacks`]) for as long as
+/// the callback runs.
+pub(super) struct CallbackRecord {
+    pub(super) task: *mut c_void,
+    pub(super) next: *mut CallbackRecord,
+}
+
+/// The head of an id's list of [`CallbackRecord`]s.
+///
+/// # Invariants
+///
+/// Every record reachable from the head is alive and not moved: it lives
+/// in the frame of the `Adapter::own` call that linked it, which unlinks
+/// it before it returns. The list is only read or changed under its lock.
+pub(super) struct CallbackList(pub(super) *mut CallbackRecord);
+
+// SAFETY: The records are only reached under the list's lock, from any task
+// (each is unlinked by its own task before its frame ends).
+unsafe impl Send for CallbackList {}
+
+#[pin_data]
+pub(super) struct Inner<T: Handler> {
+    pub(super) id: AtomicPtr<bindings::ib_cm_id>,
+    /// The device the id is on, held for as long as the id lives: the CM
+    /// keeps using it (`cm_id->device`, down to `cm_destroy_id`), and the
+    /// device's unregistration waits for this reference, so the id never
+    /// outlives it, whatever the owner of the [`CmId`] holds.
+    pub(super) device: ARef<Device>,
+    /// The tasks running one of this id's callbacks now (more than one at
+    /// once: a `*_ERROR` callback comes from the MAD completion, beside
+    /// the CM's workqueue). `dropped` is set under this lock, and a
+    /// callback reads it under the lock before it enters the list, so a
+    /// destroy that has set it and then seen the list empty is seen by
+    /// every later callback. A spinlock: the last callback to leave wakes
+    /// `idle` and unlocks, and then the memory may go.
+    #[pin]
+    pub(super) callbacks: SpinLock<CallbackList>,
+    /// Notified when the last task leaves `callbacks`.
+    #[pin]
+    pub(super) idle: CondVar,
+    /// The task running the REQ callback that accepted this id, while
+    /// `in_req`; else null.
+    pub(super) req_task: AtomicPtr<c_void>,
+    /// The tasks running a REQ callback for this (listening) id: the CM holds
+    /// a reference on the listener until each returns, so destroying the
+    /// listener there would wait for itself.
+    #[pin]
+    pub(super) req_tasks: Mutex<KVec<usize>>,
+    /// An accepted id still in the REQ callback that accepted it.
+    pub(super) in_req: AtomicBool,
+    /// The [`CmId`] was dropped inside the REQ callback that accepted it:
+    /// the trampoline rejects the REQ instead (the CM destroys the id).
+    pub(super) destroy_on_return: AtomicBool,
+    /// The [`CmId`] is gone and the destroy queued: no more events are
+    /// delivered, REQs are rejected. The CM holds no reference on the id
+    /// while it delivers the `*_ERROR` events, so `ib_destroy_cm_id` does
+    /// not wait for those: the destroy paths set this, then wait for
+    /// `callbacks` to empty before `ib_destroy_cm_id` frees the id and
+    /// again before they free this memory.
+    pub(super) dropped: AtomicBool,
+    #[pin]
+    pub(super) work: Work<Inner<T>>,
+    pub(super) reaper: ReaperRef,
+    pub(super) data: T,
+}
+
+kernel::impl_has_work! {
+    impl{T: Handler} HasWork<Inner<T>> for Inner<T> { self.work }
+}
+
+impl<T: Handler> Inner<T> {
+    pub(super) fn new(
+        id: *mut bindings::ib_cm_id,
+        device: &Device,
+        in_req: bool,
+        reaper: ReaperRef,
+        data: T,
+    ) -> Result<Arc<Self>> {
+        Arc::pin_init(
+            pin_init!(Self {
+                id: AtomicPtr::new(id),
+                device: device.into(),
+                callbacks <- new_spinlock!(CallbackList(core::ptr::null_mut())),
+                idle <- new_condvar!("cm::Inner::idle"),
+                req_task: AtomicPtr::new(if in_req {
+                    current_task()
+                } else {
+                    core::ptr::null_mut()
+                }),
+                req_tasks <- new_mutex!(KVec::new()),
+                in_req: AtomicBool::new(in_req),
+                destroy_on_return: AtomicBool::new(false),
+                dropped: AtomicBool::new(false),
+                work <- new_work!("cm::Inner::work"),
+                reaper,
+                data,
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Delivers no more events (`dropped`) and sleeps until no callback is
+    /// inside the handler.
+    pub(super) fn stop_callbacks(&self) {
+        let mut list = self.callbacks.lock();
+        self.dropped.store(true, Ordering::Relaxed);
+        while !list.0.is_null() {
+            self.idle.wait(&mut list);
+        }
+    }
+
+    /// Records that the running task is inside a callback of this id, unless
+    /// the id is `dropped` (then `false`, and nothing is linked).
+    ///
+    /// # Safety
+    ///
+    /// `record` must be valid, not moved and not linked, until [`Inner::leave`]
+    /// unlinks it, which the same caller must do before `record` goes.
+    pub(super) unsafe fn enter(&self, record: *mut CallbackRecord) -> bool {
+        let mut list = self.callbacks.lock();
+        if self.dropped.load(Ordering::Relaxed) {
+            return false;
+        }
+        // SAFETY: The caller's record, valid and ours to change.
+        unsafe { (*record).next = list.0 };
+        // INVARIANT: valid until `leave` unlinks it (the caller's promise).
+        list.0 = record;
+        true
+    }
+
+    /// Unlinks a record [`Inner::enter`] linked, and wakes a destroy waiting
+    /// for the last one. After this the caller must not use `self`: a
+    /// destroy may free it.
+    ///
+    /// # Safety
+    ///
+    /// `record` must have been linked by `enter` and not unlinked since.
+    pub(super) unsafe fn leave(&self, record: *mut CallbackRecord) {
+        let mut list = self.callbacks.lock();
+        let mut link: *mut *mut CallbackRecord = &mut list.0;
+        // SAFETY: `link` points at the head or at the `next` of a linked
+        // record, all alive under the lock (type invariant of the list).
+        unsafe {
+            while !(*link).is_null() {
+                if *link == record {
+                    *link = (*record).next;
+                    break;
+                }
+                link = &mut (**link).next;
+            }
+        }
+        if list.0.is_null() {
+            self.idle.notify_all();
+        }
+    }
+
+    /// Whether `task` is inside one of this id's callbacks.
+    pub(super) fn in_callback(&self, task: *mut c_void) -> bool {
+        let list = self.callbacks.lock();
+        let mut p = list.0;
+        while let Some(r) = NonNull::new(p) {
+            // SAFETY: A linked record, alive under the lock (type invariant
+            // of the list).
+            let r = unsafe { r.as_ref() };
+            if r.task == task {
+                return true;
+            }
+            p = r.next;
+        }
+        false
+    }
+
+    /// Destroys the id, not from one of its callbacks, and releases the
+    /// context's reference (`CmId`'s invariant), which the caller must not
+    /// use afterwards.
+    ///
+    /// No callback reaches the handler once `dropped` is set; those already
+    /// in it are waited for before `ib_destroy_cm_id`, as the CM does not
+    /// hold the id for its `*_ERROR` callbacks: a handler may sleep and
+    /// then use its id. `ib_destroy_cm_id` waits for the callbacks the CM
+    /// holds; a `*_ERROR` callback that came in between saw `dropped`, and
+    /// is waited for before this memory goes.
+    pub(super) fn destroy(&self) {
+        self.stop_callbacks();
+        let id = self.id.load(Ordering::Acquire);
+        // SAFETY: The id is live (`CmId`'s invariant) and this is its only
+        // destroy; we are not in one of its callbacks (the caller's
+        // promise), so waiting for them ends.
+        unsafe { bindings::ib_destroy_cm_id(id) };
+        self.stop_callbacks();
+        let ctx: *const Inner<T> = self;
+        // SAFETY: The id's `context` reference (`CmId`'s invariant: `Arc::into_raw` gave this
+        // address); the id is gone and no callback is inside the trampoline, so nothing uses
+        // it any more.
+        drop(unsafe { Arc::from_raw(ctx) });
+    }
+
+    /// Whether `task` is running a REQ callback of this listening id.
+    pub(super) fn in_req_callback(&self, task: *mut c_void) -> bool {
+        self.req_tasks.lock().iter().any(|&t| t == task as usize)
+    }
+}
+
+/// The deferred destroy of an id whose [`CmId`] was dropped in a callback.
+impl<T: Handler> WorkItem for Inner<T> {
+    type Pointer = Arc<Inner<T>>;
+
+    fn run(this: Arc<Self>) {
+        // The id is live: its `CmId` queued this destroy instead of
+        // destroying it, and nothing else destroys it. We are not in one of
+        // its callbacks (a work item of our own queue), so this waits for
+        // them, the one that dropped the `CmId` included.
+        this.destroy();
+        // The last reference, usually: `data` and the `ReaperRef` go here,
+        // and `Reaper::drop` waits for this work item to return.
+        drop(this);
+    }
+}
+
+/// The running task's address, only ever compared, never dereferenced.
+pub(super) fn current_task() -> *mut c_void {
+    crate::current!().as_ptr().cast()
+}
+
+/// An owned `struct ib_cm_id` with the consumer's data `T`.
+///
+/// Dropping it destroys the id; which way depends on where:
+///
+/// - anywhere that may sleep, except the cases below: at once, waiting for
+///   the id's callbacks in progress (the `*_ERROR` ones included, which the
+///   CM does not hold the id for) before `ib_destroy_cm_id` frees the id;
+/// - inside one of the id's own callbacks, or inside a REQ callback of the
+///   id (a listener) while the CM holds the listener for it: waiting would
+///   deadlock, so the destroy is queued on the caller's [`Reaper`](super::Reaper) and runs
+///   as soon as the callback has returned; no further event reaches `T`
+///   (REQs to a listener are rejected);
+/// - inside the REQ callback that accepted it ([`Request::accept`](super::Request::accept)): the
+///   REQ is rejected as if never accepted (the CM destroys the id when the
+///   callback returns, and sends a REJ).
+///
+/// [`CmId::destroy_deferred`] queues the destroy from anywhere, without
+/// waiting.
+///
+/// It holds a reference on its device for as long as the id lives, as
+/// [`RcQp`](crate::rdma::verbs::RcQp) does: the CM uses `cm_id->device` until the id is
+/// destroyed, and a device's unregistration waits for its references
+/// after its clients' `remove`. An owner that keeps a [`CmId`] past its
+/// client's `remove` makes `rdma link del` wait for it, instead of
+/// leaving the id on a freed device; a client destroys its ids in
+/// `remove`.
+///
+/// # Invariants
+///
+/// `inner.id` is a live id whose handler is `Adapter::<T>::handler` and whose
+/// `context` holds a reference on `inner` taken with [`Arc::into_raw`].
+pub struct CmId<T: Handler> {
+    pub(super) inner: Arc<Inner<T>>,
+    /// Queue the destroy whatever the context ([`CmId::destroy_deferred`]).
+    pub(super) deferred: bool,
+}
+
+impl<T: Handler> CmId<T> {
+    /// Creates an id on `device` for an active connection or a listener;
+    /// `reaper` destroys it if it is dropped in a callback.
+    pub fn new(device: &Device, reaper: &ReaperRef, data: T) -> Result<Self> {
+        let inner = Inner::new(core::ptr::null_mut(), device, false, reaper.clone(), data)?;
+        let ctx = Arc::into_raw(inner.clone());
+        // SAFETY: `device` is registered; `ctx` stays valid until the id is destroyed (`Drop`).
+        // No callback runs before the id is used, so `id` is stored below in time.
+        let id = unsafe {
+            bindings::ib_create_cm_id(
+                device.as_raw(),
+                Some(Adapter::<T>::handler),
+                ctx.cast_mut().cast(),
+            )
+        };
+        match from_err_ptr(id) {
+            Ok(id) => inner.id.store(id, Ordering::Release),
+            Err(e) => {
+                // SAFETY: The id was not created: `ctx` is unused.
+                drop(unsafe { Arc::from_raw(ctx) });
+                return Err(e);
+            }
+        }
+        // INVARIANT: the id is live, with our handler and `ctx`.
+        Ok(Self {
+            inner,
+            deferred: false,
+        })
+    }
+
+    /// Destroys the id from the caller's [`Reaper`](super::Reaper), never waiting here: for
+    /// callers that hold a lock a callback of the id may need. The id gets
+    /// no more events; [`ReaperRef::flush`] waits for the destroy.
+    pub fn destroy_deferred(mut self) {
+        self.deferred = true;
+    }
+
+    /// Queues the destroy on the reaper.
+    fn defer(&self) {
+        self.inner.dropped.store(true, Ordering::SeqCst);
+        // The only enqueue of this work item: it cannot be queued already.
+        if self
+            .inner
+            .reaper
+            .queue()
+            .enqueue(self.inner.clone())
+            .is_err()
+        {
+            pr_err!("cm: an id's destroy was queued twice\n");
+        }
+    }
+}
+
+impl<T: Handler> Deref for CmId<T> {
+    type Target = CmIdRef;
+
+    fn deref(&self) -> &CmIdRef {
+        // SAFETY: By the type invariant the id is live while `self` exists.
+        unsafe { CmIdRef::from_raw(self.inner.id.load(Ordering::Acquire)) }
+    }
+}
+
+impl<T: Handler> Drop for CmId<T> {
+    fn drop(&mut self) {
+        let me = current_task();
+        if self.inner.in_req.load(Ordering::Acquire)
+            && self.inner.req_task.load(Ordering::Acquire) == me
+        {
+            // The REQ callback that accepted it: un-accept, the CM destroys
+            // the id when the callback returns and sends a REJ.
+            self.inner.destroy_on_return.store(true, Ordering::Release);
+            return;
+        }
+        if self.deferred || self.inner.in_callback(me) || self.inner.in_req_callback(me) {
+            // One of its own callbacks (waiting for them would wait for
+            // itself), or a listener inside one of its REQ callbacks (the CM
+            // holds it until the callback returns).
+            self.defer();
+            return;
+        }
+        // Not in one of its callbacks: this waits for them, then frees the
+        // id and releases the context's reference (type invariant).
+        self.inner.destroy();
+    }
+}
