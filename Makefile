@@ -5,10 +5,13 @@
 #
 #   make            build rust_cm_disconnect.ko (and the test harness
 #                   rcd_harness.ko, the test modules)
-#   make check      the KTAP test suite in QEMU guests over rdma_rxe (T=regex)
+#   make check      the KTAP test suite in QEMU guests over rdma_rxe: all of it
+#                   on 7.3, then a core set on 6.12 (tests/check.sh); with
+#                   T=regex or KERNEL=, that kernel's run only
 #   make stress     the full-size stress runs (10,000 cycles, 1,000 at once, ...)
 #   make check-intree  the same against the module built in the kernel tree
 #   make intree-patch  the whole change as a patch series against a fresh tree
+#                   (both kernels' series, unless KERNEL= names one)
 #   make intree-series-build  each patch of the series builds, one after another
 #   make demo       the main job, in a guest
 #   make bench      module vs C baseline vs cmtime, ratios from one guest run
@@ -16,7 +19,7 @@
 #   make rustfmt    format the Rust sources; make rustfmtcheck checks them
 #   make CLIPPY=1   build with clippy as the kernel does
 #
-# KERNEL=6.12|7.3 picks the kernel (default 6.12; scripts/env.sh), each with
+# KERNEL=7.3|6.12 picks the kernel (default 7.3; scripts/env.sh), each with
 # its own series and cached trees. RCD_NO_HARNESS=1 builds the product and
 # the C test modules without the test harness.
 # KDIR=<built kernel tree> uses that tree instead of the cached one.
@@ -35,7 +38,7 @@ all modules:
 	bash scripts/build.sh modules $(if $(CLIPPY),CLIPPY=1)
 
 check:
-	RCD_TIER=check bash tests/run.sh '$(T)'
+	RCD_TIER=check bash tests/check.sh '$(T)'
 
 stress:
 	RCD_TIER=stress bash tests/run.sh '$(T)'
@@ -47,8 +50,9 @@ check-intree:
 intree-series-build:
 	bash scripts/intree.sh series-build
 
+# Both series unless KERNEL= names one: 7.3's, then 6.12's (the backport).
 intree-patch:
-	bash scripts/intree.sh patch
+	$(if $(KERNEL),bash scripts/intree.sh patch,KERNEL=7.3 bash scripts/intree.sh patch && KERNEL=6.12 bash scripts/intree.sh patch)
 
 demo:
 	bash scripts/demo.sh

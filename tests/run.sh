@@ -123,7 +123,7 @@ for v in RCD_FUZZ_SEED RCD_TEST_TIMEOUT RCD_STORM RCD_STORM_BIG RCD_STORM_GOAL R
 	[ -z "${!v:-}" ] || knobs="$knobs $v=${!v}"
 done
 
-echo "# make ${tier}: $ntests tests in $jobs guest(s) of $RCD_VM_CPUS vCPU, $RCD_VM_MEM each$([ "$nhosts" = 0 ] || echo ", first $nhosts two-host tests in guests 1 and 2"); $knobs"
+echo "# make ${tier} (Linux $KERNEL): $ntests tests in $jobs guest(s) of $RCD_VM_CPUS vCPU, $RCD_VM_MEM each$([ "$nhosts" = 0 ] || echo ", first $nhosts two-host tests in guests 1 and 2"); $knobs"
 start=$SECONDS
 for ((g = 1; g <= jobs; g++)); do
 	(
@@ -222,14 +222,17 @@ report() {
 		fi
 	done
 }
-log=$RCD_CACHE/$tier.log
+# RCD_LOG names the logs of one run of several (tests/check.sh: the 6.12
+# part's are check-6.12*.log).
+tag=${RCD_LOG:-$tier}
+log=$RCD_CACHE/$tag.log
 # Each guest's whole output (and its boot log), next to the report: the
 # queue goes at exit, and with it what a guest that never came up printed
 # (QEMU's own "terminating on signal N from pid P", a panic with
 # RCD_VM_CONSOLE=1; issue 25).
-rm -f "$RCD_CACHE/$tier"-g*.log "$RCD_CACHE/$tier"-boot.g*.log
+rm -f "$RCD_CACHE/$tag"-g*.log "$RCD_CACHE/$tag"-boot.g*.log
 for f in "$q"/g*.log "$q"/boot.g*.log; do
-	[ ! -f "$f" ] || cp "$f" "$RCD_CACHE/$tier-${f##*/}"
+	[ ! -f "$f" ] || cp "$f" "$RCD_CACHE/$tag-${f##*/}"
 done
 # The plan and the report must agree: a result missing (or one too many)
 # is a failure of its own, never a quiet difference in the count.
@@ -258,7 +261,7 @@ awk '{ t[$1] = $2 } END { for (k in t) print k, t[k] }' "$times" "$q/times.new" 
 # The storm's connections over time (tests/t_safety.sh), as a picture
 # next to the log, when the run had one (scripts/storm-plot.sh).
 if grep -q '^#   timeline: ' "$log" && command -v gnuplot >/dev/null; then
-	bash "$here/scripts/storm-plot.sh" "$log" "$RCD_CACHE/$tier-storm" || true
+	bash "$here/scripts/storm-plot.sh" "$log" "$RCD_CACHE/$tag-storm" || true
 fi
 
 passed=$(grep -cE '^ok [0-9]+ ' "$log")

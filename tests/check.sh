@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# `make check`: the README's test command and CI's.
+#   tests/check.sh [NAME-FILTER]
+# With KERNEL set (KERNEL=7.3 or KERNEL=6.12), or with a name filter: that
+# kernel's run of tests/run.sh (default 7.3), whole or filtered.
+# With neither: the whole suite on 7.3, the seed's kernel, then the core set
+# below on 6.12 LTS with its own series (the backport), as one KTAP report
+# with a subtest per kernel, ending "N passed, N failed" over both.
+set -uo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+
+if [ -n "${KERNEL:-}" ] || [ -n "${1:-}" ]; then
+	exec bash "$here/tests/run.sh" "${1:-}"
+fi
+
+# The 6.12 core set: what the 6.12 series' kernel::rdma::cm and the
+# product must do the same on the LTS, each once:
+# - send_dreq and the peer's DREQ/DREP with their private data, crossing
+#   DREQs, a DREQ never answered, a disconnect from the id's own callback;
+# - the limits: a too-long DREQ or DREP is EINVAL, and the CM's DREP leak
+#   is fixed in the 6.12 series' cm.c too;
+# - rcd_disconnect: the QP to error, its work flushed, both sides' events,
+#   the errnos, the calls in the wrong states;
+# - timewait's exit, unload with live connections, the product alone;
+# - the C API (exports, bad inputs, a disconnect of a live connection);
+# - interop with rdma-core's ucmatose and rdma_server;
+# - the 6.12 kernel crate (its doctests, ArcSlot among them) and the
+#   series' debugfs (.owner);
+# and each guest's end tests (kmemleak, dmesg, detectors), as always.
+core612='^(dreq_drep_private_data|crossing_dreqs|dreq_unanswered|callback_disconnects_own'
+core612+='|dreq_too_long_is_einval|drep_too_long_is_einval|drep_too_long_no_leak'
+core612+='|disconnect_flushes_and_events|disconnect_errnos|wrong_states'
+core612+='|timewait_exit_frees_its_own_id_only|unload_with_live_connections'
+core612+='|product_alone_and_held|load_unload'
+core612+='|capi_exports_and_dependency|capi_bad_inputs|capi_disconnect_live'
+core612+='|interop_ucmatose_client|interop_rdma_server'
+core612+='|rdma_doctests|debugfs_open_file_holds_module|devices_deleted|verbs_leak_detected)$'
+
+echo "KTAP version 1"
+echo "1..2"
+total_p=0 total_f=0 total_s=0 rc=0 n=0
+phase() { # KERNEL NAME RUN-ARGS...: one kernel's run, as subtest NAME
+	local k=$1 name=$2 out summary p f s
+	shift 2
+	n=$((n + 1))
+	out=$(mktemp)
+	# The run's own lines, indented: a nested KTAP document.
+	KERNEL=$k bash "$here/tests/run.sh" "$@" 2>&1 | tee "$out" | sed -u 's/^/  /'
+	local prc=${PIPESTATUS[0]}
+	summary=$(tail -n 1 "$out")
+	rm -f "$out"
+	p=$(sed -n 's/^\([0-9]*\) passed, .*/\1/p' <<<"$summary")
+	f=$(sed -n 's/.* \([0-9]*\) failed.*/\1/p' <<<"$summary")
+	s=$(sed -n 's/.* \([0-9]*\) skipped$/\1/p' <<<"$summary")
+	if [ -z "$p" ] || [ -z "$f" ]; then
+		# The run ended before its report (a build or boot that failed):
+		# one failure, never a quiet zero.
+		p=0 f=1
+		echo "  # $name: the run printed no summary line (exit $prc)"
+	fi
+	total_p=$((total_p + p)) total_f=$((total_f + f)) total_s=$((total_s + ${s:-0}))
+	if [ "$prc" -eq 0 ] && [ "$f" -eq 0 ]; then
+		echo "ok $n $name"
+	else
+		echo "not ok $n $name"
+		rc=1
+	fi
+}
+phase 7.3 linux_7_3
+RCD_LOG=check-6.12 phase 6.12 linux_6_12_core "$core612"
+line="$total_p passed, $total_f failed"
+[ "$total_s" -eq 0 ] || line="$line, $total_s skipped"
+echo "$line"
+exit $rc
