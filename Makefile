@@ -15,6 +15,7 @@
 #   make intree-series-build  each patch of the series builds, one after another
 #   make demo       the main job, in a guest
 #   make bench      module vs C baseline vs cmtime, ratios from one guest run
+#   make rdma-selftests  the test kernel's own rdma selftests, in a guest
 #   make clean      remove build outputs from this directory
 #   make rustfmt    format the Rust sources; make rustfmtcheck checks them
 #   make CLIPPY=1   build with clippy as the kernel does
@@ -60,6 +61,9 @@ demo:
 bench:
 	bash scripts/bench.sh
 
+rdma-selftests:
+	bash scripts/rdma-selftests.sh
+
 kernel:
 	bash scripts/setup.sh && bash scripts/kernel.sh
 
@@ -77,4 +81,4 @@ rustfmt:
 rustfmtcheck:
 	$(RUSTFMT_CMD) --check $(RUST_SOURCES)
 
-.PHONY: all modules check stress check-intree intree-patch intree-series-build demo bench kernel clean rustfmt rustfmtcheck
+.PHONY: all modules check stress check-intree intree-patch intree-series-build demo bench rdma-selftests kernel clean rustfmt rustfmtcheck
