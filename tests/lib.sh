@@ -331,14 +331,14 @@ rxe_add() {
 # netdev), with its port active.
 rxe_on() {
 	local n
-	read -r n < "/sys/class/infiniband/$1/ports/1/gid_attrs/ndevs/0" 2>/dev/null &&
+	read -r n 2>/dev/null < "/sys/class/infiniband/$1/ports/1/gid_attrs/ndevs/0" &&
 		[ "$n" = "$2" ] && port_active "$1"
 }
 
 # port_active DEV: port 1 of DEV is ACTIVE.
 port_active() {
 	local s
-	read -r s < "/sys/class/infiniband/$1/ports/1/state" 2>/dev/null && [ "${s#*: }" = ACTIVE ]
+	read -r s 2>/dev/null < "/sys/class/infiniband/$1/ports/1/state" && [ "${s#*: }" = ACTIVE ]
 }
 
 rxe_del() { rdma link del "$1" 2>/dev/null; }
@@ -396,7 +396,7 @@ cleanup() {
 	# for: until it has exited its ids are live, and the DREQs and DREPs
 	# of their destruction would land in the next test's counters.
 	for p in /proc/[0-9]*; do
-		read -r c < "$p/comm" 2>/dev/null || continue
+		read -r c 2>/dev/null < "$p/comm" || continue
 		case $c in
 		cmtime|ucmatose|udaddy|rping|rdma_server|rdma_client|sidr_flood)
 			kill -9 "${p#/proc/}" 2>/dev/null && pids+=" ${p#/proc/}";;

@@ -311,7 +311,7 @@ ctl_errno_alarm() {
 perl_in_write() {
 	local f nr c
 	for f in /proc/[0-9]*/syscall; do
-		read -r nr _ < "$f" 2>/dev/null && [ "$nr" = 1 ] || continue
+		read -r nr _ 2>/dev/null < "$f" && [ "$nr" = 1 ] || continue
 		read -r c < "${f%syscall}comm" && [ "$c" = perl ] || continue
 		f=${f%/syscall}; PERL_WRITER=${f#/proc/}
 		return 0

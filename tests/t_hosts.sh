@@ -296,10 +296,15 @@ hosts_cmtime() {
 	fi
 }
 
-# The CM timing of the lossy tests (t_faults.sh's): packet life time and
-# response timeout 2^14 x 4.096 us (67 ms), so that retries come within
-# a few hundred ms.
-HOSTS_FAST="lifetime=14 resp=14"
+# The CM timing of the lossy test: packet life time 2^14 x 4.096 us (64 ms
+# as the CM rounds it) and response timeout 2^17 x 4.096 us (512 ms), so
+# that a DREQ is retried every 640 ms (twice the one plus the other), 15
+# times. The response timeout is also what host a's passive ends wait for
+# each RTU, 16 times: with t_faults.sh's 64 ms (resp=14) that was about
+# 1 s, and in CI of c7335e7 five of 20 passive ends on a one-vCPU guest
+# ran out of it before host b's RTUs came ("15 of 20 ESTABLISHED") while
+# host b had all 20 established.
+HOSTS_FAST="lifetime=14 resp=17"
 
 # netem_loss PERCENT: this host's NIC drops PERCENT of what it sends.
 netem_loss() {
@@ -317,7 +322,10 @@ hosts_loss_disconnect_20() {
 	if [ "$RCD_HOST" = a ]; then
 		ctl listen 1 rxe0 0x1000 auto_drep=text:bye || return 1
 		peer_sync listening || return 1
-		h_wait_events 120 ESTABLISHED $p1 $p2 20 || return 1
+		h_wait_events 120 ESTABLISHED $p1 $p2 20 ||
+			fail "REPs sent $(cm_counter rxe0 cm_tx_msgs rep), retried" \
+				"$(cm_counter rxe0 cm_tx_retries rep); connect errors" \
+				"$(events_in CONNECT_ERROR $p1 $p2)" || return 1
 		peer_wait established 120 >/dev/null || return 1
 		netem_loss 30 || return 1
 		peer_put lossy

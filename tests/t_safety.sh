@@ -587,7 +587,8 @@ storm_side_by_side() {
 		"on average, $(rcd_stat job_us_max) at most;" \
 		"MRAs up to 2^($(rcd_stat mra_timeout_max)" \
 		"- 8) ms a retry, $(rcd_stat mras_at_once) sent at once;" \
-		"$(rcd_stat reps_held_total) REPs held until their peer had room"
+		"$(rcd_stat reps_held_total) REPs held until their peer had room (a window of" \
+		"$(rcd_stat rep_window_max) at most)"
 	check "no REP counted in flight once every end is freed ($(rcd_stat reps_in_flight))" \
 		test "$(rcd_stat reps_in_flight)" = 0 || return 1
 	check "no REP held once every end is freed ($(rcd_stat reps_held))" \

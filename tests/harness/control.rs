@@ -51,7 +51,7 @@
 //! callback does besides recording it, `sleep:MS`, `dreq` (a DREQ on its own
 //! connection), `disconnect` (its own) or `disconnect:NUM` (another one).
 //! `backlog=N`: a listener takes at most N handshakes in flight (REP sent,
-//! no RTU yet; default 1024) and rejects the excess; a DREQ before the RTU
+//! no RTU yet; default 8192) and rejects the excess; a DREQ before the RTU
 //! ends a handshake too. `drep_after=MS`: a peer's DREQ to a passive end
 //! that nobody answers (no `auto_drep`, no `drep`, `disconnect` or `close`)
 //! is answered with a DREP after MS (1..600000, default 30000). `keep=N`:

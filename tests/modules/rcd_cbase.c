@@ -28,7 +28,7 @@ module_param(dev, charp, 0444);
 static ulong service = 0x2000;
 module_param(service, ulong, 0444);
 
-#define MAX_CONNS 2048
+#define MAX_CONNS 8192
 
 struct cconn {
 	struct ib_cm_id *id;

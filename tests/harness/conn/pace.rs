@@ -32,8 +32,20 @@ use kernel::{
     sync::Arc,
 };
 
-/// REPs one peer has in flight from which its next ones are held back.
+/// REPs one peer has in flight from which its next ones are held back,
+/// at least: the window grows with the peer's pace (see [`REP_BUDGET_MS`]).
 pub(super) const REP_WINDOW: u64 = 32;
+
+/// How long the last REP of a full window should wait for its answer at
+/// the peer's measured pace: half of what an rdma_cm peer gives a REP
+/// before the CM sends it again (4,096 ms). The window is this over the
+/// mean time between two of the peer's answers, and never under
+/// [`REP_WINDOW`]: a fixed 32 held a peer that answers 2,000 REPs in a
+/// second to 32 at a time (plain kernel, storm of 2,000: the connect step
+/// 1,752 ms against `cmtime -b`'s 892 ms, 1,957 REPs held), where a slow
+/// peer (debug kernel, a user-space peer answering tens a second) still
+/// gets no more than it answers in about 2 s.
+pub(super) const REP_BUDGET_MS: u64 = 2048;
 
 /// A peer whose handshakes have not ended for this long is not answering:
 /// its REPs go at once (holding them gains nothing).
@@ -58,6 +70,11 @@ pub(super) fn peer_bucket(addr: [u8; 4]) -> usize {
 pub(super) struct Peers {
     pub(super) out: [AtomicU64; PEER_BUCKETS],
     pub(super) done_ns: [AtomicU64; PEER_BUCKETS],
+    /// The mean time between two handshakes' ends (ns, a moving average
+    /// over about 8; 0 before two), pauses of [`REP_STALL_MS`] left out.
+    pub(super) gap_ns: [AtomicU64; PEER_BUCKETS],
+    /// The widest window any peer had (`stats`: `rep_window_max`).
+    pub(super) window_max: AtomicU64,
     /// REPs held back so far (`stats`: `reps_held_total`).
     pub(super) holds: AtomicU64,
 }
@@ -67,6 +84,8 @@ impl Peers {
         Self {
             out: [const { AtomicU64::new(0) }; PEER_BUCKETS],
             done_ns: [const { AtomicU64::new(0) }; PEER_BUCKETS],
+            gap_ns: [const { AtomicU64::new(0) }; PEER_BUCKETS],
+            window_max: AtomicU64::new(REP_WINDOW),
             holds: AtomicU64::new(0),
         }
     }
@@ -80,10 +99,32 @@ impl Peers {
 
     /// A handshake of bucket `b` whose REP was sent is over.
     pub(super) fn rep_done(&self, b: usize) {
-        if let (Some(out), Some(done)) = (self.out.get(b), self.done_ns.get(b)) {
+        if let (Some(out), Some(done), Some(gap)) =
+            (self.out.get(b), self.done_ns.get(b), self.gap_ns.get(b))
+        {
             out.fetch_sub(1, Ordering::Relaxed);
-            done.store(now_ns(), Ordering::Relaxed);
+            let now = now_ns();
+            let last = done.swap(now, Ordering::Relaxed);
+            let d = now.saturating_sub(last);
+            // Racy updates lose a sample at worst.
+            if last != 0 && d < (REP_STALL_MS as u64) * 1_000_000 {
+                let g = gap.load(Ordering::Relaxed);
+                let g = if g == 0 { d } else { g - g / 8 + d / 8 };
+                gap.store(g, Ordering::Relaxed);
+            }
         }
+    }
+
+    /// Bucket `b`'s window: [`REP_BUDGET_MS`] over its mean gap between
+    /// answers, at least [`REP_WINDOW`].
+    fn window(&self, b: usize) -> u64 {
+        let g = self.gap_ns.get(b).map_or(0, |g| g.load(Ordering::Relaxed));
+        let w = match g {
+            0 => REP_WINDOW,
+            g => (REP_BUDGET_MS * 1_000_000 / g).max(REP_WINDOW),
+        };
+        self.window_max.fetch_max(w, Ordering::Relaxed);
+        w
     }
 
     /// REPs of bucket `b` that may go now, `held` of them already let go
@@ -97,7 +138,8 @@ impl Peers {
         if now.saturating_sub(done) >= (REP_STALL_MS as u64) * 1_000_000 {
             return u64::MAX;
         }
-        REP_WINDOW.saturating_sub(out.load(Ordering::Relaxed).saturating_add(held))
+        self.window(b)
+            .saturating_sub(out.load(Ordering::Relaxed).saturating_add(held))
     }
 
     /// REPs in flight, all buckets (`stats`: `reps_in_flight`).

@@ -367,6 +367,11 @@ impl Core {
         )?;
         // The REPs' pace (issue 24): in flight, held now, held so far.
         writeln!(out, "reps_in_flight {}", self.bounds.peers.in_flight())?;
+        writeln!(
+            out,
+            "rep_window_max {}",
+            self.bounds.peers.window_max.load(Ordering::Relaxed)
+        )?;
         let held = self.bounds.held.lock().list.keys().count();
         writeln!(out, "reps_held {}", held)?;
         writeln!(
