@@ -254,6 +254,9 @@ write_series() {
 	# What the series touches, from a fresh tree, as a git repository.
 	subset="MAINTAINERS rust drivers/infiniband scripts/checkpatch.pl
 		scripts/spelling.txt scripts/const_structs.checkpatch Documentation/infiniband"
+	# What 7.3's fixes to upstream touch besides: SLUB's sheaves, and the
+	# users of kernel::debugfs its .owner fix updates.
+	[ "$KERNEL" = 6.12 ] || subset="$subset mm/slub.c samples/rust drivers/gpu/nova-core"
 	local version
 	case $KERNEL in
 	6.12) version=$(dpkg-query -W -f='${Version}' linux-source-6.12) ;;

@@ -7,8 +7,9 @@
 # the release, whether or not the file was removed meanwhile. Only a table
 # whose .owner is the module keeps the module loaded while the file is open
 # (fops_get at open); without one (7.3's upstream kernel::debugfs, which
-# sets no .owner) rmmod succeeds with the file open and the close reads the
-# freed module's table.
+# sets no .owner, without the series' patch 0000-rust-debugfs-keep-the-
+# module-loaded...) rmmod succeeds with the file open and the close reads
+# the freed module's table.
 
 # rmmod of the harness with a read file (stats) and the written one (ctl)
 # open, then a read, a write and the close of each: rmmod must be refused
@@ -17,7 +18,7 @@
 # not the test.
 # Before the rmmod, the open files must hold the module (its refcnt up by
 # one per open file, debugfs's fops_get of a table with .owner): without
-# .owner (7.3's upstream kernel::debugfs) the test fails there, closes the
+# .owner (unpatched 7.3 kernel::debugfs) the test fails there, closes the
 # files while the module is still loaded and leaves it loaded, instead of
 # unloading it under the open files (a close after that froze the 7.3
 # guest). The holder's output goes to its files, not the test's pipe.

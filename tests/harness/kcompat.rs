@@ -343,13 +343,12 @@ mod imp {
     /// and writes in progress. Read files are `0400`, the written one
     /// `0200` (upstream's modes).
     ///
-    /// Upstream's debugfs sets no `.owner` in the `file_operations` it
-    /// makes for each `T`, which live in this module: an open file does
-    /// not keep the module loaded, `rmmod` succeeds, later reads and
-    /// writes fail with `EIO` (debugfs's removal protection), but the
-    /// close still runs debugfs's `full_proxy_release()`, which reads
-    /// `->release` and `->owner` from the unloaded module's table (and
-    /// calls that `->release`). `tests/t_debugfs.sh` checks for it.
+    /// The files' `file_operations` (made for each `T`, in this module)
+    /// have this module as `.owner` (the series' patch
+    /// 0000-rust-debugfs-keep-the-module-loaded...: upstream 7.3 sets
+    /// none, so `rmmod` went through under an open file, whose close then
+    /// read the unloaded module's table): an open file keeps the harness
+    /// loaded. `tests/t_debugfs.sh` checks it.
     pub(crate) struct ControlDir<C: Control> {
         _scope: Pin<KBox<Scope<KVec<FileData<C>>>>>,
     }
@@ -372,7 +371,7 @@ mod imp {
                     GFP_KERNEL,
                 )?;
             }
-            let scope = Scope::dir(data, name, move |data, dir| {
+            let scope = Scope::dir::<crate::LocalModule, _, _>(data, name, move |data, dir| {
                 for (f, d) in files.iter().zip(data.iter()) {
                     if f.writable() {
                         dir.write_only_callback_file(f.name, d, &write_file::<C>);
