@@ -4,7 +4,7 @@
 # Print the new kernel files of a series' tree/ as one patch of creations, in
 # the order the kernel patches name them:
 #   scripts/kernel-patch.sh [SERIES_DIR]
-# SERIES_DIR is kernel/ (6.12) or kernel/7.3/ (7.3, the default). A file named by
+# SERIES_DIR is kernel/ (6.12, the default) or kernel/7.3/ (7.3). A file named by
 # the series is taken from SERIES_DIR/tree/, else from kernel/tree/: the
 # sources both kernels share live there once. Each SERIES_DIR/NNNN-*.patch is one
 # step of the series (its message, its changes to existing files) and names
