@@ -29,6 +29,8 @@ pkgs=(
 	librdmacm-dev
 	# The bench's and the storm's plots (scripts/bench.sh, storm-plot.sh).
 	gnuplot-nox
+	# ping, which the kernel's own rdma selftests use (make rdma-selftests).
+	iputils-ping
 )
 
 missing=()
