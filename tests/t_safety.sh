@@ -330,12 +330,14 @@ test_req_to_rep_window() {
 	dt=$(( $(ms_now) - t0 ))
 	log "13 after $dt ms:" \
 		"$(grep '^13 ' $RCD_DBG/events | awk '{ print $2, $3 }' | tr '\n' ' ')"
+	local what
 	if [ $s1 = 60000 ]; then
-		check "S1: the peer of a silent passive side gave up in bounded time ($dt ms < 15000)" \
-			test $dt -lt 15000 || bad=1
+		what="S1: the peer of a silent passive side gave up in bounded time"
+		check "$what ($dt ms < 15000)" test $dt -lt 15000 || bad=1
 	else
-		check "S1 (7.3, the CM's MRA): it held the peer through the $s1 ms silence ($dt ms)" \
-			sh -c "[ $dt -ge $s1 ] && grep -q '^13 ESTABLISHED' $RCD_DBG/events" || bad=1
+		what="S1 (7.3, the CM's MRA): it held the peer through the $s1 ms silence"
+		check "$what ($dt ms)" sh -c \
+			"[ $dt -ge $s1 ] && grep -q '^13 ESTABLISHED' $RCD_DBG/events" || bad=1
 	fi
 	ctl close $((p + 13)) || return 1
 	check "the peer got the REJ of the closed passive end" has_event 10 REJ_RECEIVED || bad=1
