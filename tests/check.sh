@@ -21,7 +21,8 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 # - interop with rdma-core's ucmatose and rdma_server;
 # - the 6.12 kernel crate (its doctests, ArcSlot among them) and the
 #   series' debugfs (.owner);
-# and each guest's end tests (kmemleak, dmesg, detectors), as always.
+# and each guest's end tests (devices deleted, kmemleak, verbs leaks, dmesg,
+# detectors), as always.
 core612='^(dreq_drep_private_data|crossing_dreqs|dreq_unanswered|callback_disconnects_own'
 core612+='|dreq_too_long_is_einval|drep_too_long_is_einval|drep_too_long_no_leak'
 core612+='|disconnect_flushes_and_events|disconnect_errnos|wrong_states'
@@ -29,7 +30,7 @@ core612+='|timewait_exit_frees_its_own_id_only|unload_with_live_connections'
 core612+='|product_alone_and_held|load_unload'
 core612+='|capi_exports_and_dependency|capi_bad_inputs|capi_disconnect_live'
 core612+='|interop_ucmatose_client|interop_rdma_server'
-core612+='|rdma_doctests|debugfs_open_file_holds_module|devices_deleted|verbs_leak_detected)$'
+core612+='|rdma_doctests|debugfs_open_file_holds_module)$'
 
 echo "KTAP version 1"
 echo "1..2"
