@@ -626,10 +626,17 @@ storm_side_by_side() {
 			test $m_rep -le $b_rep || return 1
 	fi
 	# The REQ callback only accepts, sends the MRA and queues a job: it
-	# no longer holds up the CM's workqueue for a QP (measured on the debug
-	# kernel: 1.8 ms on average then, 17 ms with the QP and REP inside).
-	check "REQ callbacks short: $(rcd_stat req_callback_us_avg) us on average (< 8000)" \
-		test "$(rcd_stat req_callback_us_avg)" -lt 8000 || return 1
+	# does not hold up the CM's workqueue for a QP and a REP, which are the
+	# job's. So a callback takes less than half a job, both measured in
+	# this run (an absolute bound does not hold: on 6.12's debug kernel a
+	# callback took 1.8 ms, 17 ms with the QP and REP inside; on 7.3's,
+	# whose preemptible kernel shares the vCPUs with cmtime, 11 ms, with
+	# 67 ms a job).
+	local cb job
+	cb=$(rcd_stat req_callback_us_avg) job=$(rcd_stat job_us_avg)
+	log "REQ callbacks: $cb us on average, $(rcd_stat req_callback_us_max) us at most"
+	check "REQ callbacks short: $cb us on average, less than half a job's $job us" \
+		test "$((2 * cb))" -lt "$job" || return 1
 	check "no QP left" test "$(rdma_res qp)" = "$qps"
 }
 
