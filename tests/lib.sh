@@ -776,7 +776,26 @@ cm_pair2() {
 	fi
 	grep -q '^1 ' "$RCD_DBG/conns" || ctl listen 1 rxe1 0x1000 "$@" || return 1
 	ctl connect "$a" rxe0 10.77.0.1 10.77.0.2 0x1000 ${CONNECT_OPTS:-} || return 1
-	wait_event 30 "$a" ESTABLISHED && wait_event 30 $((a + PASSIVE_BASE)) ESTABLISHED
+	wait_event 30 "$a" ESTABLISHED && wait_event 30 $((a + PASSIVE_BASE)) ESTABLISHED ||
+		{ handshake_why "$a" rxe0 rxe1; return 1; }
+}
+
+# handshake_why ACTIVE DEV_A DEV_P: after a handshake that did not come up,
+# what each side's CM sent and received (messages/retries/duplicates), and
+# the events of both ends with their status, to tell a peer that was slow
+# from one that never answered.
+handshake_why() {
+	local d m line
+	for d in "$2" "$3"; do
+		line="$d:"
+		for m in req mra rep rtu rej; do
+			line+=" $m tx $(cm_counter $d cm_tx_msgs $m)/$(cm_counter $d cm_tx_retries $m)"
+			line+=" rx $(cm_counter $d cm_rx_msgs $m)/$(cm_counter $d cm_rx_duplicates $m);"
+		done
+		log "$line"
+	done
+	log "events: $(awk -v a="$1" -v p=$(($1 + PASSIVE_BASE)) '$1 == a || $1 == p' \
+		"$RCD_DBG/events" 2>/dev/null | tr '\n' ';' | tail -c 600)"
 }
 
 # --- many connections ---------------------------------------------------------
