@@ -219,6 +219,27 @@ proc_ended() {
 	[ "$s" = Z ]
 }
 
+# uverbs_of DEV: the name of DEV's uverbs character device (uverbsN).
+uverbs_of() {
+	local d n
+	for d in /sys/class/infiniband_verbs/uverbs*; do
+		read -r n 2>/dev/null < "$d/ibdev" && [ "$n" = "$1" ] && { echo "${d##*/}"; return 0; }
+	done
+	return 1
+}
+
+# uverbs_users UVERBS: the processes with /dev/infiniband/UVERBS open, as
+# COMM(PID).
+uverbs_users() {
+	local f pid c out=
+	for f in $(find /proc/[0-9]*/fd -lname "/dev/infiniband/$1" 2>/dev/null); do
+		pid=${f#/proc/}; pid=${pid%%/*}
+		read -r c 2>/dev/null < /proc/$pid/comm || continue
+		[[ $out == *"($pid)"* ]] || out+=" $c($pid)"
+	done
+	echo "${out:- none}"
+}
+
 # RPING_BOUND: what a remote peer that keeps pinging may add to `rmmod` or
 # to `rdma link del` of a device (issue 22, item 1): the module's own work,
 # a destroy and a QP drain per connection on the device (2 s at most each,
@@ -288,7 +309,7 @@ churn_loop() {
 # alone, in a second setup; our own disconnect of an endless rping, with no
 # protocol error, is rping_disconnect_mid_flight's.)
 test_removal_bounded_under_churn() {
-	local del p0 p1 n0 e0 rc bad=0
+	local del p0 p1 n0 e0 rc uv t0 bad=0
 	rping_setup || return
 	command -v cmtime >/dev/null || { echo "# SKIP cmtime not installed"; return $KSFT_SKIP; }
 	# rxe1 after rxe0 (rping_endless_on_rxe1): made again only if the kept
@@ -304,14 +325,26 @@ test_removal_bounded_under_churn() {
 	e0=$(rcd_stat established)
 	check "both devices churn (connections established go up)" \
 		wait_for 60 stat_above established $((e0 + 20)) || bad=1
+	uv=$(uverbs_of rxe0) || { fail "no uverbs device of rxe0"; bad=1; }
+	t0=$SECONDS
 	rdma link del rxe0 & del=$!
-	timed_or_unblock "rdma link del rxe0" $del $PID || bad=1
-	check "rdma link del rxe0 succeeds" test "${RC:-1}" = 0 || bad=1
-	# rxe0 is gone: its loop's cmtime rounds can no longer reach the
-	# module (no RDMA device on 10.77.0.1), they only fail, again and
-	# again, three processes every 0.2 s that took the guest's vCPU from
-	# the pings and the rounds on rxe1 the checks below wait for.
+	# Our part: the IB core removes its clients last registered first, so
+	# the module lets rxe0 go (its ends destroyed, their QPs drained)
+	# before uverbs does. The rest of the deletion waits for user space:
+	# rxe cannot disassociate a user context, so ib_uverbs_remove_one()
+	# waits until every process with rxe0 open has closed it, here the
+	# cmtime rounds of rxe0's loop (each ends by itself, within its
+	# `timeout 60`).
+	check "the module let rxe0 go within $RPING_BOUND s" \
+		wait_for $RPING_BOUND dmesg_has 'device rxe0 removed$' || bad=1
+	log "the module let rxe0 go after $((SECONDS - t0)) s; $uv (rxe0's uverbs) still" \
+		"open in:$(uverbs_users $uv)"
+	# No new rounds: they could not open rxe0 any more, they only fail,
+	# again and again, three processes every 0.2 s that took the guest's
+	# vCPU from the pings and the rounds on rxe1 the checks below wait for.
 	kill $p0 2>/dev/null
+	RPING_BOUND=75 timed_or_unblock "rdma link del rxe0" $del $PID || bad=1
+	check "rdma link del rxe0 succeeds" test "${RC:-1}" = 0 || bad=1
 	n0=$(rping_field "$FOREIGN" pings)
 	e0=$(rcd_stat established)
 	check "the pings on rxe1 go on" wait_for 30 pings_at_least "$FOREIGN" $((n0 + 10)) || bad=1
