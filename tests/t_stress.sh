@@ -121,6 +121,18 @@ test_churn_cycles() {
 	}
 }
 
+# chunks_both FIRST N SKIP OTHER: a ctl list of every other chunk of 5 of
+# the N ends from FIRST, from chunk SKIP/5 on, each followed by the same
+# chunk of the other side (OTHER added): "F-F+4,O-O+4,F+10-F+14,...".
+chunks_both() {
+	local k e list=
+	for ((k = $3; k < $2; k += 10)); do
+		e=$((k + 4 < $2 - 1 ? k + 4 : $2 - 1))
+		list+="$(($1 + k))-$(($1 + e)),$(($1 + k + $4))-$(($1 + e + $4)),"
+	done
+	echo "${list%,}"
+}
+
 # many_wave BASE: MANY connections up, disconnected at once from both sides
 # (two writers, one per side, DREQs crossing), checked and closed. Sets PEAK.
 many_wave() {
@@ -136,13 +148,18 @@ many_wave() {
 	log "$MANY connections up in $((SECONDS - t0)) s; slab +$((PEAK - $1)) kB," \
 		"QPs $(rdma_res qp)"
 	t0=$SECONDS
-	# Each side's writer's own status: a side whose disconnects were
-	# refused would still end (the other side's DREQs end its connections).
-	ctl disconnect $a-$b & left=$!
-	ctl disconnect $pa-$pb & right=$!
+	# Two writers, each disconnecting both sides in chunks of 5 (one
+	# side's chunk, then the same connections' other side): a DREQ is sent
+	# on each end of a connection before the CM has handled its peer's,
+	# whichever writer runs first. (One writer per side crossed nothing on
+	# 7.3 once: the first writer did all 50 before the second started.)
+	# Each writer's own status: one whose disconnects were refused would
+	# still end (the other side's DREQs end its connections).
+	ctl disconnect "$(chunks_both $a $MANY 0 $PASSIVE_BASE)" & left=$!
+	ctl disconnect "$(chunks_both $pa $MANY 5 $((-PASSIVE_BASE)))" & right=$!
 	wait $left; rc_left=$?
 	wait $right; rc_right=$?
-	check "both sides' disconnects accepted (left $rc_left, right $rc_right)" \
+	check "both writers' disconnects accepted (first $rc_left, second $rc_right)" \
 		test "$rc_left$rc_right" = 00 || return 1
 	wait_events 600 TIMEWAIT_EXIT $a $b $MANY &&
 		wait_events 600 TIMEWAIT_EXIT $pa $pb $MANY || return 1
