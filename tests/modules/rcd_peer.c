@@ -51,6 +51,11 @@
 
 #include "rcd_ibdev.h"
 
+/* 7.3's typed allocator (slab.h); 6.12 has none. */
+#ifndef kzalloc_obj
+#define kzalloc_obj(P, GFP) ((typeof(P) *)kzalloc(sizeof(P), GFP))
+#endif
+
 /* cm_msgs.h (private to the CM): the class version of its MADs. */
 #define IB_CM_CLASS_VERSION 2
 
@@ -388,7 +393,7 @@ static ssize_t send_write(struct file *f, const char __user *ubuf,
 	buf = memdup_user_nul(ubuf, len);
 	if (IS_ERR(buf))
 		return PTR_ERR(buf);
-	c = kzalloc(sizeof(*c), GFP_KERNEL);
+	c = kzalloc_obj(*c, GFP_KERNEL);
 	ret = c ? parse(buf, c) : -ENOMEM;
 	for (i = 0; !ret && i < c->count; i++)
 		ret = send_one(c);
