@@ -8,13 +8,13 @@ RUSTC=/usr/bin/rustc
 # doctests): a rustup one first in PATH cannot read 1.85's metadata.
 RUSTDOC=/usr/bin/rustdoc
 RUST_LIB_SRC=/usr/src/rustc-1.85.0/library
-# KERNEL: which kernel the project builds against, 6.12 (the default for
-# now: Debian bookworm's linux-source-6.12, the LTS) or 7.3 (the seed's
-# kernel, linux-source-7.3 from trixie-backports, which scripts/setup.sh
-# unpacks under $TOOLS). Each has its own series
+# KERNEL: which kernel the project builds against, 7.3 (the default: the
+# seed's kernel, linux-source-7.3 from trixie-backports, which
+# scripts/setup.sh unpacks under $TOOLS) or 6.12 (Debian bookworm's
+# linux-source-6.12, the LTS). Each has its own series
 # (KSERIES: kernel/ for 6.12, kernel/7.3/ for 7.3), its own cached trees and
 # the bindgen its scripts/min-tool-version.sh wants.
-KERNEL=${KERNEL:-6.12}
+KERNEL=${KERNEL:-7.3}
 _rcd_top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 case $KERNEL in
 6.12)

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# `make check-both`: the whole suite on 7.3, the seed's kernel, then the
-# core set below on 6.12 LTS with its own series (the backport), as one
-# KTAP report with a subtest per kernel, ending "N passed, N failed" over
-# both. (`make check` runs one kernel's suite: KERNEL=, default 6.12.)
+# `make check`: the whole suite on 7.3, the seed's kernel, then the core
+# set below on 6.12 LTS with its own series (the backport), as one KTAP
+# report with a subtest per kernel, ending "N passed, N failed" over both.
+# (`make check KERNEL=6.12` or `T=regex` runs one kernel's suite.)
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 
