@@ -789,8 +789,10 @@ handshake_why() {
 	for d in "$2" "$3"; do
 		line="$d:"
 		for m in req mra rep rtu rej; do
-			line+=" $m tx $(cm_counter $d cm_tx_msgs $m)/$(cm_counter $d cm_tx_retries $m)"
-			line+=" rx $(cm_counter $d cm_rx_msgs $m)/$(cm_counter $d cm_rx_duplicates $m);"
+			line+=" $m tx $(cm_counter $d cm_tx_msgs $m)"
+			line+="/$(cm_counter $d cm_tx_retries $m)"
+			line+=" rx $(cm_counter $d cm_rx_msgs $m)"
+			line+="/$(cm_counter $d cm_rx_duplicates $m);"
 		done
 		log "$line"
 	done

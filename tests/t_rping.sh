@@ -223,7 +223,8 @@ proc_ended() {
 uverbs_of() {
 	local d n
 	for d in /sys/class/infiniband_verbs/uverbs*; do
-		read -r n 2>/dev/null < "$d/ibdev" && [ "$n" = "$1" ] && { echo "${d##*/}"; return 0; }
+		read -r n 2>/dev/null < "$d/ibdev" || continue
+		[ "$n" != "$1" ] || { echo "${d##*/}"; return 0; }
 	done
 	return 1
 }

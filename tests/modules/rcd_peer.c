@@ -53,7 +53,7 @@
 
 /* 7.3's typed allocator (slab.h); 6.12 has none. */
 #ifndef kzalloc_obj
-#define kzalloc_obj(P, GFP) ((typeof(P) *)kzalloc(sizeof(P), GFP))
+#define kzalloc_obj(P, GFP) kzalloc(sizeof(P), GFP)
 #endif
 
 /* cm_msgs.h (private to the CM): the class version of its MADs. */
