@@ -134,7 +134,8 @@ chunks_both() {
 }
 
 # many_wave BASE: MANY connections up, disconnected at once from both sides
-# (two writers, one per side, DREQs crossing), checked and closed. Sets PEAK.
+# (two writers, each of both sides; DREQs crossing), checked and closed.
+# Sets PEAK.
 many_wave() {
 	local a=20000 b=$((20000 + MANY - 1)) pa pb t0 qps left right rc_left rc_right crossed
 	pa=$((a + PASSIVE_BASE)); pb=$((b + PASSIVE_BASE))
