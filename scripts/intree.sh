@@ -75,17 +75,28 @@ config RUST_CM_DISCONNECT
 
 	  If unsure, say N.
 KCONFIG
-	grep -q rust_cm_disconnect "$t/drivers/infiniband/Kconfig" ||
-		sed -i '/^source "drivers\/infiniband\/ulp\/opa_vnic\/Kconfig"/a source "drivers/infiniband/ulp/rust_cm_disconnect/Kconfig"' \
-			"$t/drivers/infiniband/Kconfig"
+	# After the last of the ULPs' Kconfigs (6.12: opa_vnic's; 7.3, which
+	# has no opa_vnic: rtrs's).
+	if ! grep -q rust_cm_disconnect "$t/drivers/infiniband/Kconfig"; then
+		awk 'NR == FNR { if (/^source "drivers\/infiniband\/ulp\//) last = FNR; next }
+			{ print } FNR == last { print "source \"drivers/infiniband/ulp/rust_cm_disconnect/Kconfig\"" }' \
+			"$t/drivers/infiniband/Kconfig" "$t/drivers/infiniband/Kconfig" > "$t/.rcd-Kconfig"
+		mv "$t/.rcd-Kconfig" "$t/drivers/infiniband/Kconfig"
+		grep -q rust_cm_disconnect "$t/drivers/infiniband/Kconfig" ||
+			{ echo "intree: no ULP Kconfig in drivers/infiniband/Kconfig to follow" >&2; exit 1; }
+	fi
 	grep -q rust_cm_disconnect "$t/drivers/infiniband/ulp/Makefile" ||
 		echo 'obj-$(CONFIG_RUST_CM_DISCONNECT)	+= rust_cm_disconnect/' >> "$t/drivers/infiniband/ulp/Makefile"
 	# The design document (kept in kernel/tree/, named by no kernel/*.patch:
 	# the test kernel does not need it) and its line in the directory's
 	# toctree, in its sorted place.
 	cp "$here/kernel/tree/$doc" "$t/$doc"
+	# Before sysfs (6.12: after opa_vnic, which 7.3 has no more).
 	grep -q '^   rust_cm_disconnect$' "$t/Documentation/infiniband/index.rst" ||
-		sed -i '/^   opa_vnic$/a \   rust_cm_disconnect' "$t/Documentation/infiniband/index.rst"
+		sed -i '/^   sysfs$/i \   rust_cm_disconnect' "$t/Documentation/infiniband/index.rst"
+	grep -q '^   rust_cm_disconnect$' "$t/Documentation/infiniband/index.rst" ||
+		{ echo "intree: no place for the document in Documentation/infiniband/index.rst" >&2
+		  exit 1; }
 }
 
 # place_tests TREE: the selftests (what tests/Makefile names, the C test
