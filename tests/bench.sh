@@ -1,19 +1,24 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# `make bench`, inside the guest: for each N, the DREQ -> DREP round trip of
-# N connections disconnected at once, three ways, in this one guest run:
-#   rust   the module: its passive ends send the DREQs (`dreq` with all N),
-#          times from its own event records (ktime_get)
-#   c      tests/modules/rcd_cbase.ko: the same with raw ib_send_cm_dreq()
-#          and a C handler
-#   cmtime rdma-core's cmtime client against the module as server: its
-#          `disconnect` step (librdmacm -> ucma -> rdma_cm -> ib_cm)
-# The peer answering the DREQs is the same for rust and c: the module's
-# active ends with auto_drep. The whole set runs RCD_BENCH_REPS times
-# (default 5), the three ways interleaved, so that a slow moment of the
-# host hits all three alike. Prints one CSV line per (rep, N, way) on
-# stdout, prefixed with "csv,".
+# `make bench`, inside the guest: for each N (RCD_BENCH_N, default 1, 100,
+# 1,000 and 5,000), the DREQ -> DREP round trip of N connections
+# disconnected at once, and the teardown (the first DREQ to the last DREP),
+# four ways in this one guest run:
+#   c       tests/modules/rcd_cbase.ko, a C consumer of the CM: raw
+#           ib_send_cm_dreq() and a C handler, the floor for any consumer
+#   product the same consumer, its DREQs through the product's
+#           rcd_send_dreq(): what a consumer of rust_cm_disconnect.ko pays
+#   harness the test harness's endpoints (rcd_harness.ko) sending the DREQs
+#           (`dreq` with all N) through the product, times from its event
+#           records (ktime_get): the harness's own cost, reported apart
+#   cmtime  rdma-core's cmtime client against the harness's listener: its
+#           `disconnect` step (librdmacm -> ucma -> rdma_cm -> ib_cm)
+# The peer answering the DREQs is the same for all but cmtime: the
+# harness's active ends with auto_drep. The whole set runs RCD_BENCH_REPS
+# times (default 5), the ways interleaved (c and product round by round),
+# so that a slow moment of the host hits them alike. Prints one CSV line
+# per (rep, N, way) on stdout, prefixed with "csv,".
 #
 # Below 100 connections one round says little (N = 1: one round trip), so
 # each repetition runs rounds (bench_rounds: enough for 100 round trips, at
@@ -53,7 +58,7 @@ print("%d,%.1f,%.1f,%.1f,%.2f,%.1f" % (per, q(0.50), q(0.99), rtt[-1], span, per
 '
 }
 
-bench_rust() {
+bench_harness() {
 	local n=$1 i s0 s1 k base rounds
 	rounds=$(bench_rounds "$n")
 	rcd_load && ctl listen 1 rxe0 0x1000 || return 1
@@ -65,39 +70,80 @@ bench_rust() {
 		done
 		# Wait on the counters, not on `events`: formatting every event takes
 		# the endpoints' locks, which the callbacks being measured need.
-		wait_for 600 stat_ge established $((2 * n * (k + 1))) || { echo "# rust: not all established"; return 1; }
+		wait_for 600 stat_ge established $((2 * n * (k + 1))) || { echo "# harness: not all established"; return 1; }
 		[ $k != 0 ] || s1=$(slab_kb)
-		echo "dreq $((base + 1 + PASSIVE_BASE))-$((base + n + PASSIVE_BASE))" > "$RCD_DBG/ctl" || { echo "# rust: dreq refused"; return 1; }
-		wait_for 600 stat_ge drep_received $((n * (k + 1))) || { echo "# rust: DREPs missing"; return 1; }
+		echo "dreq $((base + 1 + PASSIVE_BASE))-$((base + n + PASSIVE_BASE))" > "$RCD_DBG/ctl" || { echo "# harness: dreq refused"; return 1; }
+		wait_for 600 stat_ge drep_received $((n * (k + 1))) || { echo "# harness: DREPs missing"; return 1; }
 	done
 	local r
 	r=$(awk -v n="$n" -v pb="$PASSIVE_BASE" '$2 == "DREQ_SENT" || $2 == "DREP_RECEIVED" { for (i = 3; i <= NF; i++) if ($i ~ /^t=/) t[$1, $2] = substr($i, 3) }
 		END { for (k in t) { split(k, p, SUBSEP); if (p[2] == "DREQ_SENT" && ((p[1], "DREP_RECEIVED") in t)) print t[k], t[p[1], "DREP_RECEIVED"], int((p[1] - pb - 11) / n) } }' "$RCD_DBG/events" | stats)
-	echo "csv,$REP,$n,rust,$r,$(( (s1 - s0) * 1024 / n )),$(rcd_stat endpoint_bytes_avg)"
+	echo "csv,$REP,$n,harness,$r,$(( (s1 - s0) * 1024 / n )),$(rcd_stat endpoint_bytes_avg)"
 	[ "$REP" != 1 ] || echo "# module bytes: endpoint_fixed_bytes $(rcd_stat endpoint_fixed_bytes), event_bytes $(rcd_stat event_bytes)"
 	rcd_unload
 }
 
+# bench_c N: the C baseline and the product side by side, both as
+# rcd_cbase (tests/modules/rcd_cbase.c) listening and sending the DREQs:
+# "c" with raw ib_send_cm_dreq() (via=cm), "product" through the product's
+# rcd_send_dreq() (via=rcd), the consumer and its state the same. Their
+# rounds alternate, the order swapped every round and every repetition, so
+# that a slow moment of the host hits both alike. (No slab figure: the
+# product holds nothing per connection, which scripts/bench.sh shows from
+# its imports; the slab's growth over a round is the CM's timewait ids and
+# the caches' pages, thousands of bytes of noise a connection.)
 bench_c() {
-	local n=$1 i k rounds lat=/tmp/bench-c-lat
+	local n=$1 i k rounds via way
 	rounds=$(bench_rounds "$n")
 	rcd_load || return 1
-	: > $lat
-	# A round per load of rcd_cbase, which sends its DREQs once.
+	: > /tmp/bench-lat-cm; : > /tmp/bench-lat-rcd
+	local est=0
 	for ((k = 0; k < rounds; k++)); do
-		insmod "$CBASE" dev=rxe0 service=0x2000 || return 1
-		for ((i = 1; i <= n; i++)); do
-			echo "connect $((k * n + i)) rxe0 10.77.0.1 10.77.0.1 0x2000 auto_drep=-" > "$RCD_DBG/ctl" || return 1
+		for via in $( (((k + REP) % 2)) && echo rcd cm || echo cm rcd); do
+			insmod "$CBASE" dev=rxe0 service=0x2000 via=$via || return 1
+			for ((i = 1; i <= n; i++)); do
+				echo "connect $((est + i)) rxe0 10.77.0.1 10.77.0.1 0x2000 auto_drep=-" > "$RCD_DBG/ctl" || return 1
+			done
+			est=$((est + n))
+			wait_for 600 sh -c "head -1 /sys/kernel/debug/rcd_cbase/lat | grep -q 'established $n '" || { echo "# $via: not all established"; return 1; }
+			# The same polling load as for the harness: the module's counters.
+			wait_for 600 stat_ge established $est || return 1
+			echo go > /sys/kernel/debug/rcd_cbase/ctl
+			wait_for 600 sh -c "head -1 /sys/kernel/debug/rcd_cbase/lat | grep -q 'done $n\$'" || { echo "# $via: DREPs missing"; return 1; }
+			tail -n +2 /sys/kernel/debug/rcd_cbase/lat | awk -v k=$k '{ print $1, $2, k }' >> /tmp/bench-lat-$via
+			rmmod rcd_cbase
 		done
-		wait_for 600 sh -c "head -1 /sys/kernel/debug/rcd_cbase/lat | grep -q 'established $n '" || { echo "# c: not all established"; return 1; }
-		# The same polling load as for rust: the module's counters.
-		wait_for 600 stat_ge established $((n * (k + 1))) || return 1
-		echo go > /sys/kernel/debug/rcd_cbase/ctl
-		wait_for 600 sh -c "head -1 /sys/kernel/debug/rcd_cbase/lat | grep -q 'done $n\$'" || { echo "# c: DREPs missing"; return 1; }
-		tail -n +2 /sys/kernel/debug/rcd_cbase/lat | sed "s/\$/ $k/" >> $lat
-		rmmod rcd_cbase
 	done
-	echo "csv,$REP,$n,c,$(stats < $lat),,"
+	for via in cm rcd; do
+		way=$([ $via = cm ] && echo c || echo product)
+		echo "csv,$REP,$n,$way,$(stats < /tmp/bench-lat-$via),,"
+	done
+	# The calls themselves: one burst of at least 100 connections taking
+	# turns (via=mix), each call timed: "c_call" and "product_call", their
+	# median and p99 in the p50_us and p99_us columns; and the round trips
+	# of the same burst, each way's half: "c_mix" and "product_mix".
+	local m=$((n < 100 ? 100 : n))
+	insmod "$CBASE" dev=rxe0 service=0x2000 via=mix || return 1
+	for ((i = 1; i <= m; i++)); do
+		echo "connect $((est + i)) rxe0 10.77.0.1 10.77.0.1 0x2000 auto_drep=-" > "$RCD_DBG/ctl" || return 1
+	done
+	est=$((est + m))
+	wait_for 600 sh -c "head -1 /sys/kernel/debug/rcd_cbase/lat | grep -q 'established $m '" || { echo "# mix: not all established"; return 1; }
+	echo go > /sys/kernel/debug/rcd_cbase/ctl
+	wait_for 600 sh -c "head -1 /sys/kernel/debug/rcd_cbase/lat | grep -q 'done $m\$'" || { echo "# mix: DREPs missing"; return 1; }
+	tail -n +2 /sys/kernel/debug/rcd_cbase/lat | python3 -c '
+import sys
+calls, rtt = {0: [], 1: []}, {0: [], 1: []}
+for l in sys.stdin:
+    f = l.split()
+    calls[int(f[2])].append(int(f[3]) / 1000)
+    rtt[int(f[2])].append((int(f[1]) - int(f[0])) / 1000)
+for w, name in ((0, "c"), (1, "product")):
+    for what, v in (("call", sorted(calls[w])), ("mix", sorted(rtt[w]))):
+        q = lambda p: v[min(len(v) - 1, int(p * len(v)))]
+        print("csv,%s,%s,%s_%s,%d,%.3f,%.3f,%.3f,,,," % (sys.argv[1], sys.argv[2], name, what, len(v), q(0.5), q(0.99), v[-1]))
+' "$REP" "$n"
+	rmmod rcd_cbase
 	rcd_unload
 }
 
@@ -116,14 +162,58 @@ bench_cmtime() {
 	rcd_unload
 }
 
+# bench_storm N: issue 11's storm side by side, as t_safety.sh's
+# storm_side_by_side runs it: rdma-core's cmtime client with N connections
+# against rdma_cm's own server (cmtime -b) and then against the harness's
+# listener (tcp:7999, cma=1, auto_drep=-), both on rxe0 to itself. Per
+# server a "storm," line: the wall time (ms), cmtime's connect and
+# disconnect steps (ms), the REQ and REP retransmissions on rxe0 over its
+# run, and the connections cmtime did not report failed.
+bench_storm() {
+	local n=$1 srv pid cpid t0 out=/tmp/bench-storm r0 r1 ok
+	retries() { echo "$(cm_counter rxe0 cm_tx_retries req) $(cm_counter rxe0 cm_tx_retries rep)"; }
+	step() { awk -F: -v s="$2" '$1 ~ "^" s " *$" { split($2, a, " "); print int(a[1]) }' "$1"; }
+	rcd_load && ctl listen 1 rxe0 tcp:7999 cma=1 auto_drep=- || return 1
+	for srv in b module; do
+		if [ $srv = b ]; then
+			timeout 600 cmtime -b 10.77.0.1 -p 7998 -c "$n" > $out.srv 2>&1 & pid=$!
+			wait_for 60 cma_listening 7998 || { echo "# cmtime -b not listening"; return 1; }
+		fi
+		r0=$(retries)
+		t0=$(date +%s%N)
+		timeout 600 cmtime -s 10.77.0.1 -p $([ $srv = b ] && echo 7998 || echo 7999) \
+			-c "$n" > $out.cli 2>&1 & cpid=$!
+		wait $cpid || echo "# storm: cmtime against $srv: exit $?"
+		t0=$(( ($(date +%s%N) - t0) / 1000000 ))
+		r1=$(retries)
+		[ $srv != b ] || { kill $pid 2>/dev/null; wait $pid 2>/dev/null; }
+		ok=$((n - $(grep -cE 'RDMA_CM_EVENT_(UNREACHABLE|REJECTED|CONNECT_ERROR)' $out.cli)))
+		set -- $r0 $r1
+		echo "storm,$REP,$n,$srv,$t0,$(step $out.cli connect),$(step $out.cli disconnect),$(($3 - $1)),$(($4 - $2)),$ok"
+	done
+	wait_for 120 stat_is cm_ids_live 1 || echo "# storm: the module's ends not all freed"
+	rcd_unload
+}
+
 rxe_add rxe0 v0 || exit 1
+# A warm-up, not counted: what the first connections of a guest allocate
+# once (the caches' first slabs, rdma_cm's and the CM's tables) would
+# otherwise fall on whichever way runs first.
+REP=0
+bench_c 100 > /dev/null || echo "# warm-up failed"
+rmmod rcd_cbase >/dev/null 2>&1
+cleanup >/dev/null 2>&1; rxe_add rxe0 v0 >/dev/null 2>&1
 for ((REP = 1; REP <= ${RCD_BENCH_REPS:-5}; REP++)); do
-	for n in ${RCD_BENCH_N:-100 1000}; do
-		for way in rust c cmtime; do
+	for n in ${RCD_BENCH_N:-1 100 1000 5000}; do
+		for way in c harness cmtime; do
 			"bench_$way" "$n" || echo "# bench $way $n failed (rep $REP)"
 			rmmod rcd_cbase >/dev/null 2>&1
 			cleanup >/dev/null 2>&1; rxe_add rxe0 v0 >/dev/null 2>&1
 		done
+	done
+	for n in ${RCD_BENCH_STORM:-1000 2000}; do
+		bench_storm "$n" || echo "# bench storm $n failed (rep $REP)"
+		cleanup >/dev/null 2>&1; rxe_add rxe0 v0 >/dev/null 2>&1
 	done
 done
 dmesg | grep -E 'BUG:|WARNING:|Oops' && echo "# dmesg has warnings"

@@ -4,12 +4,21 @@
  * trip the Rust module measures, with raw ib_send_cm_dreq() and a C CM
  * handler, and no Rust.
  *
+ * With via=rcd it is instead a consumer of the product, as the C API's
+ * users are: the DREQs go through rust_cm_disconnect's rcd_send_dreq()
+ * (taken with symbol_get(): the product must be loaded, and is held while
+ * this is), all else the same. The bench compares the two: the product's
+ * cost on a consumer's path, the consumer and its state being equal. With
+ * via=mix the connections take turns, one through each, in the same burst:
+ * the calls' own times compared under the same load.
+ *
  * It listens on @service on device @dev. Every REQ gets a PD, a CQ and an
  * RC QP (as the Rust module does) and a REP. Writing "go" to
  * /sys/kernel/debug/rcd_cbase/ctl sends a DREQ on every established
  * connection at once; /sys/kernel/debug/rcd_cbase/lat then lists, per
- * connection, the ktime_get() ns of the DREQ and of its DREP, and the
- * first line says how many are established and done.
+ * connection, the ktime_get() ns of the DREQ and of its DREP, which way
+ * sent it (0 ib_send_cm_dreq, 1 rcd_send_dreq) and the ns the call took;
+ * the first line says how many are established and done.
  */
 #include <linux/debugfs.h>
 #include <linux/ktime.h>
@@ -21,12 +30,29 @@
 #include <rdma/ib_cm.h>
 #include <rdma/ib_verbs.h>
 
+#include <rust_cm_disconnect.h>
+
 #include "rcd_ibdev.h"
 
 static char *dev = "rxe0";
 module_param(dev, charp, 0444);
 static ulong service = 0x2000;
 module_param(service, ulong, 0444);
+static char *via = "cm";
+module_param(via, charp, 0444);
+MODULE_PARM_DESC(via, "cm: ib_send_cm_dreq() (default); rcd: the product's rcd_send_dreq(); mix: by turns");
+
+static int cm_send_dreq(struct ib_cm_id *id, const void *data, size_t len)
+{
+	return ib_send_cm_dreq(id, data, len);
+}
+
+/* [0]: raw, [1]: the product's (symbol_get); which by via. */
+static int (*send_dreq[2])(struct ib_cm_id *id, const void *data, size_t len) = {
+	cm_send_dreq, NULL
+};
+
+static bool mix;
 
 #define MAX_CONNS 8192
 
@@ -36,7 +62,8 @@ struct cconn {
 	struct ib_cq *cq;
 	struct ib_qp *qp;
 	bool established;
-	u64 t_dreq, t_drep;
+	u8 way;
+	u64 t_dreq, t_drep, t_call;
 };
 
 static struct ib_device *ibdev;
@@ -151,10 +178,12 @@ static ssize_t ctl_write(struct file *f, const char __user *buf, size_t len,
 
 		if (!READ_ONCE(c->established))
 			continue;
+		c->way = mix ? i & 1 : !!send_dreq[1];
 		c->t_drep = 0;
 		c->t_dreq = ktime_get_ns();
-		if (ib_send_cm_dreq(c->id, NULL, 0))
+		if (send_dreq[c->way](c->id, NULL, 0))
 			c->t_dreq = 0;
+		c->t_call = ktime_get_ns() - c->t_dreq;
 	}
 	mutex_unlock(&lock);
 	return len;
@@ -170,8 +199,8 @@ static int lat_show(struct seq_file *m, void *v)
 		   atomic_read(&ndone));
 	for (i = 0; i < n; i++)
 		if (conns[i].t_dreq && conns[i].t_drep)
-			seq_printf(m, "%llu %llu\n", conns[i].t_dreq,
-				   conns[i].t_drep);
+			seq_printf(m, "%llu %llu %u %llu\n", conns[i].t_dreq,
+				   conns[i].t_drep, conns[i].way, conns[i].t_call);
 	return 0;
 }
 DEFINE_SHOW_ATTRIBUTE(lat);
@@ -185,9 +214,19 @@ static int __init rcd_cbase_init(void)
 {
 	int ret;
 
+	mix = !strcmp(via, "mix");
+	if (mix || !strcmp(via, "rcd")) {
+		send_dreq[1] = symbol_get(rcd_send_dreq);
+		if (!send_dreq[1])
+			return -ENOENT;
+	} else if (strcmp(via, "cm")) {
+		return -EINVAL;
+	}
 	conns = kvcalloc(MAX_CONNS, sizeof(*conns), GFP_KERNEL);
-	if (!conns)
-		return -ENOMEM;
+	if (!conns) {
+		ret = -ENOMEM;
+		goto err_put;
+	}
 	ibdev = rcd_ib_device_get_by_name(dev);
 	if (!ibdev) {
 		ret = -ENODEV;
@@ -210,6 +249,9 @@ static int __init rcd_cbase_init(void)
 	return 0;
 err:
 	kvfree(conns);
+err_put:
+	if (send_dreq[1])
+		symbol_put(rcd_send_dreq);
 	return ret;
 }
 
@@ -228,6 +270,8 @@ static void __exit rcd_cbase_exit(void)
 		ib_dealloc_pd(conns[i].pd);
 	}
 	kvfree(conns);
+	if (send_dreq[1])
+		symbol_put(rcd_send_dreq);
 }
 
 module_init(rcd_cbase_init);
