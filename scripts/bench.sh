@@ -85,6 +85,8 @@ for n in ns:
         continue
     show(n, "c call ns", c, "%6.0f")
     show(n, "product call ns", p, "%6.0f")
+    show(n, "c call ns, own rounds", per_rep(n, "c_owncall", "c_owncall", "p50_us", lambda x, y: x * 1000), "%6.0f")
+    show(n, "product call ns, own rounds", per_rep(n, "product_owncall", "product_owncall", "p50_us", lambda x, y: x * 1000), "%6.0f")
     d = per_rep(n, "product_call", "c_call", "p50_us", lambda x, y: (x - y) * 1000)
     show(n, "product - c ns per call", d, "%6.0f")
     show(n, "product/c p50 round trip", per_rep(n, "product_mix", "c_mix", "p50_us", ratio), "%6.3f", True, 1.05)

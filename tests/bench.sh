@@ -97,6 +97,7 @@ bench_c() {
 	rounds=$(bench_rounds "$n")
 	rcd_load || return 1
 	: > /tmp/bench-lat-cm; : > /tmp/bench-lat-rcd
+	: > /tmp/bench-call-cm; : > /tmp/bench-call-rcd
 	local est=0
 	for ((k = 0; k < rounds; k++)); do
 		for via in $( (((k + REP) % 2)) && echo rcd cm || echo cm rcd); do
@@ -111,12 +112,18 @@ bench_c() {
 			echo go > /sys/kernel/debug/rcd_cbase/ctl
 			wait_for 600 sh -c "head -1 /sys/kernel/debug/rcd_cbase/lat | grep -q 'done $n\$'" || { echo "# $via: DREPs missing"; return 1; }
 			tail -n +2 /sys/kernel/debug/rcd_cbase/lat | awk -v k=$k '{ print $1, $2, k }' >> /tmp/bench-lat-$via
+			tail -n +2 /sys/kernel/debug/rcd_cbase/lat | awk '{ print $4 }' >> /tmp/bench-call-$via
 			rmmod rcd_cbase
 		done
 	done
 	for via in cm rcd; do
 		way=$([ $via = cm ] && echo c || echo product)
 		echo "csv,$REP,$n,$way,$(stats < /tmp/bench-lat-$via),,"
+		# The calls of its own rounds (ns), as the burst's below.
+		sort -n /tmp/bench-call-$via | awk -v r=$REP -v n=$n -v w=$way \
+			'{ v[NR] = $1 } END { if (NR) { q = int(NR * 0.99) + 1; if (q > NR) q = NR
+				printf "csv,%d,%d,%s_owncall,%d,%.3f,%.3f,%.3f,,,,\n", r, n, w, NR,
+					v[int(NR / 2) + 1] / 1000, v[q] / 1000, v[NR] / 1000 } }'
 	done
 	# The calls themselves: one burst of at least 100 connections taking
 	# turns (via=mix), each call timed: "c_call" and "product_call", their
