@@ -92,8 +92,25 @@ bench_harness() {
 # product holds nothing per connection, which scripts/bench.sh shows from
 # its imports; the slab's growth over a round is the CM's timewait ids and
 # the caches' pages, thousands of bytes of noise a connection.)
+# cbase_round VIA N: rcd_cbase loaded with via=VIA, N of the harness's
+# active ends connected to it (numbered on from $est, which it advances),
+# its DREQs sent, and all N DREPs back; rcd_cbase stays loaded.
+cbase_round() {
+	local via=$1 n=$2 i
+	insmod "$CBASE" dev=rxe0 service=0x2000 via="$via" || return 1
+	for ((i = 1; i <= n; i++)); do
+		echo "connect $((est + i)) rxe0 10.77.0.1 10.77.0.1 0x2000 auto_drep=-" > "$RCD_DBG/ctl" || return 1
+	done
+	est=$((est + n))
+	wait_for 600 sh -c "head -1 /sys/kernel/debug/rcd_cbase/lat | grep -q 'established $n '" || { echo "# $via: not all established"; return 1; }
+	# The same polling load as for the harness: the module's counters.
+	wait_for 600 stat_ge established $est || return 1
+	echo go > /sys/kernel/debug/rcd_cbase/ctl
+	wait_for 600 sh -c "head -1 /sys/kernel/debug/rcd_cbase/lat | grep -q 'done $n\$'" || { echo "# $via: DREPs missing"; return 1; }
+}
+
 bench_c() {
-	local n=$1 i k rounds via way
+	local n=$1 k rounds via way
 	rounds=$(bench_rounds "$n")
 	rcd_load || return 1
 	: > /tmp/bench-lat-cm; : > /tmp/bench-lat-rcd
@@ -101,16 +118,7 @@ bench_c() {
 	local est=0
 	for ((k = 0; k < rounds; k++)); do
 		for via in $( (((k + REP) % 2)) && echo rcd cm || echo cm rcd); do
-			insmod "$CBASE" dev=rxe0 service=0x2000 via=$via || return 1
-			for ((i = 1; i <= n; i++)); do
-				echo "connect $((est + i)) rxe0 10.77.0.1 10.77.0.1 0x2000 auto_drep=-" > "$RCD_DBG/ctl" || return 1
-			done
-			est=$((est + n))
-			wait_for 600 sh -c "head -1 /sys/kernel/debug/rcd_cbase/lat | grep -q 'established $n '" || { echo "# $via: not all established"; return 1; }
-			# The same polling load as for the harness: the module's counters.
-			wait_for 600 stat_ge established $est || return 1
-			echo go > /sys/kernel/debug/rcd_cbase/ctl
-			wait_for 600 sh -c "head -1 /sys/kernel/debug/rcd_cbase/lat | grep -q 'done $n\$'" || { echo "# $via: DREPs missing"; return 1; }
+			cbase_round "$via" "$n" || return 1
 			tail -n +2 /sys/kernel/debug/rcd_cbase/lat | awk -v k=$k '{ print $1, $2, k }' >> /tmp/bench-lat-$via
 			tail -n +2 /sys/kernel/debug/rcd_cbase/lat | awk '{ print $4 }' >> /tmp/bench-call-$via
 			rmmod rcd_cbase
@@ -129,15 +137,7 @@ bench_c() {
 	# turns (via=mix), each call timed: "c_call" and "product_call", their
 	# median and p99 in the p50_us and p99_us columns; and the round trips
 	# of the same burst, each way's half: "c_mix" and "product_mix".
-	local m=$((n < 100 ? 100 : n))
-	insmod "$CBASE" dev=rxe0 service=0x2000 via=mix || return 1
-	for ((i = 1; i <= m; i++)); do
-		echo "connect $((est + i)) rxe0 10.77.0.1 10.77.0.1 0x2000 auto_drep=-" > "$RCD_DBG/ctl" || return 1
-	done
-	est=$((est + m))
-	wait_for 600 sh -c "head -1 /sys/kernel/debug/rcd_cbase/lat | grep -q 'established $m '" || { echo "# mix: not all established"; return 1; }
-	echo go > /sys/kernel/debug/rcd_cbase/ctl
-	wait_for 600 sh -c "head -1 /sys/kernel/debug/rcd_cbase/lat | grep -q 'done $m\$'" || { echo "# mix: DREPs missing"; return 1; }
+	cbase_round mix $((n < 100 ? 100 : n)) || return 1
 	tail -n +2 /sys/kernel/debug/rcd_cbase/lat | python3 -c '
 import sys
 calls, rtt = {0: [], 1: []}, {0: [], 1: []}
