@@ -70,7 +70,9 @@ rcd_run() {
 		_pid=$!
 		(
 			nap "$_tmo"
-			: > "$_late"
+			# What the test waits in: its processes' states and where
+			# in the kernel each sleeps, printed once it ends.
+			ps -e --forest -o pid,stat,wchan:28,etimes,args > "$_late" 2>&1
 			kill -TERM "$_pid" 2>/dev/null
 			nap 10
 			kill -KILL "$_pid" 2>/dev/null
@@ -78,7 +80,11 @@ rcd_run() {
 		_wd=$!
 		wait "$_pid"; _rc=$?
 		kill "$_wd" 2>/dev/null
-		[ ! -e "$_late" ] || _rc=124
+		if [ -e "$_late" ]; then
+			_rc=124
+			echo "processes at the timeout:"
+			sed 's/^/  /' "$_late"
+		fi
 		rm -f "$_late"
 		exit "$_rc"
 	} | sed -u -e "w $_out" -e 's/^\([^#]\)/# \1/; s/^$/#/'

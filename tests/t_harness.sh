@@ -60,6 +60,8 @@ test_harness_timeout_kills_test() {
 	check "ended within 8 s" test $((SECONDS - t0)) -le 8 || return 1
 	check "its line before the sleep kept" grep -qx "before the sleep" "$out" || return 1
 	check "no line after the sleep" sh -c "! grep -q 'after the sleep' $out" || return 1
+	check "the processes at the timeout printed, with where each sleeps" \
+		grep -qE '^ +PID +STAT +WCHAN +ELAPSED' "$out" || return 1
 	rcd_run _rcd_fails_3 10 "$out" > /dev/null; rc=$?
 	check "a test that ends in time keeps its status (3, got $rc)" test $rc = 3
 }

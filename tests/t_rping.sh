@@ -315,7 +315,7 @@ churn_loop() {
 # alone, in a second setup; our own disconnect of an endless rping, with no
 # protocol error, is rping_disconnect_mid_flight's.)
 test_removal_bounded_under_churn() {
-	local del p0 p1 n0 r0 r1 rc uv t0 bad=0
+	local del p0 p1 n0 r0 r1 d0 d1 rc uv t0 bad=0
 	rping_setup || return
 	command -v cmtime >/dev/null || { echo "# SKIP cmtime not installed"; return $KSFT_SKIP; }
 	# rxe1 after rxe0 (rping_endless_on_rxe1): made again only if the kept
@@ -360,15 +360,40 @@ test_removal_bounded_under_churn() {
 	check "the pings on rxe1 go on" wait_for 30 pings_at_least "$FOREIGN" $((n0 + 10)) || bad=1
 	check "rxe1's rounds go on (its RTUs)" \
 		wait_for 60 counter_ge rxe1 cm_rx_msgs rtu $((r1 + 2)) || bad=1
+	d0=$(cm_counter rxe1 cm_tx_msgs dreq); d1=$(cm_counter rxe1 cm_rx_msgs dreq)
 	rmmod rcd_harness & del=$!
 	timed_or_unblock "rmmod" $del $PID || bad=1
 	check "rmmod succeeds" test "${RC:-1}" = 0 || bad=1
 	kill $p0 $p1 2>/dev/null
 	wait $p0 $p1 2>/dev/null
 	pkill -x cmtime
+	# rping ends once its CM delivers the DISCONNECTED of our end's DREQ.
+	if ! wait_for 30 proc_ended $PID; then
+		fail "rping -c still runs 30 s after the unload: $(tail -1 /tmp/rping-h.out)"
+		rping_stuck_diag $PID $d0 $d1
+		kill $PID
+		bad=1
+	fi
 	wait $PID; rc=$?
 	log "rping -c: exit $rc after the unload: $(tail -1 /tmp/rping-h.out)"
+	log "rxe1's DREQs since the unload: sent $(($(cm_counter rxe1 cm_tx_msgs dreq) - d0))," \
+		"received $(($(cm_counter rxe1 cm_rx_msgs dreq) - d1))"
 	check "rping -c saw the disconnect" grep -q 'DISCONNECT EVENT' /tmp/rping-h.out || bad=1
 	return $bad
+}
+
+# rping_stuck_diag PID TX0 RX0: what an rping (PID its timeout(1)) that did
+# not end shows: its
+# last lines, rxe1's DREQs since TX0/RX0 were read, each thread's kernel
+# stack.
+rping_stuck_diag() {
+	local t r
+	r=$(pgrep -P "$1" -x rping) || r=$1
+	tail -5 /tmp/rping-h.out | sed 's/^/# rping -c: /'
+	log "rxe1's DREQs since: sent $(($(cm_counter rxe1 cm_tx_msgs dreq) - $2)) (retries" \
+		"$(cm_counter rxe1 cm_tx_retries dreq)), received $(($(cm_counter rxe1 cm_rx_msgs dreq) - $3))"
+	for t in /proc/"$r"/task/*; do
+		log "thread ${t##*/} ($(cat "$t/comm" 2>/dev/null)): $(tr '\n' ' ' < "$t/stack" 2>/dev/null)"
+	done
 }
 timeout_test_removal_bounded_under_churn=300
