@@ -18,7 +18,7 @@ mkdir -p "$RCD_CACHE/bench"
 out=$RCD_CACHE/bench/bench-$(date +%Y%m%d-%H%M%S)
 RCD_VM_MEM=${RCD_VM_MEM:-4G} bash "$here/scripts/vm.sh" \
 	"RCD_BENCH_N='${RCD_BENCH_N:-1 100 1000 5000}' RCD_BENCH_STORM='${RCD_BENCH_STORM:-1000 2000}' RCD_BENCH_REPS='${RCD_BENCH_REPS:-5}' bash $here/tests/bench.sh" |
-	tee "$out.log" | grep -vE '^(csv|storm),' || true
+	tee "$out.log" | grep -vE '^(csv|storm|stormt),' || true
 {
 	echo "rep,n,way,conns,p50_us,p99_us,max_us,teardown_ms,conns_per_s,slab_bytes_per_conn,module_bytes_per_endpoint"
 	sed -n 's/^csv,//p' "$out.log"
@@ -226,5 +226,68 @@ GP
 else
 	echo "no gnuplot (scripts/setup.sh installs gnuplot-nox): no plots"
 fi
+
+# The storm over time (tests/bench.sh: storm_sampler), for each N the
+# repetition with the median module/b wall ratio: connections established
+# (RTUs received) and disconnected (DREPs received), and the REQ+REP
+# retransmissions, for cmtime -b and the module, one panel per N.
+{
+	echo "rep,n,server,ms,rtu,drep,req_retries,rep_retries"
+	sed -n 's/^stormt,//p' "$out.log"
+} > "$out-storm-time.csv"
+python3 - "$out-storm.csv" "$out-storm-time.csv" > "$out-storm.dat" <<'PY'
+import csv, statistics, sys
+runs = list(csv.DictReader(open(sys.argv[1])))
+samples = list(csv.DictReader(open(sys.argv[2])))
+for n in sorted({r["n"] for r in runs}, key=int):
+    ratio = {}
+    for rep in {r["rep"] for r in runs if r["n"] == n}:
+        w = {r["server"]: float(r["wall_ms"]) for r in runs if r["n"] == n and r["rep"] == rep}
+        if w.get("b") and "module" in w:
+            ratio[rep] = w["module"] / w["b"]
+    if not ratio:
+        continue
+    med = statistics.median_low(sorted(ratio.values()))
+    rep = [k for k, v in ratio.items() if v == med][0]
+    for srv in ("b", "module"):
+        s = [r for r in samples if r["n"] == n and r["rep"] == rep and r["server"] == srv]
+        if not s:
+            continue
+        print("# N=%s %s (repetition %s, module/b wall %.3f)" % (n, "cmtime -b" if srv == "b" else "module", rep, med))
+        b = s[0]
+        for r in s:
+            print(int(r["ms"]) / 1000, *(int(r[c]) - int(b[c]) for c in ("rtu", "drep")),
+                  sum(int(r[c]) - int(b[c]) for c in ("req_retries", "rep_retries")))
+        print("\n")
+PY
+if command -v gnuplot >/dev/null && grep -q '^# N=' "$out-storm.dat"; then
+	mapfile -t titles < <(sed -n 's/^# //p' "$out-storm.dat")
+	ns=$(printf '%s\n' "${titles[@]}" | sed 's/^N=\([0-9]*\).*/\1/' | uniq)
+	for term in "pngcairo size 1200,500" "svg size 1200,500"; do
+		ext=${term%% *}; ext=${ext%cairo}
+		{
+			echo "set terminal $term"
+			echo "set output '$out-storm.$ext'"
+			echo "set multiplot layout 1,$(wc -w <<<"$ns") title \"make bench $(basename "$out"): cmtime -c N against cmtime -b and the module, connections over time\""
+			echo "set grid; set key right bottom; set xlabel 'seconds since cmtime began'"
+			echo "set ylabel 'connections'; set y2label 'REQ+REP retransmissions'; set ytics nomirror; set y2tics; set y2range [0:1<*]"
+			for n in $ns; do
+				plot=
+				for i in "${!titles[@]}"; do
+					[[ ${titles[$i]} == "N=$n "* ]] || continue
+					t=${titles[$i]#N=$n }; t=${t%% (*}
+					c=$([ "$t" = module ] && echo 2 || echo 1)
+					plot+="'$out-storm.dat' index $i using 1:2 with lines linecolor $c linewidth 2 title '$t: established', "
+					plot+="'$out-storm.dat' index $i using 1:3 with lines linecolor $c dashtype 2 title '$t: disconnected', "
+					plot+="'$out-storm.dat' index $i using 1:4 axes x1y2 with lines linecolor $c dashtype 3 title '$t: retransmissions', "
+				done
+				echo "set title 'N = $n ($(grep -m1 "^# N=$n " "$out-storm.dat" | sed 's/.*(\(repetition [0-9]*\).*/\1/'))'"
+				echo "plot ${plot%, }"
+			done
+			echo "unset multiplot"
+		} | gnuplot 2>&1 | { grep -v 'empty y2 range' || true; } >&2
+	done
+	echo "storm plots: $out-storm.png $out-storm.svg"
+fi
 echo
-echo "csv: $out.csv $out-storm.csv"
+echo "csv: $out.csv $out-storm.csv $out-storm-time.csv"

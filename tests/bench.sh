@@ -169,15 +169,30 @@ bench_cmtime() {
 	rcd_unload
 }
 
+# storm_sampler N SERVER: every 50 ms until killed, a "stormt," line: ms
+# since it began, and rxe0's CM counters as they stand (both ends are on
+# rxe0): RTUs received (connections established), DREPs received
+# (connections disconnected), REQ and REP retransmissions. Builtins only.
+storm_sampler() {
+	local c=/sys/class/infiniband/rxe0/ports/1 s0=${EPOCHREALTIME/./} rtu drep rq rp
+	while :; do
+		read -r rtu < $c/cm_rx_msgs/rtu; read -r drep < $c/cm_rx_msgs/drep
+		read -r rq < $c/cm_tx_retries/req; read -r rp < $c/cm_tx_retries/rep
+		echo "stormt,$REP,$1,$2,$(( (${EPOCHREALTIME/./} - s0) / 1000 )),$rtu,$drep,$rq,$rp"
+		nap 0.05
+	done
+}
+
 # bench_storm N: issue 11's storm side by side, as t_safety.sh's
 # storm_side_by_side runs it: rdma-core's cmtime client with N connections
 # against rdma_cm's own server (cmtime -b) and then against the harness's
 # listener (tcp:7999, cma=1, auto_drep=-), both on rxe0 to itself. Per
 # server a "storm," line: the wall time (ms), cmtime's connect and
 # disconnect steps (ms), the REQ and REP retransmissions on rxe0 over its
-# run, and the connections cmtime did not report failed.
+# run, and the connections cmtime did not report failed. While cmtime runs,
+# storm_sampler's "stormt," lines: the connections over time.
 bench_storm() {
-	local n=$1 srv pid cpid t0 out=/tmp/bench-storm r0 r1 ok
+	local n=$1 srv pid cpid spid t0 out=/tmp/bench-storm r0 r1 ok
 	retries() { echo "$(cm_counter rxe0 cm_tx_retries req) $(cm_counter rxe0 cm_tx_retries rep)"; }
 	step() { awk -F: -v s="$2" '$1 ~ "^" s " *$" { split($2, a, " "); print int(a[1]) }' "$1"; }
 	rcd_load && ctl listen 1 rxe0 tcp:7999 cma=1 auto_drep=- || return 1
@@ -188,10 +203,14 @@ bench_storm() {
 		fi
 		r0=$(retries)
 		t0=$(date +%s%N)
+		# To a file in the guest, printed after the run: no console
+		# output while cmtime runs.
+		storm_sampler "$n" $srv > $out.time & spid=$!
 		timeout 600 cmtime -s 10.77.0.1 -p $([ $srv = b ] && echo 7998 || echo 7999) \
 			-c "$n" > $out.cli 2>&1 & cpid=$!
 		wait $cpid || echo "# storm: cmtime against $srv: exit $?"
 		t0=$(( ($(date +%s%N) - t0) / 1000000 ))
+		kill $spid; wait $spid 2>/dev/null; cat $out.time
 		r1=$(retries)
 		[ $srv != b ] || { kill $pid 2>/dev/null; wait $pid 2>/dev/null; }
 		ok=$((n - $(grep -cE 'RDMA_CM_EVENT_(UNREACHABLE|REJECTED|CONNECT_ERROR)' $out.cli)))
