@@ -306,6 +306,11 @@ rcd_stat() {
 # stat_is NAME VALUE: the counter NAME is VALUE (for wait_for).
 stat_is() { [ "$(rcd_stat "$1")" = "$2" ]; }
 
+# nothing_mapped: no buffer mapped for a device and no MR left (for
+# wait_for: an end's QP freed at its timewait exit is destroyed by a job
+# just after the callback).
+nothing_mapped() { stat_is wr_bufs_mapped 0 && stat_is mrs_live 0; }
+
 rcd_has_device() { grep -q "^$1 " "$RCD_DBG/devices"; }
 
 # The veth pair both topologies use: v0 10.77.0.1 <-> v1 10.77.0.2.

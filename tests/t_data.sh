@@ -73,7 +73,7 @@ test_data_module_to_module() {
 		test "$(conn_field $p tx_sum)" = "$(conn_field $n rx_sum)" || return 1
 	check "the messages start with the pattern" \
 		test "$(conn_field $p rx_last)" = "$(pat_hex 16 16)" || return 1
-	check "nothing mapped any more" stat_is wr_bufs_mapped 0 || return 1
+	check "nothing mapped any more" wait_for 10 stat_is wr_bufs_mapped 0 || return 1
 	# DATA as the payload; a receive larger than the message.
 	ctl post $p 1 0 size=64 && ctl post $n 0 1 data=text:hello-rdma || return 1
 	check "the text arrived" \
@@ -108,7 +108,7 @@ test_data_send_before_connected() {
 	check "4 receives posted before the REQ" test "$(conn_field 2 posted)" = 4 || return 1
 	check "4 buffers mapped" stat_is wr_bufs_mapped 4 || return 1
 	ctl close 2 || return 1
-	check "closed: nothing mapped" stat_is wr_bufs_mapped 0
+	check "closed: nothing mapped" wait_for 10 stat_is wr_bufs_mapped 0
 }
 
 # A disconnect with receives posted: each end's 16 receives (1024-byte
@@ -142,7 +142,7 @@ test_data_disconnect_flushes_buffers() {
 	log "responder: $(wr_line $p)"
 	log "auto_drep: $(wr_line $m)"
 	balanced $n && balanced $p && balanced $m || return 1
-	check "nothing mapped" stat_is wr_bufs_mapped 0 || return 1
+	check "nothing mapped" wait_for 10 stat_is wr_bufs_mapped 0 || return 1
 	exactly_once DISCONNECTED $n $n && exactly_once DISCONNECTED $p $p &&
 		exactly_once DISCONNECTED $m $m
 }

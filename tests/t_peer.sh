@@ -242,7 +242,7 @@ test_peer_duplicate_and_withdrawn_reqs() {
 	check "REJs of REPs sent reached their passive ends (>= 10 REJ_RECEIVED)" \
 		test "$(count_events REJ_RECEIVED)" -ge 10 || return 1
 	check "only the listeners' ids left" wait_for 20 stat_is cm_ids_live "$ids" || return 1
-	check "no QP of ours left" test "$(rdma_res qp)" = "$qps" || return 1
+	check "no QP of ours left" wait_for 20 rdma_res_cmp -eq "$qps" qp || return 1
 	# The listener still works.
 	ctl connect 20 rxe1 10.77.0.2 10.77.0.1 0x1000 || return 1
 	wait_event 30 20 ESTABLISHED
@@ -434,7 +434,8 @@ test_peer_held_within_bound() {
 			wait_for 30 stat_is dreq_answered_late $((r * 200 + 50)) || return 1
 		check "round $r: ids back to $ids0" wait_for 60 stat_is cm_ids_live "$ids0" ||
 			return 1
-		check "round $r: QPs back to $qps0" test "$(rdma_res qp)" = "$qps0" || return 1
+		check "round $r: QPs back to $qps0" wait_for 20 rdma_res_cmp -eq "$qps0" qp ||
+			return 1
 		n=$(grep -c ' listener=1 ' "$RCD_DBG/conns")
 		check "round $r: $n records kept, at most $keep" test "$n" -le $keep || return 1
 	done

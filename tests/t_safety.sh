@@ -226,7 +226,7 @@ test_failed_handshake_frees_passive_end() {
 			END { print n + 0 }' $RCD_DBG/conns) = $k ]" || return 1
 	check "ids: the listener's and the active ends' only" \
 		test "$(rcd_stat cm_ids_live)" = $((1 + k)) || return 1
-	check "QPs: the active ends' only" test "$(rdma_res qp)" = $((qps + k)) || return 1
+	check "QPs: the active ends' only" wait_for 10 rdma_res_cmp -eq $((qps + k)) qp || return 1
 	ctl close $a-$b || return 1
 	ctl close 1 || return 1
 	check "nothing left after close" test "$(rcd_stat cm_ids_live)/$(rdma_res qp)" = "0/$qps"
