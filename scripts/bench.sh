@@ -69,6 +69,9 @@ for n in ns:
     show(n, "product/c p50 round trip", per_rep(n, "product", "c", "p50_us", ratio), "%6.3f", True, 1.05)
     show(n, "product/c teardown", per_rep(n, "product", "c", "teardown_ms", ratio), "%6.3f", True, 1.05)
     show(n, "cmtime/product teardown", per_rep(n, "cmtime", "product", "teardown_ms", ratio), "%6.3f", False, 2)
+    # What raw ib_send_cm_dreq() reaches against cmtime: no consumer of
+    # the CM beats it (at N = 1 one DREQ and DREP each, so below 2).
+    show(n, "cmtime/c teardown, the floor", per_rep(n, "cmtime", "c", "teardown_ms", ratio), "%6.3f")
     show(n, "harness/c p50 round trip", per_rep(n, "harness", "c", "p50_us", ratio), "%6.3f")
 # The product's only difference from c on this path is the DREQ call
 # (rcd_send_dreq() around ib_send_cm_dreq()): timed call by call in bursts
