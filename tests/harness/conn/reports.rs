@@ -344,6 +344,11 @@ impl Core {
             "records_pruned {}",
             self.bounds.records_pruned.load(Ordering::Relaxed)
         )?;
+        writeln!(
+            out,
+            "prune_scans {}",
+            self.bounds.prune_scans.load(Ordering::Relaxed)
+        )?;
         self.req_times.show(out, "req_callbacks", "req_callback")?;
         // From the REQ callback to the REP: the job queue's latency, which
         // the MRA's service timeout must cover (`mra_timeout`).
