@@ -64,6 +64,12 @@ def show(n, label, v, fmt, le=None, goal=None):
         return
     g = "" if goal is None else "  goal %s %s: %s" % ("<=" if le else ">=", goal, verdict(v, le, goal))
     print(("  N=%-5s %-28s " + fmt + "  [" + fmt + " .. " + fmt + " over %d]%s") % (n, label, statistics.median(v), min(v), max(v), len(v), g))
+# A way that measured fewer round trips than it made connections lost
+# some (a record pruned, a round trip not paired): said, not hidden in
+# the medians.
+for r in rows:
+    if r["way"] in order and r["conns"] and int(r["conns"]) != int(r["n"]):
+        print("warning: repetition %s, N=%s, %s: %s of %s round trips measured" % (r["rep"], r["n"], r["way"], r["conns"], r["n"]))
 print("\nratios, each repetition's side by side, median [range]; a goal is met when the whole range is:")
 for n in ns:
     show(n, "product/c p50 round trip", per_rep(n, "product", "c", "p50_us", ratio), "%6.3f", True, 1.05)

@@ -61,7 +61,10 @@ print("%d,%.1f,%.1f,%.1f,%.2f,%.1f" % (per, q(0.50), q(0.99), rtt[-1], span, per
 bench_harness() {
 	local n=$1 i s0 s1 k base rounds
 	rounds=$(bench_rounds "$n")
-	rcd_load && ctl listen 1 rxe0 0x1000 || return 1
+	# keep: every passive end's record (its DREQ_SENT and DREP_RECEIVED
+	# times) until `events` is read, which ends freed meanwhile (timewait
+	# exit) would otherwise lose beyond the default 1,024.
+	rcd_load && ctl listen 1 rxe0 0x1000 keep=$((n * rounds)) || return 1
 	s0=$(slab_kb)
 	for ((k = 0; k < rounds; k++)); do
 		base=$((10 + k * n))
@@ -185,8 +188,9 @@ storm_sampler() {
 
 # bench_storm N: issue 11's storm side by side, as t_safety.sh's
 # storm_side_by_side runs it: rdma-core's cmtime client with N connections
-# against rdma_cm's own server (cmtime -b) and then against the harness's
-# listener (tcp:7999, cma=1, auto_drep=-), both on rxe0 to itself. Per
+# against rdma_cm's own server (cmtime -b) and against the harness's
+# listener (tcp:7999, cma=1, auto_drep=-), both on rxe0 to itself, the
+# one or the other first in turn by repetition. Per
 # server a "storm," line: the wall time (ms), cmtime's connect and
 # disconnect steps (ms), the REQ and REP retransmissions on rxe0 over its
 # run, and the connections cmtime did not report failed. While cmtime runs,
@@ -196,7 +200,7 @@ bench_storm() {
 	retries() { echo "$(cm_counter rxe0 cm_tx_retries req) $(cm_counter rxe0 cm_tx_retries rep)"; }
 	step() { awk -F: -v s="$2" '$1 ~ "^" s " *$" { split($2, a, " "); print int(a[1]) }' "$1"; }
 	rcd_load && ctl listen 1 rxe0 tcp:7999 cma=1 auto_drep=- || return 1
-	for srv in b module; do
+	for srv in $( ((REP % 2)) && echo b module || echo module b); do
 		if [ $srv = b ]; then
 			timeout 600 cmtime -b 10.77.0.1 -p 7998 -c "$n" > $out.srv 2>&1 & pid=$!
 			wait_for 60 cma_listening 7998 || { echo "# cmtime -b not listening"; return 1; }
