@@ -479,6 +479,9 @@ storm_steps() {
 	echo "connect $(storm_step "$1" connect) ms, disconnect $(storm_step "$1" disconnect) ms"
 }
 
+# storm_ratio A B: A / B to two decimals ("-" without a B).
+storm_ratio() { awk -v a="${1:-0}" -v b="${2:-0}" 'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "-" }'; }
+
 # storm_retries: the REQ and REP retransmissions on rxe0 so far, as
 # "REQ REP" (both sides share rxe0: the client's REQs, the server's REPs).
 storm_retries() {
@@ -502,10 +505,12 @@ test_storm_big_cmtime_vs_rdma_cm() {
 
 # storm_side_by_side N: the storm above with N connections. From
 # RCD_STORM_GOAL connections up (default 1,000: issue 24's sizes; below it
-# the run is too short for the comparison to mean much) also checked: the
-# module's connect and disconnect steps no slower than against cmtime -b
-# (5% of slack for the host's noise) and no more REQ and REP
-# retransmissions.
+# the run is too short for the comparison to mean much) also checked: no
+# more REQ and REP retransmissions than against cmtime -b. The two steps'
+# times are printed side by side, not checked: one run's ratio is not a
+# measurement here (cmtime -b's disconnect step at 1,000 on the debug
+# kernel took 25.8 to 32.9 s in three runs of the same code); make bench
+# repeats the storm and gives each ratio's median and range.
 storm_side_by_side() {
 	local n=$1 qps t0 rc pid cpid out=/tmp/storm b_ok m_ok b_rc floor
 	local r0 r1 r2 b_wall m_wall
@@ -616,10 +621,9 @@ storm_side_by_side() {
 		local bc bd mc md
 		bc=$(storm_step $out/cli-b.out connect) bd=$(storm_step $out/cli-b.out disconnect)
 		mc=$(storm_step $out/cli-m.out connect) md=$(storm_step $out/cli-m.out disconnect)
-		check "connect step no slower than against cmtime -b ($mc ms vs $bc ms)" \
-			test "$((${mc:-1} * 100))" -le "$((${bc:-0} * 105))" || return 1
-		check "disconnect step no slower than against cmtime -b ($md ms vs $bd ms)" \
-			test "$((${md:-1} * 100))" -le "$((${bd:-0} * 105))" || return 1
+		log "the module against cmtime -b, this run (make bench: the measure):" \
+			"connect step $mc ms vs $bc ms ($(storm_ratio "$mc" "$bc")), disconnect step" \
+			"$md ms vs $bd ms ($(storm_ratio "$md" "$bd"))"
 		check "no more REQ retransmissions than against cmtime -b ($m_req vs $b_req)" \
 			test $m_req -le $b_req || return 1
 		check "no more REP retransmissions than against cmtime -b ($m_rep vs $b_rep)" \
