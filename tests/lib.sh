@@ -497,7 +497,7 @@ cm_counters_now() {
 	CM_NOW=
 	for f in /sys/class/infiniband/*/ports/1/cm_tx_msgs/* \
 		/sys/class/infiniband/*/ports/1/cm_rx_msgs/*; do
-		read -r v < "$f" 2>/dev/null && CM_NOW+="$v "
+		read -r v 2>/dev/null < "$f" && CM_NOW+="$v "
 	done
 }
 cm_settle() {
