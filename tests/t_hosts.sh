@@ -450,23 +450,22 @@ hosts_loss_before_handshake() {
 # DREQ_ERROR, DISCONNECTED -ETIMEDOUT, timewait exit, and everything is
 # freed (ids, QPs).
 #
-# Host b's connections use a short CM timing (HOSTS_LINK_DEL below), so
-# that an unanswered DREQ is given up after seconds (16 tries of 2 x 64 +
-# 256 ms, as the CM rounds them: cm_convert_to_ms; 6 s) instead of the
-# minute and more of rdma_cm's timing (16 tries of 2 x 256 + 4,096 ms,
-# 74 s). The timing only sets how long the CM waits for each try and how
-# often it tries; the path is the same whatever the values: each DREQ is
-# sent retries + 1 times (the test checks the count of retries), the MAD
-# layer reports the last one timed out, the CM gives DREQ_ERROR and the end
-# is freed at timewait exit.
+# Host b's connections use the short CM timing of the lossy tests
+# (HOSTS_FAST, 15 retries), so that an unanswered DREQ is given up after
+# seconds (16 tries of 640 ms, 10 s) instead of the minute and more of
+# rdma_cm's timing (16 tries of 2 x 256 + 4,096 ms, 74 s). The timing only
+# sets how long the CM waits for each try and how often it tries; the path
+# is the same whatever the values: each DREQ is sent retries + 1 times (the
+# test checks the count of retries), the MAD layer reports the last one
+# timed out, the CM gives DREQ_ERROR and the end is freed at timewait exit.
 # The same timing governs the handshake: host a's passive ends wait
-# retries + 1 times 256 ms for their RTU (the REQ's response timeout and
-# retries: cm_req_handler), host b's REQs as long for a REP. With 4 tries
-# (retries=3, about 1 s) CI of 0068694 on one-vCPU 7.3 guests had 31 of 50
-# passive ends and 45 of 50 active ones established after 120 s: the 50
-# handshakes at once took longer than that on host a. 16 tries give 4 s.
+# retries + 1 times the response timeout for their RTU (the REQ's:
+# cm_req_handler), host b's REQs as long for a REP. With 4 tries of 256 ms
+# (resp=16 retries=3) CI of 0068694 on one-vCPU 7.3 guests had 31 of 50
+# passive ends and 45 of 50 active ones established after 120 s: 50
+# handshakes at once took longer than that on host a. Now 8 s.
 # And no DREP can come late: host a's device, and its ids, are gone.
-HOSTS_LINK_DEL="lifetime=14 resp=16 retries=15"
+HOSTS_LINK_DEL="$HOSTS_FAST retries=15"
 
 # dis_statuses FIRST LAST: how many DISCONNECTED of FIRST..LAST had each
 # status, " N status=S;" each (for the log; one awk, not five processes).
