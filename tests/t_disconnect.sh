@@ -59,15 +59,25 @@ test_disconnect_errnos() {
 }
 
 # Both ends call disconnect() at the same moment: the DREQs cross, each end
-# answers the other's, each gets one DISCONNECTED and flushes its WRs.
+# answers the other's, each gets one DISCONNECTED and flushes its WRs. Over
+# the veth with 500 ms each way (both ends in one write), so that both
+# DREQs are sent before either arrives and the crossing is checked, not
+# left to the scheduler (on one rxe device the first DREQ can be answered
+# before the second is sent; t_cm.sh's crossing_dreqs, with the CM's trace).
 test_disconnect_simultaneous() {
 	local n=120 p=$((120 + PASSIVE_BASE))
-	cm_pair $n || return 1
+	cm_pair2 $n || return 1
 	post_both $n $p || return 1
+	[ -d /sys/module/sch_netem ] || modprobe sch_netem || return 1
+	tc qdisc add dev v0 root netem delay 500ms &&
+		tc qdisc add dev v1 root netem delay 500ms || return 1
 	ctl disconnect $n,$p || return 1
 	wait_event 20 $n DISCONNECTED && wait_event 20 $p DISCONNECTED || return 1
 	wait_event 30 $n TIMEWAIT_EXIT && wait_event 30 $p TIMEWAIT_EXIT || return 1
+	tc qdisc del dev v0 root; tc qdisc del dev v1 root
 	grep -E "^($n|$p) " "$RCD_DBG/events" | cut -c1-50 | sed 's/^/# /'
+	check "both DREQs crossed" test "$(($(crossed_in $n $n) + $(crossed_in $p $p)))" = 2 ||
+		return 1
 	check "$n: one DISCONNECTED" test "$(event_count $n DISCONNECTED)" = 1 || return 1
 	check "$p: one DISCONNECTED" test "$(event_count $p DISCONNECTED)" = 1 || return 1
 	# The QPs are freed at timewait exit; what was on their CQs is counted.
