@@ -73,24 +73,34 @@ test_rdma_read_write_mr() {
 # with them in flight on both sides. Every request comes back (completed,
 # flushed, or failed by the peer's QP going away), none dropped; one
 # DISCONNECTED each; every MR deregistered and buffer freed at timewait exit.
+# The MRs' fields are read first, so that the five writes (the ctl builtin)
+# follow each other with no process between them; and the test checks that
+# the disconnect found requests in flight (some flushed or failed), or it
+# would have tested nothing.
 test_rdma_disconnect_mid_flight() {
-	local n=410 p=$((410 + PASSIVE_BASE)) k=30 e
+	local n=410 p=$((410 + PASSIVE_BASE)) k=30 e an kn ap kp cut
 	cm_pair $n || return 1
 	ctl mr $n reg fill:4096:11 && ctl mr $p reg fill:4096:22 || return 1
 	check "MRs registered" wait_for 20 mr_valid $n 0 && wait_for 20 mr_valid $p 0 || return 1
-	ctl rdma $n read $(mr_field $p 0 addr) $(mr_field $p 0 rkey) 4096 count=$k &&
-	ctl rdma $n write $(mr_field $p 0 addr) $(mr_field $p 0 rkey) 4096 count=$k &&
-	ctl rdma $p read $(mr_field $n 0 addr) $(mr_field $n 0 rkey) 4096 count=$k &&
-	ctl rdma $p write $(mr_field $n 0 addr) $(mr_field $n 0 rkey) 4096 count=$k &&
+	an=$(mr_field $n 0 addr) && kn=$(mr_field $n 0 rkey) &&
+		ap=$(mr_field $p 0 addr) && kp=$(mr_field $p 0 rkey) || return 1
+	ctl rdma $n read $ap $kp 4096 count=$k &&
+	ctl rdma $n write $ap $kp 4096 count=$k &&
+	ctl rdma $p read $an $kn 4096 count=$k &&
+	ctl rdma $p write $an $kn 4096 count=$k &&
 	ctl disconnect $n || return 1
 	log "mapped at the disconnect: $(rcd_stat wr_bufs_mapped), MRs $(rcd_stat mrs_live)"
 	wait_event 20 $p DISCONNECTED && ctl disconnect $p || return 1
 	wait_event 30 $n TIMEWAIT_EXIT && wait_event 30 $p TIMEWAIT_EXIT || return 1
+	cut=0
 	for e in $n $p; do
 		log "$e: $(wr_line $e)"
 		# tests/t_rping.sh: fails on a line without the counters too.
 		all_back $e || return 1
+		cut=$((cut + $(conn_field $e flushed) + $(conn_field $e failed)))
 	done
+	check "the disconnect caught requests in flight ($cut flushed or failed)" \
+		test $cut -gt 0 || return 1
 	exactly_once DISCONNECTED $n $n && exactly_once DISCONNECTED $p $p || return 1
 	check "MRs deregistered, buffers unmapped" wait_for 10 nothing_mapped
 }
