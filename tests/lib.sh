@@ -681,6 +681,9 @@ text_count() {
 	echo $n
 }
 
+# conn_gone NUM: conns is there and has no line for NUM (builtins, for polls).
+conn_gone() { [ -r "$RCD_DBG/conns" ] && ! text_in "$RCD_DBG/conns" $'\n'"$1 "; }
+
 # count_events KIND: how many endpoints saw an event KIND.
 count_events() { grep -c " $1 " "$RCD_DBG/events"; }
 

@@ -164,7 +164,7 @@ test_qp_attr_outlives_id() {
 # of its device is a use after free that KASAN reports.
 rcd_lacks_device() { ! rcd_has_device "$1"; }
 test_cm_id_holds_its_device() {
-	local hold=6000 ids0 t0 t1 el w del rc bad=0
+	local hold=12000 ids0 t0 t1 el w del rc bad=0
 	rxe_add rxe0 v0 && rxe_add rxe1 v1 && rcd_load || return 1
 	ids0=$(rcd_stat cm_ids_live)
 	cmid_mark
