@@ -58,6 +58,9 @@ peer_counts() {
 # the kinds it sent meanwhile ("-": nothing). Sent is cm_tx_msgs minus
 # cm_tx_retries: cm.c counts an answer to a message for no id of its own
 # (cm_issue_drep's DREP) as sent once and retried once (cm_send_handler).
+# With STRAY_ANSWERS=N, it first waits (up to 10 s) until the CM has sent
+# N answers, then the 0.5 s for more: an answer the test expects is
+# counted however slow the guest (cm.c counts a send at its completion).
 stray() { strays "$*"; }
 
 # strays 'MSG...' 'MSG...' ...: as stray, for several messages at once:
@@ -66,7 +69,7 @@ stray() { strays "$*"; }
 # messages cm.c drops, where the half second of waiting is what costs.
 strays() {
 	local -a rx0 rx tx0 tx r0 r
-	local i got end=$((SECONDS + 10)) m
+	local i got end=$((SECONDS + 10)) m want=${STRAY_ANSWERS:-0}
 	peer_counts cm_rx_msgs rx0; peer_counts cm_tx_msgs tx0; peer_counts cm_tx_retries r0
 	for m in "$@"; do
 		# shellcheck disable=SC2086 # a message is its words
@@ -78,6 +81,13 @@ strays() {
 		[ $got -lt $# ] || break
 		[ $SECONDS -lt $end ] ||
 			{ fail "$(($# - got)) of '$*' never reached rxe0's CM"; return 1; }
+		nap 0.1
+	done
+	end=$((SECONDS + 10))
+	while [ "$want" -gt 0 ]; do
+		peer_counts cm_tx_msgs tx; peer_counts cm_tx_retries r; got=0
+		for i in "${!tx[@]}"; do got=$((got + (tx[i] - r[i]) - (tx0[i] - r0[i]))); done
+		[ $got -lt "$want" ] && [ $SECONDS -lt $end ] || break
 		nap 0.1
 	done
 	nap 0.5
@@ -125,7 +135,8 @@ test_peer_strays_for_unknown_ids() {
 			dropped+=("${k%|*} lcid=0x5eed0001 rcid=0x5eed0002 qpn=0x5eed")
 			continue
 		fi
-		stray ${k%|*} lcid=0x5eed0001 rcid=0x5eed0002 qpn=0x5eed || return 1
+		STRAY_ANSWERS=1 stray ${k%|*} lcid=0x5eed0001 rcid=0x5eed0002 qpn=0x5eed ||
+			return 1
 		[ "$ANSWER" = "$want" ] || bad=$((bad + 1))
 		log "unknown ids: ${k%|*}: answered $ANSWER (cm.c: $want)"
 	done
@@ -478,7 +489,11 @@ timeout_test_peer_held_within_bound=900
 # alone they take a fraction of one. Measured (debug kernel, one guest of
 # 2 vCPUs, 2026-12-02): per-peer windows alone 1,827 ms, beside 2,136 ms,
 # no REP held; one shared window (a throwaway peer_bucket returning 0)
-# alone 1,782 ms, beside 9,475 ms, 9 REPs held: the check fails.
+# alone 1,782 ms, beside 9,475 ms, 9 REPs held: the check fails. What
+# decides is that no REP of the second peer's was held (the module's own
+# count, whatever the guest's speed); the times, two runs of about 2 s on
+# a noisy machine, are checked against a loose bound (alone x 3 + 2 s,
+# 7.4 s there) that the shared window still far exceeds.
 #
 # Then the hostile peer spoofs the second peer's own address: its REPs and
 # the second peer's share a window, and the second peer's REPs may be held,
@@ -550,8 +565,9 @@ test_peer_unanswered_reps_slow_no_other_peer() {
 		"REPs in flight $inflight, held meanwhile $PACE_HELD"
 	check "the hostile peer's REPs still in flight at the end ($inflight >= 64)" \
 		test "$inflight" -ge 64 || return 1
-	bound=$((alone * 2 + 1000))
-	check "beside them no slower than alone x 2 + 1 s ($hostile ms <= $bound ms)" \
+	check "none of the second peer's REPs held ($PACE_HELD)" test "$PACE_HELD" = 0 || return 1
+	bound=$((alone * 3 + 2000))
+	check "beside them no slower than alone x 3 + 2 s ($hostile ms <= $bound ms)" \
 		test "$hostile" -le "$bound" || return 1
 	# The hostile peer spoofs the second peer's address: one window for both.
 	pace_beside $((0xd1000000)) $((0x5100)) 0a4d0002 128 300 || return 1
