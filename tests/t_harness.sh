@@ -68,12 +68,15 @@ test_harness_timeout_kills_test() {
 
 # cleanup reports what it could not undo: here a module held by an open
 # file of its debugfs directory cannot be unloaded. It used to drop rmmod's
-# error and return 0, and the next test ran on the old module.
+# error and return 0, and the next test ran on the old module. (The file
+# is waited for, not a fixed nap: a cleanup before the holder opened it
+# would succeed.)
+holds_stats() { [ "$(readlink "/proc/$1/fd/3" 2>/dev/null)" = "$RCD_DBG/stats" ]; }
 test_harness_cleanup_reports_failure() {
 	local holder rc
 	rxe_add rxe0 v0 && rcd_load || return 1
 	( exec 3< "$RCD_DBG/stats"; exec sleep 60 ) & holder=$!
-	nap 0.5
+	check "the holder opened stats" wait_for 10 holds_stats $holder || { kill $holder; return 1; }
 	cleanup; rc=$?
 	log "cleanup with the module held: $rc"
 	kill $holder; wait $holder
