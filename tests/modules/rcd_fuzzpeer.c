@@ -47,9 +47,7 @@
  */
 #include <linux/debugfs.h>
 #include <linux/delay.h>
-#include <linux/etherdevice.h>
 #include <linux/hex.h>
-#include <linux/inet.h>
 #include <linux/kthread.h>
 #include <linux/module.h>
 #include <linux/prandom.h>
@@ -58,17 +56,8 @@
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 #include <linux/unaligned.h>
-#include <rdma/iba.h>
-#include <rdma/ib_cm.h>
-#include <rdma/ib_mad.h>
-#include <rdma/ib_verbs.h>
-#include <rdma/ib_cache.h>
-#include <rdma/ibta_vol1_c12.h>
 
-#include "rcd_ibdev.h"
-
-/* cm_msgs.h (private to the CM): the class version of its MADs. */
-#define IB_CM_CLASS_VERSION 2
+#include "rcd_cm_wire.h"
 
 static char *dev = "rxe1";
 module_param(dev, charp, 0444);
@@ -93,8 +82,10 @@ static const char *const kind_name[NKINDS] = {
 	"sidr_rep", "lap", "apr",
 };
 
-static const u8 kind_attr[NKINDS] = {
-	0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x1a,
+static const u16 kind_attr[NKINDS] = {
+	CM_REQ_ATTR, CM_MRA_ATTR, CM_REJ_ATTR, CM_REP_ATTR, CM_RTU_ATTR,
+	CM_DREQ_ATTR, CM_DREP_ATTR, CM_SIDR_REQ_ATTR, CM_SIDR_REP_ATTR,
+	CM_LAP_ATTR, CM_APR_ATTR,
 };
 
 enum { A_RANDOM, A_REQ, A_FOLLOW, A_SEQ, A_SIDR, NACTIONS };
@@ -102,11 +93,7 @@ static const char *const action_name[NACTIONS] = {
 	"random", "new_req", "follow_up", "sequence", "sidr_req",
 };
 
-static struct ib_device *ibdev;
-static struct ib_mad_agent *agent;
-static struct ib_ah *ah;
-static union ib_gid sgid, dgid;
-static __be32 src_ip, dst_ip;
+static struct rcd_wire wire;
 static struct dentry *dir;
 
 static atomic_t sent_kind[NKINDS], actions[NACTIONS];
@@ -141,14 +128,11 @@ static u32 run_ms, run_gap_us;
 static bool running;
 static unsigned long steps;
 
-/* One message: what format() puts in a MAD. */
+/* One message of a kind, posted count times. */
 struct msg {
 	int kind;
-	u32 lcid, rcid, qpn, resp, retries, msgd, reason, timeout, ts, status;
-	u64 sid, guid, tid;
-	u8 pd[256];
-	size_t pd_len;
 	unsigned int count;
+	struct rcd_cm_msg cm;
 };
 
 static void send_handler(struct ib_mad_agent *a, struct ib_mad_send_wc *wc)
@@ -161,206 +145,20 @@ static void send_handler(struct ib_mad_agent *a, struct ib_mad_send_wc *wc)
 	ib_free_send_mad(wc->send_buf);
 }
 
-static void put_pd(void *field, size_t max, const struct msg *m)
-{
-	memcpy(field, m->pd, min(m->pd_len, max));
-}
-
-static void format(void *mad, const struct msg *m)
-{
-	struct ib_mad_hdr *hdr = mad;
-
-	memset(mad, 0, 256);
-	hdr->base_version = IB_MGMT_BASE_VERSION;
-	hdr->mgmt_class = IB_MGMT_CLASS_CM;
-	hdr->class_version = IB_CM_CLASS_VERSION;
-	hdr->method = IB_MGMT_METHOD_SEND;
-	hdr->attr_id = cpu_to_be16(kind_attr[m->kind]);
-	hdr->tid = cpu_to_be64(m->tid);
-	switch (m->kind) {
-	case K_REQ: {
-		struct cm_req_msg *p = mad;
-
-		IBA_SET(CM_REQ_LOCAL_COMM_ID, p, m->lcid);
-		IBA_SET(CM_REQ_SERVICE_ID, p, m->sid);
-		IBA_SET(CM_REQ_LOCAL_CA_GUID, p, m->guid);
-		IBA_SET(CM_REQ_LOCAL_QPN, p, m->qpn);
-		IBA_SET(CM_REQ_RESPONDER_RESOURCES, p, 1);
-		IBA_SET(CM_REQ_INITIATOR_DEPTH, p, 1);
-		IBA_SET(CM_REQ_REMOTE_CM_RESPONSE_TIMEOUT, p, m->resp);
-		IBA_SET(CM_REQ_TRANSPORT_SERVICE_TYPE, p, m->ts);
-		IBA_SET(CM_REQ_END_TO_END_FLOW_CONTROL, p, 1);
-		IBA_SET(CM_REQ_STARTING_PSN, p, m->qpn);
-		IBA_SET(CM_REQ_LOCAL_CM_RESPONSE_TIMEOUT, p, m->resp);
-		IBA_SET(CM_REQ_RETRY_COUNT, p, 7);
-		IBA_SET(CM_REQ_PARTITION_KEY, p, 0xffff);
-		IBA_SET(CM_REQ_PATH_PACKET_PAYLOAD_MTU, p, IB_MTU_1024);
-		IBA_SET(CM_REQ_RNR_RETRY_COUNT, p, 7);
-		IBA_SET(CM_REQ_MAX_CM_RETRIES, p, m->retries);
-		*IBA_GET_MEM_PTR(CM_REQ_PRIMARY_LOCAL_PORT_GID, p) = sgid;
-		*IBA_GET_MEM_PTR(CM_REQ_PRIMARY_REMOTE_PORT_GID, p) = dgid;
-		IBA_SET(CM_REQ_PRIMARY_LOCAL_PORT_LID, p, 0xffff);
-		IBA_SET(CM_REQ_PRIMARY_REMOTE_PORT_LID, p, 0xffff);
-		IBA_SET(CM_REQ_PRIMARY_PACKET_RATE, p, IB_RATE_10_GBPS);
-		IBA_SET(CM_REQ_PRIMARY_HOP_LIMIT, p, 64);
-		IBA_SET(CM_REQ_PRIMARY_SUBNET_LOCAL, p, 0);
-		IBA_SET(CM_REQ_PRIMARY_LOCAL_ACK_TIMEOUT, p, 18);
-		put_pd(IBA_GET_MEM_PTR(CM_REQ_PRIVATE_DATA, p),
-		       IB_CM_REQ_PRIVATE_DATA_SIZE, m);
-		break;
-	}
-	case K_MRA: {
-		struct cm_mra_msg *p = mad;
-
-		IBA_SET(CM_MRA_LOCAL_COMM_ID, p, m->lcid);
-		IBA_SET(CM_MRA_REMOTE_COMM_ID, p, m->rcid);
-		IBA_SET(CM_MRA_MESSAGE_MRAED, p, m->msgd);
-		IBA_SET(CM_MRA_SERVICE_TIMEOUT, p, m->timeout);
-		put_pd(IBA_GET_MEM_PTR(CM_MRA_PRIVATE_DATA, p),
-		       IB_CM_MRA_PRIVATE_DATA_SIZE, m);
-		break;
-	}
-	case K_REJ: {
-		struct cm_rej_msg *p = mad;
-
-		IBA_SET(CM_REJ_LOCAL_COMM_ID, p, m->lcid);
-		IBA_SET(CM_REJ_REMOTE_COMM_ID, p, m->rcid);
-		IBA_SET(CM_REJ_MESSAGE_REJECTED, p, m->msgd);
-		IBA_SET(CM_REJ_REASON, p, m->reason);
-		if (m->reason == IB_CM_REJ_TIMEOUT) {
-			/* As cm_destroy_id sends it: a CA GUID as the ARI. */
-			__be64 guid = cpu_to_be64(m->guid);
-
-			IBA_SET(CM_REJ_REJECTED_INFO_LENGTH, p, sizeof(guid));
-			memcpy(IBA_GET_MEM_PTR(CM_REJ_ARI, p), &guid,
-			       sizeof(guid));
-		}
-		put_pd(IBA_GET_MEM_PTR(CM_REJ_PRIVATE_DATA, p),
-		       IB_CM_REJ_PRIVATE_DATA_SIZE, m);
-		break;
-	}
-	case K_REP: {
-		struct cm_rep_msg *p = mad;
-
-		IBA_SET(CM_REP_LOCAL_COMM_ID, p, m->lcid);
-		IBA_SET(CM_REP_REMOTE_COMM_ID, p, m->rcid);
-		IBA_SET(CM_REP_LOCAL_QPN, p, m->qpn);
-		IBA_SET(CM_REP_STARTING_PSN, p, m->qpn);
-		IBA_SET(CM_REP_RESPONDER_RESOURCES, p, 1);
-		IBA_SET(CM_REP_INITIATOR_DEPTH, p, 1);
-		IBA_SET(CM_REP_RNR_RETRY_COUNT, p, 7);
-		IBA_SET(CM_REP_LOCAL_CA_GUID, p, m->guid);
-		put_pd(IBA_GET_MEM_PTR(CM_REP_PRIVATE_DATA, p),
-		       IB_CM_REP_PRIVATE_DATA_SIZE, m);
-		break;
-	}
-	case K_RTU: {
-		struct cm_rtu_msg *p = mad;
-
-		IBA_SET(CM_RTU_LOCAL_COMM_ID, p, m->lcid);
-		IBA_SET(CM_RTU_REMOTE_COMM_ID, p, m->rcid);
-		put_pd(IBA_GET_MEM_PTR(CM_RTU_PRIVATE_DATA, p),
-		       IB_CM_RTU_PRIVATE_DATA_SIZE, m);
-		break;
-	}
-	case K_DREQ: {
-		struct cm_dreq_msg *p = mad;
-
-		IBA_SET(CM_DREQ_LOCAL_COMM_ID, p, m->lcid);
-		IBA_SET(CM_DREQ_REMOTE_COMM_ID, p, m->rcid);
-		IBA_SET(CM_DREQ_REMOTE_QPN_EECN, p, m->qpn);
-		put_pd(IBA_GET_MEM_PTR(CM_DREQ_PRIVATE_DATA, p),
-		       IB_CM_DREQ_PRIVATE_DATA_SIZE, m);
-		break;
-	}
-	case K_DREP: {
-		struct cm_drep_msg *p = mad;
-
-		IBA_SET(CM_DREP_LOCAL_COMM_ID, p, m->lcid);
-		IBA_SET(CM_DREP_REMOTE_COMM_ID, p, m->rcid);
-		put_pd(IBA_GET_MEM_PTR(CM_DREP_PRIVATE_DATA, p),
-		       IB_CM_DREP_PRIVATE_DATA_SIZE, m);
-		break;
-	}
-	case K_SIDR_REQ: {
-		struct cm_sidr_req_msg *p = mad;
-
-		IBA_SET(CM_SIDR_REQ_REQUESTID, p, m->lcid);
-		IBA_SET(CM_SIDR_REQ_PARTITION_KEY, p, 0xffff);
-		IBA_SET(CM_SIDR_REQ_SERVICEID, p, m->sid);
-		put_pd(IBA_GET_MEM_PTR(CM_SIDR_REQ_PRIVATE_DATA, p),
-		       IB_CM_SIDR_REQ_PRIVATE_DATA_SIZE, m);
-		break;
-	}
-	case K_SIDR_REP: {
-		struct cm_sidr_rep_msg *p = mad;
-
-		IBA_SET(CM_SIDR_REP_REQUESTID, p, m->lcid);
-		IBA_SET(CM_SIDR_REP_STATUS, p, m->status);
-		IBA_SET(CM_SIDR_REP_QPN, p, m->qpn);
-		IBA_SET(CM_SIDR_REP_SERVICEID, p, m->sid);
-		IBA_SET(CM_SIDR_REP_Q_KEY, p, m->rcid);
-		put_pd(IBA_GET_MEM_PTR(CM_SIDR_REP_PRIVATE_DATA, p),
-		       IB_CM_SIDR_REP_PRIVATE_DATA_SIZE, m);
-		break;
-	}
-	case K_LAP: {
-		struct cm_lap_msg *p = mad;
-
-		IBA_SET(CM_LAP_LOCAL_COMM_ID, p, m->lcid);
-		IBA_SET(CM_LAP_REMOTE_COMM_ID, p, m->rcid);
-		IBA_SET(CM_LAP_REMOTE_QPN_EECN, p, m->qpn);
-		IBA_SET(CM_LAP_REMOTE_CM_RESPONSE_TIMEOUT, p, m->resp);
-		*IBA_GET_MEM_PTR(CM_LAP_ALTERNATE_LOCAL_PORT_GID, p) = sgid;
-		*IBA_GET_MEM_PTR(CM_LAP_ALTERNATE_REMOTE_PORT_GID, p) = dgid;
-		IBA_SET(CM_LAP_ALTERNATE_LOCAL_PORT_LID, p, 0xffff);
-		IBA_SET(CM_LAP_ALTERNATE_REMOTE_PORT_LID, p, 0xffff);
-		IBA_SET(CM_LAP_ALTERNATE_HOP_LIMIT, p, 64);
-		IBA_SET(CM_LAP_ALTERNATE_PACKET_RATE, p, IB_RATE_10_GBPS);
-		IBA_SET(CM_LAP_ALTERNATE_LOCAL_ACK_TIMEOUT, p, 18);
-		put_pd(IBA_GET_MEM_PTR(CM_LAP_PRIVATE_DATA, p),
-		       IB_CM_LAP_PRIVATE_DATA_SIZE, m);
-		break;
-	}
-	case K_APR: {
-		struct cm_apr_msg *p = mad;
-
-		IBA_SET(CM_APR_LOCAL_COMM_ID, p, m->lcid);
-		IBA_SET(CM_APR_REMOTE_COMM_ID, p, m->rcid);
-		IBA_SET(CM_APR_AR_STATUS, p, m->status);
-		put_pd(IBA_GET_MEM_PTR(CM_APR_PRIVATE_DATA, p),
-		       IB_CM_APR_PRIVATE_DATA_SIZE, m);
-		break;
-	}
-	}
-}
-
 /* Posts @m->count copies of @m (duplicates: same TID). */
 static void send_msg(const struct msg *m)
 {
-	struct ib_mad_send_buf *buf;
 	unsigned int i;
 
 	for (i = 0; i < m->count; i++) {
 		/* Keep the send queue short: the CM must keep up. */
 		while (atomic_read(&in_flight) > 32 && !kthread_should_stop())
 			usleep_range(500, 1000);
-		buf = ib_create_send_mad(agent, 1, 0, 0, IB_MGMT_MAD_HDR,
-					 IB_MGMT_MAD_DATA, GFP_KERNEL,
-					 IB_MGMT_BASE_VERSION);
-		if (IS_ERR(buf)) {
-			atomic_inc(&post_err);
-			return;
-		}
-		format(buf->mad, m);
-		buf->ah = ah;
-		buf->timeout_ms = 0;
-		buf->retries = 0;
 		atomic_inc(&in_flight);
-		if (ib_post_send_mad(buf, NULL)) {
+		/* Private data too long for its field: cut to it. */
+		if (rcd_cm_post(&wire, &m->cm, true)) {
 			atomic_dec(&in_flight);
 			atomic_inc(&post_err);
-			ib_free_send_mad(buf);
 			return;
 		}
 		atomic_inc(&sent_kind[m->kind]);
@@ -399,14 +197,14 @@ static u32 some_u32(u32 seen)
  */
 static void cma_hdr(struct msg *m, bool lie)
 {
-	u8 *p = m->pd;
+	u8 *p = m->cm.pd;
 
 	memset(p, 0, 36);
 	p[1] = 0x40;
 	put_unaligned_be16(rnd(2) ? 0 : 1024 + rnd(60000), p + 2);
-	memcpy(p + 16, &src_ip, 4);
-	memcpy(p + 32, &dst_ip, 4);
-	m->pd_len = 36 + rnd(20);
+	memcpy(p + 16, &wire.src_ip, 4);
+	memcpy(p + 32, &wire.dst_ip, 4);
+	m->cm.pd_len = 36 + rnd(20);
 	if (lie)
 		p[rnd(36)] ^= 1 << rnd(8);
 }
@@ -415,27 +213,28 @@ static void random_pd(struct msg *m)
 {
 	size_t i;
 
-	m->pd_len = rnd(5) ? rnd(40) : rnd(sizeof(m->pd) + 1);
-	for (i = 0; i < m->pd_len; i++)
-		m->pd[i] = rnd(4) ? prandom_u32_state(&rs) : 0;
+	m->cm.pd_len = rnd(5) ? rnd(40) : rnd(sizeof(m->cm.pd) + 1);
+	for (i = 0; i < m->cm.pd_len; i++)
+		m->cm.pd[i] = rnd(4) ? prandom_u32_state(&rs) : 0;
 }
 
 static void base_msg(struct msg *m, int kind)
 {
 	memset(m, 0, sizeof(*m));
 	m->kind = kind;
-	m->guid = be64_to_cpu(ibdev->node_guid);
-	m->tid = rnd64();
+	m->cm.attr = kind_attr[kind];
+	m->cm.guid = be64_to_cpu(wire.ibdev->node_guid);
+	m->cm.tid = rnd64();
 	m->count = rnd(10) ? 1 : 2 + rnd(2);
 	/* Long enough that the test can tell the peer the ids of its new
 	 * ends (twice a second) while they wait for its RTU.
 	 */
-	m->resp = max_resp - rnd(5);
-	m->retries = 1 + rnd(max_retries);
-	m->timeout = rnd(max_resp + 1);
-	m->msgd = rnd(3);
-	m->reason = rnd(4) ? IB_CM_REJ_CONSUMER_DEFINED : 1 + rnd(33);
-	m->status = rnd(4);
+	m->cm.resp = max_resp - rnd(5);
+	m->cm.retries = 1 + rnd(max_retries);
+	m->cm.timeout = rnd(max_resp + 1);
+	m->cm.msgd = rnd(3);
+	m->cm.reason = rnd(4) ? IB_CM_REJ_CONSUMER_DEFINED : 1 + rnd(33);
+	m->cm.status = rnd(4);
 	random_pd(m);
 }
 
@@ -477,7 +276,7 @@ static bool pick_own(struct own_req *o)
 static void remember_own(const struct msg *m)
 {
 	spin_lock(&pool_lock);
-	own[own_next] = (struct own_req){ m->lcid, m->qpn, m->sid, m->tid };
+	own[own_next] = (struct own_req){ m->cm.lcid, m->cm.qpn, m->cm.sid, m->cm.tid };
 	own_next = (own_next + 1) % NOWN;
 	if (nown < NOWN)
 		nown++;
@@ -492,17 +291,17 @@ static void act_random(void)
 
 	base_msg(&m, rnd(NKINDS));
 	pick_end(&e);
-	m.lcid = some_u32(e.rid);
-	m.rcid = some_u32(e.lid);
-	m.qpn = some_u32(e.qpn) & 0xffffff;
-	m.sid = pick_sid();
+	m.cm.lcid = some_u32(e.rid);
+	m.cm.rcid = some_u32(e.lid);
+	m.cm.qpn = some_u32(e.qpn) & 0xffffff;
+	m.cm.sid = pick_sid();
 	/* Timers stay bounded (see the top): the rest is anything. */
-	m.resp = rnd(max_resp + 1);
-	m.timeout = rnd(max_resp + 1);
-	m.msgd = rnd(4);
-	m.reason = rnd(64);
-	m.ts = rnd(4);
-	m.status = rnd(256);
+	m.cm.resp = rnd(max_resp + 1);
+	m.cm.timeout = rnd(max_resp + 1);
+	m.cm.msgd = rnd(4);
+	m.cm.reason = rnd(64);
+	m.cm.ts = rnd(4);
+	m.cm.status = rnd(256);
 	send_msg(&m);
 }
 
@@ -518,34 +317,34 @@ static void act_req(void)
 	struct own_req o;
 
 	base_msg(&m, K_REQ);
-	m.sid = pick_sid();
-	m.lcid = prandom_u32_state(&rs);
-	m.qpn = 0x100 + rnd(0xfff00);
+	m.cm.sid = pick_sid();
+	m.cm.lcid = prandom_u32_state(&rs);
+	m.cm.qpn = 0x100 + rnd(0xfff00);
 	if (!rnd(8) && pick_own(&o)) {
 		/* The same REQ again (a duplicate) or with a new TID or a
 		 * new QPN (stale).
 		 */
-		m.lcid = o.lcid;
-		m.sid = o.sid;
-		m.qpn = rnd(2) ? o.qpn : m.qpn;
-		m.tid = rnd(2) ? o.tid : m.tid;
+		m.cm.lcid = o.lcid;
+		m.cm.sid = o.sid;
+		m.cm.qpn = rnd(2) ? o.qpn : m.cm.qpn;
+		m.cm.tid = rnd(2) ? o.tid : m.cm.tid;
 	}
-	if (is_cma_sid(m.sid))
+	if (is_cma_sid(m.cm.sid))
 		cma_hdr(&m, !rnd(5));
 	if (!rnd(4)) {
 		/* The module's own REQ header (REQ_MAGIC and the active
 		 * end's number, which names the passive end): numbers of the
 		 * test's own connections, or any.
 		 */
-		size_t off = is_cma_sid(m.sid) ? 36 : 0;
+		size_t off = is_cma_sid(m.cm.sid) ? 36 : 0;
 		u32 num = rnd(2) ? 100 + rnd(20) : prandom_u32_state(&rs);
 
-		memcpy(m.pd + off, "RCD1", 4);
-		put_unaligned_le32(num, m.pd + off + 4);
-		m.pd_len = max(m.pd_len, off + 8);
+		memcpy(m.cm.pd + off, "RCD1", 4);
+		put_unaligned_le32(num, m.cm.pd + off + 4);
+		m.cm.pd_len = max(m.cm.pd_len, off + 8);
 	}
 	if (!rnd(20))
-		m.ts = 1;
+		m.cm.ts = 1;
 	send_msg(&m);
 	remember_own(&m);
 }
@@ -556,22 +355,22 @@ static void follow_up(const struct end *e, int kind)
 	struct msg m;
 
 	base_msg(&m, kind);
-	m.lcid = e->rid;
-	m.rcid = e->lid;
-	m.qpn = e->qpn;
-	m.sid = pick_sid();
+	m.cm.lcid = e->rid;
+	m.cm.rcid = e->lid;
+	m.cm.qpn = e->qpn;
+	m.cm.sid = pick_sid();
 	switch (rnd(10)) {
 	case 0:
-		m.lcid = some_u32(e->rid);
+		m.cm.lcid = some_u32(e->rid);
 		break;
 	case 1:
-		m.rcid = some_u32(e->lid);
+		m.cm.rcid = some_u32(e->lid);
 		break;
 	case 2:
-		m.qpn = some_u32(e->qpn) & 0xffffff;
+		m.cm.qpn = some_u32(e->qpn) & 0xffffff;
 		break;
 	}
-	if (kind == K_REQ && is_cma_sid(m.sid))
+	if (kind == K_REQ && is_cma_sid(m.cm.sid))
 		cma_hdr(&m, !rnd(5));
 	send_msg(&m);
 }
@@ -613,9 +412,9 @@ static void act_sidr(void)
 	struct msg m;
 
 	base_msg(&m, K_SIDR_REQ);
-	m.sid = pick_sid();
-	m.lcid = prandom_u32_state(&rs);
-	if (is_cma_sid(m.sid))
+	m.cm.sid = pick_sid();
+	m.cm.lcid = prandom_u32_state(&rs);
+	if (is_cma_sid(m.cm.sid))
 		cma_hdr(&m, !rnd(4));
 	send_msg(&m);
 }
@@ -855,59 +654,17 @@ static const struct file_operations ctl_fops = {
 
 static int __init rcd_fuzzpeer_init(void)
 {
-	const struct ib_gid_attr *attr;
-	struct rdma_ah_attr ah_attr = {};
-	u8 mac[ETH_ALEN];
 	int ret;
 
-	if (!in4_pton(src, -1, (u8 *)&src_ip, -1, NULL))
-		return -EINVAL;
-	ipv6_addr_set_v4mapped(src_ip, (struct in6_addr *)sgid.raw);
-	if (!in4_pton(dst, -1, (u8 *)&dst_ip, -1, NULL))
-		return -EINVAL;
-	ipv6_addr_set_v4mapped(dst_ip, (struct in6_addr *)dgid.raw);
-	if (!mac_pton(dmac, mac))
-		return -EINVAL;
 	if (max_resp < 12 || max_resp > 31 || max_retries < 1 || max_retries > 15)
 		return -EINVAL;
-
-	ibdev = rcd_ib_device_get_by_name(dev);
-	if (!ibdev)
-		return -ENODEV;
-	attr = rdma_find_gid_by_port(ibdev, &sgid, IB_GID_TYPE_ROCE_UDP_ENCAP,
-				     1, NULL);
-	if (IS_ERR(attr)) {
-		ret = PTR_ERR(attr);
-		goto put_dev;
-	}
-	agent = ib_register_mad_agent(ibdev, 1, IB_QPT_GSI, NULL, 0,
-				      send_handler, NULL, NULL, 0);
-	if (IS_ERR(agent)) {
-		ret = PTR_ERR(agent);
-		goto put_attr;
-	}
-	ah_attr.type = RDMA_AH_ATTR_TYPE_ROCE;
-	rdma_ah_set_port_num(&ah_attr, 1);
-	rdma_ah_set_grh(&ah_attr, &dgid, 0, attr->index, 64, 0);
-	memcpy(ah_attr.roce.dmac, mac, ETH_ALEN);
-	ah = rdma_create_ah(agent->qp->pd, &ah_attr, RDMA_CREATE_AH_SLEEPABLE);
-	if (IS_ERR(ah)) {
-		ret = PTR_ERR(ah);
-		goto unreg;
-	}
-	rdma_put_gid_attr(attr);
+	ret = rcd_wire_open(&wire, dev, src, dst, dmac, send_handler);
+	if (ret)
+		return ret;
 	dir = debugfs_create_dir("rcd_fuzzpeer", NULL);
 	debugfs_create_file("ctl", 0200, dir, NULL, &ctl_fops);
 	debugfs_create_file("stats", 0400, dir, NULL, &stats_fops);
 	return 0;
-
-unreg:
-	ib_unregister_mad_agent(agent);
-put_attr:
-	rdma_put_gid_attr(attr);
-put_dev:
-	ib_device_put(ibdev);
-	return ret;
 }
 
 static void __exit rcd_fuzzpeer_exit(void)
@@ -916,10 +673,7 @@ static void __exit rcd_fuzzpeer_exit(void)
 	mutex_lock(&run_lock);
 	stop_run();
 	mutex_unlock(&run_lock);
-	/* Waits for (cancels) the sends still in flight. */
-	ib_unregister_mad_agent(agent);
-	rdma_destroy_ah(ah, RDMA_DESTROY_AH_SLEEPABLE);
-	ib_device_put(ibdev);
+	rcd_wire_close(&wire);
 }
 
 module_init(rcd_fuzzpeer_init);
