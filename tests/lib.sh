@@ -755,6 +755,14 @@ sent() { echo $(( $(cm_counter "$1" cm_tx_msgs "$2") - $(cm_counter "$1" cm_tx_r
 # sent_is DEV MSG VALUE: for wait_for.
 sent_is() { [ "$(sent "$1" "$2")" = "$3" ]; }
 
+# drep_sent_once TX DUP: rxe0 sent one DREP since TX, and at most one more
+# for each duplicate DREQ it received since DUP (its CM's counts).
+drep_sent_once() {
+	local s d
+	s=$(sent rxe0 drep) && d=$(( $(cm_counter rxe0 cm_rx_duplicates dreq) - $2 )) || return 1
+	[ "$s" -ge $(($1 + 1)) ] && [ "$s" -le $(($1 + 1 + d)) ]
+}
+
 # cm_pair ACTIVE [LISTENER_OPTS]: rxe0 on v0, listener 1 on service 0x1000
 # (created once), and connection ACTIVE from 10.77.0.1 to itself, both ends
 # ESTABLISHED. The passive end is ACTIVE + 1000000.

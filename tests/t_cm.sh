@@ -85,14 +85,6 @@ test_dreq_too_long_is_einval() {
 	cm_trace_off
 }
 
-# drep_sent_once TX DUP: rxe0 sent one DREP since TX, and at most one more
-# for each duplicate DREQ it received since DUP (its CM's counts).
-drep_sent_once() {
-	local s d
-	s=$(sent rxe0 drep) && d=$(( $(cm_counter rxe0 cm_rx_duplicates dreq) - $2 )) || return 1
-	[ "$s" -ge $(($1 + 1)) ] && [ "$s" -le $(($1 + 1 + d)) ]
-}
-
 # The same for DREP beyond 224 bytes (6.12's ib_send_cm_drep would leak its
 # copy: the module must not call it).
 test_drep_too_long_is_einval() {
