@@ -54,7 +54,8 @@ int rcd_send_drep(struct ib_cm_id *cm_id, const void *private_data, size_t len)
 
 	/*
 	 * ib_send_cm_drep() copies the data with GFP_KERNEL (ib_send_cm_dreq()
-	 * allocates atomically: rcd_send_dreq() may be called in any context).
+	 * allocates atomically: rcd_send_dreq() may be called with a spinlock
+	 * held or interrupts off, though not from an interrupt, see the header).
 	 */
 	might_sleep();
 	rcd_copy_private_data(&pd, private_data, len);

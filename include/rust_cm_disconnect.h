@@ -36,8 +36,10 @@ struct ib_qp;
  * Unlike ib_send_cm_dreq(), whose u8 length silently wraps (300 becomes 44),
  * a @len over IB_CM_DREQ_PRIVATE_DATA_SIZE is refused.
  *
- * Context: any, like ib_send_cm_dreq() (it takes a spinlock, allocates
- * with GFP_ATOMIC).
+ * Context: process context; may hold a spinlock or have interrupts
+ * disabled (it takes a spinlock, allocates with GFP_ATOMIC). Not from hard
+ * or soft IRQ context: the CM read-locks its device's MAD agent lock, which
+ * device removal (cm_remove_one()) write-locks with interrupts enabled.
  * Return: 0 on success (the id is then in DREQ_SENT); -EINVAL for a NULL
  * @cm_id, NULL @private_data with a non-zero @len, or @len > 220 (nothing
  * sent, the connection untouched); otherwise ib_send_cm_dreq()'s result:

@@ -208,7 +208,9 @@ impl CmIdRef {
     /// is sent and the connection is untouched. Otherwise the CM's answer as
     /// it is: `EINVAL` unless the id is `ESTABLISHED` (a second DREQ, one
     /// after the peer's DREQ, one before the RTU), `ENOMEM` or a MAD error
-    /// (the id then enters timewait). Callable from atomic context.
+    /// (the id then enters timewait). Callable with a spinlock held or interrupts
+    /// disabled, not from interrupt context (the CM read-locks a lock that
+    /// device removal write-locks with interrupts enabled).
     pub fn send_dreq(&self, data: &[u8]) -> Result {
         let (ptr, len) = Message::Dreq.raw(data)?;
         // SAFETY: By the type invariant the id is valid; `ptr` is NULL or
