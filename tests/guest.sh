@@ -110,13 +110,8 @@ run_host_test() {
 		echo "# the clean guest before it failed (cleanup above)"
 		rc=1
 	fi
-	if [ $rc -eq 0 ]; then
-		echo "RESULT ok $t"
-	elif [ $rc -eq $KSFT_SKIP ]; then
-		echo "RESULT ok $t # SKIP $(sed -n 's/^# SKIP //p' /run/rcd-test.out | tail -1)"
-	else
-		echo "RESULT not ok $t"
-	fi
+	RCD_REASON=$(sed -n 's/^# SKIP //p' /run/rcd-test.out | tail -1)
+	rcd_result "$t" "$rc"
 }
 
 [ "${1:-}" = --queue ] || { echo "usage: $0 --queue DIR GUEST | --one test_NAME" >&2; exit 2; }

@@ -87,20 +87,12 @@ rcd_queue() {
 	while read -r t; do
 		mkdir "$1/claim/$t" 2>/dev/null || continue
 		rcd_one "$t"; rc=$?
-		case $rc in
-		0) echo "RESULT ok $t" ;;
-		4) echo "RESULT ok $t # SKIP $RCD_REASON" ;;
-		*) echo "RESULT not ok $t" ;;
-		esac
+		rcd_result "$t" "$rc"
 	done < "$1/plan"
 	RCD_KEEP_PRODUCT=0
 	for t in $RCD_END_TESTS; do
 		rcd_one "$t"; rc=$?
-		case $rc in
-		0) echo "RESULT ok $t" ;;
-		4) echo "RESULT ok $t # SKIP $RCD_REASON" ;;
-		*) echo "RESULT not ok $t" ;;
-		esac
+		rcd_result "$t" "$rc"
 	done
 }
 

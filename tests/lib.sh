@@ -60,6 +60,11 @@ rcd_run() {
 	nap 0
 	{
 		local _pid _wd _rc
+		# The test in a process group of its own (job control for this
+		# one job): what it starts in the background (a peer, a helper
+		# loop) is in that group too, and ends with it below, rather than
+		# run on into the next test.
+		set -m
 		(
 			SECONDS=0
 			unset CM_BASE_LOADED
@@ -68,18 +73,21 @@ rcd_run() {
 			"$_fn"
 		) </dev/null 2>&1 &
 		_pid=$!
+		set +m
 		(
 			nap "$_tmo"
 			# What the test waits in: its processes' states and where
 			# in the kernel each sleeps, printed once it ends.
 			ps -e --forest -o pid,stat,wchan:28,etimes,args > "$_late" 2>&1
-			kill -TERM "$_pid" 2>/dev/null
+			kill -TERM -- -"$_pid" 2>/dev/null
 			nap 10
-			kill -KILL "$_pid" 2>/dev/null
+			kill -KILL -- -"$_pid" 2>/dev/null
 		) </dev/null >/dev/null 2>&1 &
 		_wd=$!
 		wait "$_pid"; _rc=$?
 		kill "$_wd" 2>/dev/null
+		# What the test left running in its group.
+		kill -KILL -- -"$_pid" 2>/dev/null
 		if [ -e "$_late" ]; then
 			_rc=124
 			echo "processes at the timeout:"
@@ -89,6 +97,24 @@ rcd_run() {
 		exit "$_rc"
 	} | sed -u -e "w $_out" -e 's/^\([^#]\)/# \1/; s/^$/#/'
 	return "${PIPESTATUS[0]}"
+}
+
+# rcd_result NAME RC: the line tests/run.sh reads for test NAME, which
+# returned RC (rcd_one). A skip is a failure under RCD_NO_SKIP=1 (make
+# check's and make stress's default: a test that cannot run there proves
+# nothing, and a missing tool is the setup's bug).
+rcd_result() {
+	case $2 in
+	0) echo "RESULT ok $1" ;;
+	4)
+		if [ "${RCD_NO_SKIP:-0}" = 1 ]; then
+			echo "# skipped ($RCD_REASON), a failure with RCD_NO_SKIP=1"
+			echo "RESULT not ok $1"
+		else
+			echo "RESULT ok $1 # SKIP $RCD_REASON"
+		fi ;;
+	*) echo "RESULT not ok $1" ;;
+	esac
 }
 
 # check DESCRIPTION COMMAND...: run a command, fail with DESCRIPTION if it fails.
@@ -126,6 +152,8 @@ wait_for() {
 DMESG_BAD='BUG:|WARNING:|Oops|Call Trace|sleeping function called from invalid context|KASAN'
 DMESG_BAD+='|ODEBUG|possible recursive locking|circular locking|inconsistent lock state'
 DMESG_BAD+='|blocked for more than|soft lockup|rcu.*stall'
+# The kernel crate's own errors: a CM id destroyed twice, a QP leaked.
+DMESG_BAD+="|an id's destroy was queued twice|QP [0-9]+ not destroyed"
 
 # A kernel report a test provokes on purpose lies between two markers in
 # the log: expect_reports_begin, then expect_reports_end. The test checks
@@ -551,7 +579,52 @@ cm_base_forget() {
 # ctl CMD...: one command to the module; fails (printing the errno) if the
 # module refuses it.
 ctl() {
-	echo "$*" 2>/dev/null > "$RCD_DBG/ctl" || fail "ctl '$*': $(ctl_errno "$*" 2>&1)"
+	# The first write's own error, from bash's message (no second write: a
+	# command that failed half way, a DREQ among several, must not run
+	# again to tell why), read with builtins (no process).
+	local m
+	{ echo "$*" > "$RCD_DBG/ctl"; } 2> /run/rcd-ctl.err && return 0
+	read -r m < /run/rcd-ctl.err
+	fail "ctl '$*': $(errno_name "$m")"
+}
+
+# errno_name MESSAGE: the errno's name (EINVAL, ENOENT, ...) in bash's
+# message for a failed write ("...: write error: Invalid argument"), from
+# glibc's strerror text; a message outside the table as it is.
+errno_name() {
+	case $1 in
+	*": write error: "*) ;;
+	*) echo "${1#*: }"; return 0 ;;
+	esac
+	case $1 in
+	*": Argument list too long") echo E2BIG ;;
+	*": Resource temporarily unavailable") echo EAGAIN ;;
+	*": Operation already in progress") echo EALREADY ;;
+	*": Device or resource busy") echo EBUSY ;;
+	*": Operation canceled") echo ECANCELED ;;
+	*": Connection refused") echo ECONNREFUSED ;;
+	*": File exists") echo EEXIST ;;
+	*": Bad address") echo EFAULT ;;
+	*": Interrupted system call") echo EINTR ;;
+	*": Invalid argument") echo EINVAL ;;
+	*": Input/output error") echo EIO ;;
+	*": Transport endpoint is already connected") echo EISCONN ;;
+	*": Message too long") echo EMSGSIZE ;;
+	*": No such device") echo ENODEV ;;
+	*": No such file or directory") echo ENOENT ;;
+	*": Cannot allocate memory") echo ENOMEM ;;
+	*": No space left on device") echo ENOSPC ;;
+	*": Function not implemented") echo ENOSYS ;;
+	*": Transport endpoint is not connected") echo ENOTCONN ;;
+	*": No such device or address") echo ENXIO ;;
+	*": Operation not supported") echo ENOTSUP ;;
+	*": Value too large for defined data type") echo EOVERFLOW ;;
+	*": Operation not permitted") echo EPERM ;;
+	*": Protocol error") echo EPROTO ;;
+	*": Numerical result out of range") echo ERANGE ;;
+	*": Connection timed out") echo ETIMEDOUT ;;
+	*) echo "${1##*: write error: }" ;;
+	esac
 }
 
 # ctl_errno CMD: prints OK or the errno name (EINVAL, ENOENT, ...) the
@@ -561,45 +634,14 @@ ctl() {
 ctl_errno() {
 	# Short commands with the printf builtin (one write(2) of CMD's bytes:
 	# stdout's buffer is a page) and the errno's name from its message
-	# (glibc's strerror, as perl's %! names it): a perl start cost about
-	# 0.7 s, and some tests make dozens of these. An errno outside the
-	# table prints its message (no expectation matches it). Longer
-	# commands (t_hostile.sh writes 4,096 and 4,097 bytes) as before.
+	# (errno_name): a perl start cost about 0.7 s, and some tests make
+	# dozens of these. Longer commands (t_hostile.sh writes 4,096 and
+	# 4,097 bytes) as before.
 	if [ ${#1} -le 1024 ]; then
 		local m
 		m=$( { printf '%s' "$1" > "$RCD_DBG/ctl"; } 2>&1 ) && { echo OK; return 0; }
 		case $m in
-		*": write error: "*)
-			case $m in
-			*": Argument list too long") echo E2BIG ;;
-			*": Resource temporarily unavailable") echo EAGAIN ;;
-			*": Operation already in progress") echo EALREADY ;;
-			*": Device or resource busy") echo EBUSY ;;
-			*": Operation canceled") echo ECANCELED ;;
-			*": Connection refused") echo ECONNREFUSED ;;
-			*": File exists") echo EEXIST ;;
-			*": Bad address") echo EFAULT ;;
-			*": Interrupted system call") echo EINTR ;;
-			*": Invalid argument") echo EINVAL ;;
-			*": Input/output error") echo EIO ;;
-			*": Transport endpoint is already connected") echo EISCONN ;;
-			*": Message too long") echo EMSGSIZE ;;
-			*": No such device") echo ENODEV ;;
-			*": No such file or directory") echo ENOENT ;;
-			*": Cannot allocate memory") echo ENOMEM ;;
-			*": No space left on device") echo ENOSPC ;;
-			*": Function not implemented") echo ENOSYS ;;
-			*": Transport endpoint is not connected") echo ENOTCONN ;;
-			*": No such device or address") echo ENXIO ;;
-			*": Operation not supported") echo ENOTSUP ;;
-			*": Value too large for defined data type") echo EOVERFLOW ;;
-			*": Operation not permitted") echo EPERM ;;
-			*": Protocol error") echo EPROTO ;;
-			*": Numerical result out of range") echo ERANGE ;;
-			*": Connection timed out") echo ETIMEDOUT ;;
-			*) echo "${m##*: write error: }" ;;
-			esac
-			return 0 ;;
+		*": write error: "*) errno_name "$m"; return 0 ;;
 		*) echo "${m#*: }" >&2; return 2 ;;
 		esac
 	fi
@@ -860,9 +902,26 @@ events_in() {
 events_at_least() { [ "$(events_in "$1" "$2" "$3")" -ge "$4" ]; }
 
 # wait_events SECONDS KIND FIRST LAST N: N events KIND among FIRST..LAST.
+# On failure it names the ends that had none, with their state and events.
 wait_events() {
-	wait_for "$1" events_at_least "$2" "$3" "$4" "$5" ||
-		fail "$(events_in "$2" "$3" "$4") of $5 $2 in $3-$4 within $1 s"
+	wait_for "$1" events_at_least "$2" "$3" "$4" "$5" && return 0
+	fail "$(events_in "$2" "$3" "$4") of $5 $2 in $3-$4 within $1 s"
+	ends_without "$2" "$3" "$4"
+	return 1
+}
+
+# ends_without KIND FIRST LAST [MAX]: the endpoints of FIRST..LAST (in conns)
+# without a KIND event, at most MAX (8) of them, each with its state and
+# its events in order, for the log.
+ends_without() {
+	awk -v k="$1" -v a="$2" -v b="$3" -v max="${4:-8}" '
+		FILENAME ~ /events$/ { if ($1 >= a && $1 <= b) { ev[$1] = ev[$1] " " $2; if ($2 == k) got[$1] = 1 }; next }
+		$1 >= a && $1 <= b && !($1 in got) {
+			st = "?"; for (i = 2; i <= NF; i++) if ($i ~ /^state=/) st = substr($i, 7)
+			if (n++ < max) printf "#   %s state=%s events:%s\n", $1, st, ($1 in ev) ? ev[$1] : " none"
+		}
+		END { if (n > max) printf "#   ... and %d more without %s\n", n - max, k }' \
+		"$RCD_DBG/events" "$RCD_DBG/conns" 2>/dev/null
 }
 
 # twice_in KIND FIRST LAST: endpoints of FIRST..LAST that saw KIND more than once.

@@ -35,6 +35,8 @@ check)
 	: "${RCD_FUZZ_SECONDS:=10}" "${RCD_FUZZ_ROUNDS:=10}"
 	# The randomized hostile CM peer (tests/t_fuzzpeer.sh).
 	: "${RCD_FUZZPEER_SECONDS:=60}"
+	# A skip fails the run (tests/lib.sh: rcd_result).
+	: "${RCD_NO_SKIP:=1}"
 	# Two guests of one vCPU each: the suite is one shell after another,
 	# so one guest keeps about one core busy. Measured: see README.
 	: "${RCD_JOBS:=2}" "${RCD_VM_MEM:=2G}"
@@ -51,6 +53,7 @@ stress)
 	: "${RCD_UNLOAD_ROUNDS:=40}" "${RCD_STORM:=1000}" "${RCD_STORM_BIG:=2000}"
 	: "${RCD_FUZZ_SECONDS:=120}" "${RCD_FUZZ_ROUNDS:=40}"
 	: "${RCD_FUZZPEER_SECONDS:=600}"
+	: "${RCD_NO_SKIP:=1}"
 	# One guest: the slab levels the stress tests watch are per guest, and
 	# 1,000 connections (2,000 QPs) under KASAN want the memory.
 	: "${RCD_JOBS:=1}" "${RCD_VM_MEM:=4G}" "${RCD_VM_TIMEOUT:=4500}"
@@ -118,7 +121,7 @@ if [ -n "${RCD_TESTS:-}" ]; then
 else
 	knobs="$knobs RCD_KO=${RCD_KO:-$here/rust_cm_disconnect.ko}"
 fi
-for v in RCD_FUZZ_SEED RCD_TEST_TIMEOUT RCD_STORM RCD_STORM_BIG RCD_STORM_GOAL RCD_STORM_FLOOR \
+for v in RCD_NO_SKIP RCD_FUZZ_SEED RCD_TEST_TIMEOUT RCD_STORM RCD_STORM_BIG RCD_STORM_GOAL RCD_STORM_FLOOR \
 	RCD_FUZZPEER_SEED RCD_FUZZPEER_DRAIN RCD_HARNESS_KO; do
 	[ -z "${!v:-}" ] || knobs="$knobs $v=${!v}"
 done
