@@ -15,6 +15,8 @@
 #   make intree-series-build  each patch of the series builds, one after another
 #   make demo       the main job, in a guest
 #   make bench      module vs C baseline vs cmtime, ratios from one guest run
+#   make mutants    each tests/mutants/*.patch applied to the product, built,
+#                   and its tests run in a guest: which test kills it
 #   make rdma-selftests  the test kernel's own rdma selftests, in a guest
 #   make clean      remove build outputs from this directory
 #   make rustfmt    format the Rust sources; make rustfmtcheck checks them
@@ -61,6 +63,9 @@ demo:
 bench:
 	bash scripts/bench.sh
 
+mutants:
+	bash scripts/mutants.sh
+
 rdma-selftests:
 	bash scripts/rdma-selftests.sh
 
@@ -81,4 +86,4 @@ rustfmt:
 rustfmtcheck:
 	$(RUSTFMT_CMD) --check $(RUST_SOURCES)
 
-.PHONY: all modules check stress check-intree intree-patch intree-series-build demo bench rdma-selftests kernel clean rustfmt rustfmtcheck
+.PHONY: all modules check stress check-intree intree-patch intree-series-build demo bench mutants rdma-selftests kernel clean rustfmt rustfmtcheck
