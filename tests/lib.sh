@@ -940,6 +940,46 @@ crossed_in() {
 		END { print n + 0 }' "$RCD_DBG/events"
 }
 
+# local_ids FIRST LAST: "NUM LOCAL_ID" (the CM's local id, decimal, as its
+# trace prints it) for each endpoint of FIRST..LAST that has an id.
+local_ids() {
+	local -a l
+	local x kv n
+	mapfile -t l 2>/dev/null < "$RCD_DBG/conns"
+	for x in "${l[@]}"; do
+		n=${x%% *}
+		[[ $n =~ ^[0-9]+$ ]] && ((n >= $1 && n <= $2)) || continue
+		for kv in $x; do
+			[[ $kv != local_id=* ]] || echo "$n $((${kv#local_id=}))"
+		done
+	done
+}
+
+# crossed_on_wire IDS: of the ends in file IDS (local_ids' lines), those
+# whose DREQ crossed the peer's, as the CM's trace (cm_trace_on before the
+# disconnect) shows it on the wire: the end sent a DREQ (icm_send_dreq),
+# then a DREP (icm_send_drep) on the same local id, which it does only
+# after taking the peer's DREQ. (The CM's DREP from TIMEWAIT to a repeated
+# DREQ is not traced.) Not the harness's records: they say what it meant
+# to send.
+crossed_on_wire() {
+	awk 'FNR == NR { want[$2] = 1; next }
+		/^#/ { next }
+		{
+			ev = ""
+			for (i = 1; i <= NF; i++)
+				if ($i == "icm_send_dreq:" || $i == "icm_send_drep:") { ev = $i; break }
+			if (ev == "") next
+			id = ""
+			for (j = i + 1; j <= NF; j++)
+				if ($j ~ /^local_id=/) { id = substr($j, 10); break }
+			if (!(id in want)) next
+			if (ev == "icm_send_dreq:") sent[id] = 1
+			else if (sent[id] && !(id in done)) { done[id] = 1; n++ }
+		}
+		END { print n + 0 }' "$1" $RCD_TRACING/trace
+}
+
 # exactly_once KIND FIRST LAST: every endpoint of FIRST..LAST saw KIND once.
 exactly_once() {
 	local n=$(($3 - $2 + 1)) got dup

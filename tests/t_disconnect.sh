@@ -71,13 +71,15 @@ test_disconnect_simultaneous() {
 	[ -d /sys/module/sch_netem ] || modprobe sch_netem || return 1
 	tc qdisc add dev v0 root netem delay 500ms &&
 		tc qdisc add dev v1 root netem delay 500ms || return 1
+	{ local_ids $n $n; local_ids $p $p; } > /run/rcd-ids
+	cm_trace_on || return 1
 	ctl disconnect $n,$p || return 1
 	wait_event 20 $n DISCONNECTED && wait_event 20 $p DISCONNECTED || return 1
 	wait_event 30 $n TIMEWAIT_EXIT && wait_event 30 $p TIMEWAIT_EXIT || return 1
 	tc qdisc del dev v0 root; tc qdisc del dev v1 root
 	grep -E "^($n|$p) " "$RCD_DBG/events" | cut -c1-50 | sed 's/^/# /'
-	check "both DREQs crossed" test "$(($(crossed_in $n $n) + $(crossed_in $p $p)))" = 2 ||
-		return 1
+	check "both DREQs crossed on the wire (a DREQ, then a DREP, from each end)" \
+		test "$(crossed_on_wire /run/rcd-ids)" = 2 || { cm_trace_dump; return 1; }
 	check "$n: one DISCONNECTED" test "$(event_count $n DISCONNECTED)" = 1 || return 1
 	check "$p: one DISCONNECTED" test "$(event_count $p DISCONNECTED)" = 1 || return 1
 	# The QPs are freed at timewait exit; what was on their CQs is counted.

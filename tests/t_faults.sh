@@ -78,21 +78,23 @@ test_delay_and_reorder() {
 	for ((i = a; i <= b; i++)); do
 		list+="${list:+,}$i,$((i + PASSIVE_BASE))"
 	done
+	{ local_ids $a $b; local_ids $pa $pb; } > /run/rcd-ids
+	cm_trace_on || return 1
 	ctl disconnect "$list" text:crossing || return 1
 	wait_events 300 TIMEWAIT_EXIT $a $b 20 &&
 		wait_events 300 TIMEWAIT_EXIT $pa $pb 20 || return 1
 	log "DREQ retries rxe0 $(cm_counter rxe0 cm_tx_retries dreq) rxe1" \
 		"$(cm_counter rxe1 cm_tx_retries dreq); duplicates rxe0" \
 		"$(cm_counter rxe0 cm_rx_duplicates dreq) rxe1" \
-		"$(cm_counter rxe1 cm_rx_duplicates dreq); crossed (DREQ_SENT, then" \
-		"DREQ_RECEIVED) $(crossed_in $a $b) + $(crossed_in $pa $pb)"
-	# What the test is about, reached: DREQs crossed, and were retried and
-	# seen again (duplicates) by the other side.
-	crossed=$(($(crossed_in $a $b) + $(crossed_in $pa $pb)))
+		"$(cm_counter rxe1 cm_rx_duplicates dreq); crossed by the harness's records" \
+		"(DREQ_SENT, then DREQ_RECEIVED) $(crossed_in $a $b) + $(crossed_in $pa $pb)"
+	# What the test is about, reached: DREQs crossed on the wire, and were
+	# retried and seen again (duplicates) by the other side.
+	crossed=$(crossed_on_wire /run/rcd-ids)
 	retries=$(($(cm_counter rxe0 cm_tx_retries dreq) + $(cm_counter rxe1 cm_tx_retries dreq)))
 	dups=$(($(cm_counter rxe0 cm_rx_duplicates dreq) +
 		$(cm_counter rxe1 cm_rx_duplicates dreq)))
-	check "DREQs crossed ($crossed of 40 ends; at least each connection's first to arrive)" \
+	check "DREQs crossed on the wire ($crossed of 40 ends; at least each connection's first to arrive)" \
 		test $crossed -ge 20 || return 1
 	check "DREQs retried ($retries; at least once for each end)" test $retries -ge 40 || return 1
 	check "duplicate DREQs seen ($dups)" test $dups -gt 0 || return 1

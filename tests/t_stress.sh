@@ -156,6 +156,8 @@ many_wave() {
 	# 7.3 once: the first writer did all 50 before the second started.)
 	# Each writer's own status: one whose disconnects were refused would
 	# still end (the other side's DREQs end its connections).
+	{ local_ids $a $b; local_ids $pa $pb; } > /run/rcd-ids
+	cm_trace_on || return 1
 	ctl disconnect "$(chunks_both $a $MANY 0 $PASSIVE_BASE)" & left=$!
 	ctl disconnect "$(chunks_both $pa $MANY 5 $((-PASSIVE_BASE)))" & right=$!
 	wait $left; rc_left=$?
@@ -164,9 +166,11 @@ many_wave() {
 		test "$rc_left$rc_right" = 00 || return 1
 	wait_events 600 TIMEWAIT_EXIT $a $b $MANY &&
 		wait_events 600 TIMEWAIT_EXIT $pa $pb $MANY || return 1
-	crossed=$(($(crossed_in $a $b) + $(crossed_in $pa $pb)))
-	log "all disconnected in $((SECONDS - t0)) s; crossed: $crossed ends sent a DREQ" \
-		"and got the other's; $(events_in DREQ_RECEIVED $a $pb) DREQs received;" \
+	crossed=$(crossed_on_wire /run/rcd-ids)
+	cm_trace_off
+	log "all disconnected in $((SECONDS - t0)) s; crossed on the wire: $crossed ends sent" \
+		"a DREQ, then a DREP (the harness's records: $(($(crossed_in $a $b) + $(crossed_in $pa $pb))));" \
+		"$(events_in DREQ_RECEIVED $a $pb) DREQs received;" \
 		"$(stats_line)"
 	# What the test is about: DREQs from both sides on the wire together.
 	check "DREQs crossed ($crossed ends)" test "$crossed" -gt 0 || return 1
