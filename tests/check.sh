@@ -18,6 +18,9 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 #   the errnos, the calls in the wrong states;
 # - timewait's exit, unload with live connections, the product alone;
 # - the C API (exports, bad inputs, a disconnect of a live connection);
+# - the product's promises that rest on what 6.12's CM does: a DREQ or DREP
+#   whose allocation fails leaves the id in TIMEWAIT (-ENOMEM, then
+#   -EALREADY), a DREQ refused in DREQ_RCVD answered with a DREP;
 # - interop with rdma-core's ucmatose and rdma_server;
 # - the 6.12 kernel crate (its doctests, ArcSlot among them) and the
 #   series' debugfs (.owner);
@@ -29,6 +32,7 @@ core612+='|disconnect_flushes_and_events|disconnect_errnos|wrong_states'
 core612+='|timewait_exit_frees_its_own_id_only|unload_with_live_connections'
 core612+='|product_alone_and_held|load_unload'
 core612+='|capi_exports_and_dependency|capi_bad_inputs|capi_disconnect_live'
+core612+='|promise_failed_message_returned|promise_crossing_answered_with_drep'
 core612+='|interop_ucmatose_client|interop_rdma_server'
 core612+='|rdma_doctests|debugfs_open_file_holds_module)$'
 

@@ -16,7 +16,8 @@
 #   stress  the full-size runs only: 10,000 cycles, 1,000 connections at once
 #           twice, unload with 1,000 live, 40 rounds of unload under
 #           timewait exits, 50 load/use/unload cycles, the storm at 500,
-#           the fuzzer for 120 s and its 40-round data pass.
+#           the fuzzer for 120 s and its 40-round data pass, 2,000 cycles
+#           against a peer's hold (peer_held_within_bound).
 # Every size can still be set by hand (RCD_CYCLES, RCD_ROUND, RCD_MANY,
 # RCD_LOADS, RCD_UNLOAD_ROUNDS, RCD_STORM, RCD_FUZZ_SECONDS, RCD_FUZZ_ROUNDS).
 # RCD_KO=/path/to/rust_cm_disconnect.ko tests another build of the module
@@ -57,7 +58,7 @@ stress)
 	# One guest: the slab levels the stress tests watch are per guest, and
 	# 1,000 connections (2,000 QPs) under KASAN want the memory.
 	: "${RCD_JOBS:=1}" "${RCD_VM_MEM:=4G}" "${RCD_VM_TIMEOUT:=4500}"
-	only='^(storm_cmtime_vs_rdma_cm|storm_big_cmtime_vs_rdma_cm|churn_cycles|many_at_once_both_sides|unload_with_many_live|unload_during_timewait_exits|load_use_unload|fuzz_ctl|fuzz_private_data|fuzz_cm_peer)$'
+	only='^(storm_cmtime_vs_rdma_cm|storm_big_cmtime_vs_rdma_cm|churn_cycles|peer_held_within_bound|many_at_once_both_sides|unload_with_many_live|unload_during_timewait_exits|load_use_unload|fuzz_ctl|fuzz_private_data|fuzz_cm_peer)$'
 	;;
 *) echo "run: RCD_TIER=$tier: want check or stress" >&2; exit 2 ;;
 esac
