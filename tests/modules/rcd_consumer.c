@@ -79,8 +79,7 @@ MODULE_PARM_DESC(conn, "connection number in rust_cm_disconnect's ctl");
 
 static char *steps = "bad";
 module_param(steps, charp, 0444);
-MODULE_PARM_DESC(steps, "comma-separated steps: bad, drep, disc, gone, dreq, atomic, "
-		 "max, drepmax, disc220, disc224, drepbad, nullqp, irqoff, nomem, qpfail, cross");
+MODULE_PARM_DESC(steps, "comma-separated steps (see the file's header)");
 
 static unsigned int hold_ms = 60000;
 module_param(hold_ms, uint, 0444);
@@ -196,7 +195,7 @@ static int cross_detour(struct ib_cm_id *id, const void *data, u8 len)
 
 	WRITE_ONCE(window, 1);
 	while (READ_ONCE(id->state) != IB_CM_DREQ_RCVD && time_before(jiffies, end))
-		msleep(5);
+		usleep_range(5000, 10000);
 	watch.state_out = READ_ONCE(id->state);
 	watch.held_ns = ktime_get_ns() - t0;
 	WRITE_ONCE(window, 2);
@@ -267,6 +266,7 @@ static struct kprobe kp_dreq = {
 	.pre_handler = on_send_dreq,
 	.post_handler = no_opt,
 };
+
 static struct kprobe kp_drep = { .symbol_name = "ib_send_cm_drep", .pre_handler = on_send_drep };
 static struct kprobe kp_ah = { .symbol_name = "rdma_create_ah", .pre_handler = on_create_ah };
 static struct kprobe *kps[] = { &kp_modify, &kp_dreq, &kp_drep, &kp_ah };
