@@ -9,6 +9,8 @@
 #                   it on 7.3, then a core set on 6.12 (tests/check.sh), as
 #                   one report; with KERNEL= or T=regex, one kernel's run
 #   make stress     the full-size stress runs (10,000 cycles, 1,000 at once, ...)
+#   make check-slow the 7.3 suite with both guests on one host CPU: each at
+#                   about half its speed, as on a machine twice as slow
 #   make check-intree  the same against the module built in the kernel tree
 #   make intree-patch  the whole change as a patch series against a fresh tree
 #                   (both kernels' series, unless KERNEL= names one)
@@ -45,6 +47,9 @@ check:
 
 stress:
 	RCD_TIER=stress bash tests/run.sh '$(T)'
+
+check-slow:
+	RCD_VM_HOST_CPUS=0 RCD_VM_TIMEOUT=7200 RCD_LOG=check-slow RCD_TIER=check bash tests/run.sh '$(T)'
 
 check-intree:
 	set -e; set -- $$(bash scripts/intree.sh build | tail -n 1); \
@@ -86,4 +91,4 @@ rustfmt:
 rustfmtcheck:
 	$(RUSTFMT_CMD) --check $(RUST_SOURCES)
 
-.PHONY: all modules check stress check-intree intree-patch intree-series-build demo bench mutants rdma-selftests kernel clean rustfmt rustfmtcheck
+.PHONY: all modules check check-slow stress check-intree intree-patch intree-series-build demo bench mutants rdma-selftests kernel clean rustfmt rustfmtcheck

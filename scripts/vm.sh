@@ -15,6 +15,8 @@
 #   RCD_VM_CONSOLE=1          the kernel's console (boot messages, oopses,
 #                             panics) on stderr; without it a guest that dies
 #                             before its command starts prints nothing
+#   RCD_VM_HOST_CPUS          the host CPUs QEMU may run on (taskset -c: make
+#                             check-slow puts every guest on CPU 0)
 #   RCD_VM_NET, RCD_VM_MAC    a virtio NIC on a QEMU socket network: RCD_VM_NET
 #                             is the socket's options (udp=HOST:PORT,
 #                             localaddr=HOST:PORT), RCD_VM_MAC its MAC
@@ -91,6 +93,10 @@ vng=("$VNG" --run "$KDIR" --disable-kvm --user root
 # (either may start first).
 [ -z "${RCD_VM_NET:-}" ] ||
 	vng+=("--qemu-opts=-netdev socket,id=rcdnet,$RCD_VM_NET -device virtio-net-pci,netdev=rcdnet,mac=${RCD_VM_MAC:-52:54:00:12:78:01}")
+
+# A guest slowed on purpose (make check-slow): QEMU and its vCPU threads
+# only on these host CPUs.
+[ -z "${RCD_VM_HOST_CPUS:-}" ] || vng=(taskset -c "$RCD_VM_HOST_CPUS" "${vng[@]}")
 
 # The guest boots on the host's root file system, so what its init finds
 # there is what QEMU's 9p server sees: in a mount namespace of our own,
