@@ -916,11 +916,15 @@ wait_events() {
 ends_without() {
 	awk -v k="$1" -v a="$2" -v b="$3" -v max="${4:-8}" '
 		FILENAME ~ /events$/ { if ($1 >= a && $1 <= b) { ev[$1] = ev[$1] " " $2; if ($2 == k) got[$1] = 1 }; next }
-		$1 >= a && $1 <= b && !($1 in got) {
+		$1 >= a && $1 <= b {
+			if ($1 in got) { m++; next }
 			st = "?"; for (i = 2; i <= NF; i++) if ($i ~ /^state=/) st = substr($i, 7)
 			if (n++ < max) printf "#   %s state=%s events:%s\n", $1, st, ($1 in ev) ? ev[$1] : " none"
 		}
-		END { if (n > max) printf "#   ... and %d more without %s\n", n - max, k }' \
+		END {
+			if (n > max) printf "#   ... and %d more without %s\n", n - max, k
+			if (!n) printf "#   each of the %d ends of %s-%s has one: the count waited for is more than the range holds\n", m, a, b
+		}' \
 		"$RCD_DBG/events" "$RCD_DBG/conns" 2>/dev/null
 }
 
