@@ -21,6 +21,8 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 # - the product's promises that rest on what 6.12's CM does: a DREQ or DREP
 #   whose allocation fails leaves the id in TIMEWAIT (-ENOMEM, then
 #   -EALREADY), a DREQ refused in DREQ_RCVD answered with a DREP;
+# - the 6.12 copy of kernel::rdma::cm keeps an id's context alive for a
+#   REP's failure after the id was dropped in its REQ callback;
 # - interop with rdma-core's ucmatose and rdma_server;
 # - the 6.12 kernel crate (its doctests, ArcSlot among them) and the
 #   series' debugfs (.owner);
@@ -33,6 +35,7 @@ core612+='|timewait_exit_frees_its_own_id_only|unload_with_live_connections'
 core612+='|product_alone_and_held|load_unload'
 core612+='|capi_exports_and_dependency|capi_bad_inputs|capi_disconnect_live'
 core612+='|promise_failed_message_returned|promise_crossing_answered_with_drep'
+core612+='|rep_sent_then_dropped_in_req_callback'
 core612+='|interop_ucmatose_client|interop_rdma_server'
 core612+='|rdma_doctests|debugfs_open_file_holds_module)$'
 

@@ -196,3 +196,42 @@ test_cm_id_holds_its_device() {
 	kasan_clean "the id outlived its device" || bad=1
 	return $bad
 }
+
+# cmhold_is V: rcd_cmhold's held parameter is V.
+cmhold_is() {
+	local v
+	read -r v 2>/dev/null < /sys/module/rcd_cmhold/parameters/held && [ "$v" = "$1" ]
+}
+
+# A handler that accepts a REQ, sends the REP from the REQ callback and then
+# fails (on_req=rep_then_fail): the accepted id is dropped in its own REQ
+# callback after a REP went out. The peer lets the REP time out at once
+# (resp=8: 1 ms, retries=0; on_rep=ignore: no RTU), and rcd_cmhold holds
+# the CM's destroy of the id for a second: the REP's failure, which the CM
+# reports from the MAD's completion, not serialized with the REQ callback,
+# lands before the destroy. The id's context must live through it: the
+# crate defers the destroy of an id that sent a REP or MRA. Before, it
+# freed the context when the callback returned, and the failure's callback
+# read it (KASAN: use-after-free in the trampoline).
+test_rep_sent_then_dropped_in_req_callback() {
+	local n=84 sin sout
+	rxe_add rxe0 v0 && rcd_load || return 1
+	insmod "$RCD_MODS/rcd_cmhold.ko" hold_ms=1000 || return 1
+	cmid_mark
+	ctl listen 1 rxe0 0x1000 on_req=rep_then_fail &&
+		ctl connect $n rxe0 10.77.0.1 10.77.0.1 0x1000 resp=8 retries=0 on_rep=ignore ||
+		{ rmmod rcd_cmhold; return 1; }
+	if ! wait_for 60 cmhold_is 2; then
+		fail "the passive id was not destroyed within 60 s"
+		rmmod rcd_cmhold; return 1
+	fi
+	read -r sin < /sys/module/rcd_cmhold/parameters/state_in
+	read -r sout < /sys/module/rcd_cmhold/parameters/state_out
+	rmmod rcd_cmhold || return 1
+	log "the passive id's destroy came in state $sin (6 REP_SENT: held; 0 IDLE)," \
+		"made in state $sout; $n's events:$(awk -v n=$n '$1 == n { printf " %s", $2 }' \
+		"$RCD_DBG/events")"
+	check "the REP timed out while the id existed (IDLE at its destroy, got $sout)" \
+		test "$sout" = 0 || return 1
+	kasan_clean "the REP's failure after the drop"
+}

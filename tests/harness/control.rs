@@ -12,7 +12,7 @@
 //!
 //! ```text
 //! listen  NUM DEV SERVICE_ID [auto_drep=DATA] [on_dreq=ACTION] [cma=1]
-//!         [backlog=N] [on_req=close|job_delay:MS|job_sleep:MS|fail_job]
+//!         [backlog=N] [on_req=close|job_delay:MS|job_sleep:MS|fail_job|rep_then_fail]
 //!         [on_timewait=sleep:MS|after:MS] [on_error=sleep:MS]
 //!         [recv=COUNT[:SIZE]] [drep_after=MS] [keep=N]
 //! connect NUM DEV SRC_IP DST_IP SERVICE_ID [port=N] [auto_drep=DATA]
@@ -71,7 +71,8 @@
 //! its id is freed; `job_sleep:MS` the same, never cut short: the job
 //! moves the QP with the attributes it took before, whatever happened to
 //! the id meanwhile), `on_req=fail_job` (listen: the REQ callback fails as
-//! if its job could not be queued, `ENOMEM`), `on_timewait=sleep:MS` (the
+//! if its job could not be queued, `ENOMEM`; `rep_then_fail`: it sends a
+//! REP itself first), `on_timewait=sleep:MS` (the
 //! timewait-exit callback sleeps before freeing the id; `after:MS`: after
 //! it), `on_error=sleep:MS` (the `*_ERROR` callbacks sleep, then read
 //! their id's state: a handler that uses its id late) and `on_rep=ignore`
@@ -400,12 +401,13 @@ fn test_hook(hooks: &mut TestHooks, key: &str, value: &str) -> Result<bool> {
     Ok(true)
 }
 
-/// `close`, `job_delay:MS`, `job_sleep:MS` (up to 60 s) or `fail_job`
-/// (listen only).
+/// `close`, `job_delay:MS`, `job_sleep:MS` (up to 60 s), `fail_job` or
+/// `rep_then_fail` (listen only).
 fn parse_on_req(s: &str) -> Result<OnReq> {
     match s.split_once(':') {
         None if s == "close" => Ok(OnReq::Close),
         None if s == "fail_job" => Ok(OnReq::FailJob),
+        None if s == "rep_then_fail" => Ok(OnReq::RepThenFail),
         Some(("job_delay", ms)) => match parse_u32(ms)? {
             ms @ 0..=60_000 => Ok(OnReq::JobDelay(ms)),
             _ => Err(EINVAL),

@@ -9,7 +9,7 @@ use super::{
     pace,
     reports::{DataStats, WrStats},
     table::Core,
-    test_hooks::TestHooks,
+    test_hooks::{OnReq, TestHooks},
 };
 use crate::kcompat::{fmt, now_ns, send_mra, sleep_ms};
 use crate::{
@@ -797,6 +797,21 @@ impl Endpoint {
             let t = &core.bounds.jobs.times;
             t.ns.load(Ordering::Relaxed) / t.n.load(Ordering::Relaxed).max(1)
         };
+        if test.on_req == OnReq::RepThenFail {
+            // A REP from the callback, whose failure the CM reports from
+            // the MAD's completion while the callback may still run.
+            let _ = core.with_own_cm(num, &ep, |cm| {
+                cm.send_rep(&Rep {
+                    qp_num: 1,
+                    starting_psn: 1,
+                    responder_resources: 0,
+                    initiator_depth: 0,
+                    flow_control: true,
+                    rnr_retry_count: 7,
+                    private_data: &[],
+                })
+            });
+        }
         let queued = Queued::new(core.clone());
         let job = ep.clone();
         let spawned = test.spawn_job().and_then(|()| {

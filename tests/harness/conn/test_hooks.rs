@@ -69,6 +69,10 @@ pub(crate) enum OnReq {
     /// The REQ callback fails as if queueing the job had failed with
     /// `ENOMEM` (after the accept and the table's insert).
     FailJob,
+    /// The REQ callback sends a REP itself (a made-up QP number: the peer
+    /// is to let it time out), then fails as `FailJob` does, which drops
+    /// the accepted id in its own REQ callback after a REP went out.
+    RepThenFail,
 }
 
 /// The test-only behaviours, together: with these `ctl` options the tests
@@ -136,7 +140,7 @@ impl TestHooks {
     /// (`on_req=fail_job`): fails as if queueing it had failed.
     pub(super) fn spawn_job(&self) -> Result {
         match self.on_req {
-            OnReq::FailJob => Err(ENOMEM),
+            OnReq::FailJob | OnReq::RepThenFail => Err(ENOMEM),
             _ => Ok(()),
         }
     }
