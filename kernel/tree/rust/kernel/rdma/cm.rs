@@ -52,7 +52,9 @@
 //!    and the reaper's drop (at module exit) runs everything queued and
 //!    waits until no id that could still be queued exists.
 //! 3. A REQ's new id that the handler does not accept (or accepts and drops
-//!    before returning): non-zero return (the handler's errno), the CM
+//!    before returning, having sent nothing on it; once a REP or MRA went
+//!    out, its failure can reach the id until the CM destroys it, so such a
+//!    drop is 2): non-zero return (the handler's errno), the CM
 //!    destroys it (a REJ, none for `-ENOMEM` in `REQ_RCVD`) inside
 //!    `cm_req_handler`, before it drops its reference on the listener. The
 //!    listener's destroy (1 or 2) waits for that reference, so for this.

@@ -171,7 +171,8 @@ impl<'a, T: Handler> Request<'a, T> {
     }
 
     /// Takes the new id, with `data` as its data, and returns its owner.
-    /// Dropped before the REQ callback returns, it rejects the REQ.
+    /// Dropped before the REQ callback returns and before anything was sent
+    /// on it, it rejects the REQ (see [`CmId`]).
     pub fn accept(self, data: T) -> Result<CmId<T>> {
         // In this id's REQ callback already (`in_req`).
         let inner = Inner::new(
@@ -443,13 +444,15 @@ impl<T: Handler> Adapter<T> {
         }
         // SAFETY: `ctx` is the id's context, alive until released below.
         let inner = unsafe { &*ctx };
-        // A REP sent from the REQ callback may have timed out meanwhile:
-        // its `REP_ERROR` callback (not held by the CM) is waited for, and
-        // none reaches the handler from here on.
+        // No callback but this one can be running: the id was dropped in
+        // `REQ_RCVD` (`CmId::drop`), so no MAD of its own is outstanding
+        // and no `*_ERROR` event can come. Stopping them costs nothing.
         inner.stop_callbacks();
-        // SAFETY: The context's reference: the owner is gone and the CM
-        // destroys the id without further callbacks when we return non-zero,
-        // inside `cm_req_handler`, before it lets go of the listener.
+        // SAFETY: The context's reference: the owner is gone, and the CM
+        // destroys the id when we return non-zero (`cm_process_work`), with
+        // no callback in between or after: it sent nothing that could fail
+        // (above), and a REQ's id gets no other event before its handler
+        // returned.
         drop(unsafe { Arc::from_raw(ctx) });
         ret.err().unwrap_or(EINVAL).to_errno()
     }

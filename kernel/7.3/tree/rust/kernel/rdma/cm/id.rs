@@ -495,9 +495,11 @@ pub(super) fn current_task() -> *mut c_void {
 ///   deadlock, so the destroy is queued on the caller's [`Reaper`](super::Reaper) and runs
 ///   as soon as the callback has returned; no further event reaches `T`
 ///   (REQs to a listener are rejected);
-/// - inside the REQ callback that accepted it ([`Request::accept`](super::Request::accept)): the
-///   REQ is rejected as if never accepted (the CM destroys the id when the
-///   callback returns, and sends a REJ).
+/// - inside the REQ callback that accepted it ([`Request::accept`](super::Request::accept)),
+///   before anything was sent on it: the REQ is rejected as if never
+///   accepted (the CM destroys the id when the callback returns, and sends
+///   a REJ); once a REP or an MRA went out, queued on the [`Reaper`](super::Reaper) as
+///   above (the MAD's failure may reach the id until its destroy).
 ///
 /// [`CmId::destroy_deferred`] queues the destroy from anywhere, without
 /// waiting.
@@ -588,9 +590,19 @@ impl<T: Handler> Drop for CmId<T> {
         if self.inner.in_req.load(Ordering::Acquire)
             && self.inner.req_task.load(Ordering::Acquire) == me
         {
-            // The REQ callback that accepted it: un-accept, the CM destroys
-            // the id when the callback returns and sends a REJ.
-            self.inner.destroy_on_return.store(true, Ordering::Release);
+            // The REQ callback that accepted it. If it has sent nothing on
+            // the id yet: un-accept, the CM destroys the id when the
+            // callback returns and sends a REJ. Once a REP or an MRA went
+            // out, the MAD's failure reaches the id's handler from the MAD
+            // completion (`cm_process_send_error`), not serialized with this
+            // callback, until the CM's destroy: the context must outlive
+            // that, so the destroy is deferred like any other (the callback
+            // then returns 0 and the reaper destroys the id).
+            if self.state() == State::ReqRcvd {
+                self.inner.destroy_on_return.store(true, Ordering::Release);
+            } else {
+                self.defer();
+            }
             return;
         }
         if self.deferred || self.inner.in_callback(me) || self.inner.in_req_callback(me) {
