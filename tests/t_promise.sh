@@ -69,6 +69,19 @@ consumer() {
 	rmmod rcd_consumer
 }
 
+# reaches_nothing CONN REFUSED ALLOWED: the consumer's step REFUSED on CONN
+# reaches neither the crate's send functions nor the CM's (kprobe events),
+# and ALLOWED, the control, reaches the crate's send_drep and the CM's
+# ib_send_cm_drep once each.
+reaches_nothing() {
+	local rc=1
+	crate_probes_on || return 1
+	consumer "$2" "$1" && probe_hits_are 0 0 0 0 &&
+		consumer "$3" "$1" && probe_hits_are 0 1 0 1 && rc=0
+	crate_probes_off
+	return $rc
+}
+
 # flushed_is NUM N: NUM's CQ polled (while it has one: the QP is drained
 # and freed at timewait exit, its flushes counted) shows N flushes.
 flushed_is() {
@@ -85,14 +98,9 @@ test_promise_refused_touches_nothing() {
 	local n=300 p=$((300 + PASSIVE_BASE))
 	cm_pair $n || return 1
 	ctl post $n 8 || return 1
-	crate_probes_on || return 1
-	consumer bad $n || { crate_probes_off; return 1; }
-	probe_hits_are 0 0 0 0 || { crate_probes_off; return 1; }
 	# The control: a DREP in the wrong state goes through the product and
 	# the crate to the CM, which refuses it (-EINVAL, the consumer checks).
-	consumer drep $n || { crate_probes_off; return 1; }
-	probe_hits_are 0 1 0 1 || { crate_probes_off; return 1; }
-	crate_probes_off
+	reaches_nothing $n bad drep || return 1
 	check "nothing flushed" test "$(ctl poll $n && conn_field $n flushed)" = 0 || return 1
 	check "still ESTABLISHED" test "$(conn_state $n)" = ESTABLISHED || return 1
 	ctl post $p 0 1 || return 1
@@ -112,12 +120,7 @@ test_promise_longest_data_from_c() {
 	wait_event 30 $p DREQ_RECEIVED || return 1
 	check "the peer got the 220 pattern bytes" \
 		test "$(event_field $p DREQ_RECEIVED data)" = "$(pat_hex 220 220)" || return 1
-	crate_probes_on || return 1
-	consumer drepbad $p || { crate_probes_off; return 1; }
-	probe_hits_are 0 0 0 0 || { crate_probes_off; return 1; }
-	consumer drepmax $p || { crate_probes_off; return 1; }
-	probe_hits_are 0 1 0 1 || { crate_probes_off; return 1; }
-	crate_probes_off
+	reaches_nothing $p drepbad drepmax || return 1
 	wait_event 30 $n DREP_RECEIVED || return 1
 	check "the DREP carried the 224 pattern bytes" \
 		test "$(event_field $n DREP_RECEIVED data)" = "$(pat_hex 224 224)"
