@@ -53,7 +53,9 @@ test_harness_dreq_counter_since_clean() {
 # test leaves in the background (a helper loop, a peer) ends with it.
 _rcd_hangs() { echo "before the sleep"; nap 30; echo "after the sleep"; }
 _rcd_fails_3() { echo "quick"; return 3; }
-_rcd_leaves_helper() { sleep 300 & echo $! > /run/rcd-helper.pid; }
+# (Its output elsewhere, as a loop logging to a file has: one on the test's
+# pipe kept rcd_run waiting for it, and so passed the check below late.)
+_rcd_leaves_helper() { sleep 300 > /dev/null 2>&1 & echo $! > /run/rcd-helper.pid; }
 test_harness_timeout_kills_test() {
 	local rc t0=$SECONDS out=/run/rcd-timeout-test.out pid
 	rcd_run _rcd_hangs 2 "$out" > /dev/null; rc=$?
