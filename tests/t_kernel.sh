@@ -9,12 +9,22 @@
 # unreferenced object allocated by this module, rxe, the IB CM or core (a
 # backtrace naming them, or with a bare address: code of a module since
 # unloaded) fails the run. Others are counted in the log.
+# The control: a leak planted before the scans (tests/modules/rcd_drepleak.c
+# with plant_only=1: one object whose only pointer is hidden), which these
+# two scans must report and the filter below must count as ours; else a
+# scan that reports nothing, or a filter that matches nothing, would pass.
+# It is freed at its module's unload, after the count.
 test_kmemleak_clean() {
 	local f=/sys/kernel/debug/kmemleak all ours t0 left
+	local ko=$RCD_MODS/rcd_drepleak.ko planted=0 ctl n
 	if [ ! -e $f ]; then
 		echo "# SKIP this kernel has no kmemleak (CONFIG_DEBUG_KMEMLEAK): the plain kernel"
 		return $KSFT_SKIP
 	fi
+	[ -e "$ko" ] || { fail "no $ko (make builds it)"; return 1; }
+	[ ! -d /sys/module/rcd_drepleak ] || rmmod rcd_drepleak || return 1
+	insmod "$ko" plant_only=1 || { fail "insmod $ko plant_only=1"; return 1; }
+	read -r planted < /sys/module/rcd_drepleak/parameters/planted
 	# A scan lists an object that it finds unreferenced, 5 s old at the
 	# scan's start (jiffies_last_scan) and unchanged since the scan before
 	# (its checksum: the first scan that sees an object only records it;
@@ -26,13 +36,15 @@ test_kmemleak_clean() {
 	# that fails, it is no clean result.
 	t0=$SECONDS
 	echo scan 2>/dev/null > $f ||
-		{ fail "kmemleak refused a scan: it disabled itself"; return 1; }
+		{ rmmod rcd_drepleak; fail "kmemleak refused a scan: it disabled itself"; return 1; }
 	left=$((t0 + 7 - SECONDS))
 	log "first scan: $((SECONDS - t0)) s; the second after $((left > 0 ? left : 0)) s more"
 	[ $left -le 0 ] || nap $left
 	echo scan 2>/dev/null > $f ||
-		{ fail "kmemleak refused a scan: it disabled itself"; return 1; }
-	cat $f > /dev/null || { fail "cannot read $f"; return 1; }
+		{ rmmod rcd_drepleak; fail "kmemleak refused a scan: it disabled itself"; return 1; }
+	cat $f > /run/rcd-kmemleak.txt || { rmmod rcd_drepleak; fail "cannot read $f"; return 1; }
+	rmmod rcd_drepleak || { fail "rmmod rcd_drepleak"; return 1; }
+	f=/run/rcd-kmemleak.txt
 	all=$(grep -c '^unreferenced object' $f)
 	# Matched in the backtrace only: a hex dump's bytes may spell anything.
 	# Not ours either: the slab allocator's own sheaves (7.3's per-CPU
@@ -55,10 +67,11 @@ test_kmemleak_clean() {
 					break
 			if (l[i] ~ /__pcs_replace_|sheaf/) { sheaves++; next }
 		}
-		NR > 1 && bt ~ ours { n++; if (n <= 3) print "unreferenced object" $0 }
+		NR > 1 && bt ~ /rcd_drepleak/ { ctl++ }
+		NR > 1 && bt ~ ours { n++; if (n - ctl <= 3 && bt !~ /rcd_drepleak/) print "unreferenced object" $0 }
 		END {
 			if (sheaves) print "the slab allocator'"'"'s own sheaves: " sheaves " (not counted)"
-			print "ours " n + 0
+			print "ours " n + 0 " control " ctl + 0
 		}' $f)
 	echo "# kmemleak: $all unreferenced object(s) in the whole kernel;" \
 		"by first caller past the allocator:"
@@ -73,7 +86,10 @@ test_kmemleak_clean() {
 		}
 		END { for (f in c) print c[f], f }' $f | sort -rn | head -8 | sed 's/^/#   /'
 	echo "$ours" | sed 's/^/# /'
-	[ "$(echo "$ours" | tail -1)" = "ours 0" ]
+	read -r _ n _ ctl <<<"$(echo "$ours" | tail -1)"
+	check "kmemleak reported the planted control object as ours ($ctl of $planted planted)" \
+		test "$planted" = 1 -a "$ctl" = 1 || return 1
+	check "no other object of ours unreferenced ($((n - ctl)))" test "$((n - ctl))" = 0
 }
 
 # dmesg: KASAN, lockdep, BUG/WARNING/Oops, sleeping in atomic context, debug

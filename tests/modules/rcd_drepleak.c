@@ -19,6 +19,10 @@
  * scan in the test's window finds an object this young), and freed at
  * unload so that it never reaches the end-of-guest kmemleak check.
  * Results in the read-only parameters calls, einval and planted.
+ *
+ * With plant_only=1 it plants the control object and nothing else (no
+ * device needed): the planted leak of the end-of-guest kmemleak check
+ * (tests/t_kernel.sh: kmemleak_clean), which must report it as one of ours.
  */
 #include <linux/module.h>
 #include <linux/slab.h>
@@ -38,6 +42,10 @@ MODULE_PARM_DESC(calls, "ib_send_cm_drep() calls made (read only): 31");
 static int einval;
 module_param(einval, int, 0444);
 MODULE_PARM_DESC(einval, "of which returned -EINVAL (read only): 31");
+
+static bool plant_only;
+module_param(plant_only, bool, 0444);
+MODULE_PARM_DESC(plant_only, "only plant the control object (no CM calls, no device)");
 
 static int planted;
 module_param(planted, int, 0444);
@@ -70,6 +78,8 @@ static noinline int drepleak_run(void)
 	void *p;
 	int ret;
 
+	if (plant_only)
+		goto plant;
 	ibdev = rcd_ib_device_get_by_name(dev);
 	if (!ibdev)
 		return -ENODEV;
@@ -90,14 +100,15 @@ static noinline int drepleak_run(void)
 	}
 	ib_destroy_cm_id(id);
 	ib_device_put(ibdev);
+	pr_info("rcd_drepleak: %d ib_send_cm_drep() calls on %s, lengths %u..%u: %d returned -EINVAL\n",
+		calls, dev, IB_CM_DREP_PRIVATE_DATA_SIZE + 1, U8_MAX, einval);
 
+plant:
 	p = kmemdup(data, IB_CM_DREP_PRIVATE_DATA_SIZE + 1, GFP_KERNEL);
 	if (p) {
 		planted_hidden = (unsigned long)p ^ HIDE;
 		planted = 1;
 	}
-	pr_info("rcd_drepleak: %d ib_send_cm_drep() calls on %s, lengths %u..%u: %d returned -EINVAL\n",
-		calls, dev, IB_CM_DREP_PRIVATE_DATA_SIZE + 1, U8_MAX, einval);
 	return 0;
 }
 
