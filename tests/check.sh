@@ -8,21 +8,26 @@
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 
-# The 6.12 core set: what the 6.12 series' kernel::rdma::cm and the
-# product must do the same on the LTS, each once:
+# The 6.12 core set: what depends on the kernel, each once: the 6.12
+# series' own kernel::rdma (its CM, device client and verbs) and 6.12's CM
+# under the product. What the product decides alone (its argument checks,
+# errnos, load and unload) is the same code on both kernels and runs on 7.3.
 # - send_dreq and the peer's DREQ/DREP with their private data, crossing
 #   DREQs, a DREQ never answered, a disconnect from the id's own callback;
 # - the limits: a too-long DREQ or DREP is EINVAL, and the CM's DREP leak
-#   is fixed in the 6.12 series' cm.c too;
+#   is fixed in the 6.12 series' cm.c too, as is its REQ_ERROR handler's
+#   hold on the id;
 # - rcd_disconnect: the QP to error, its work flushed, both sides' events,
-#   the errnos, the calls in the wrong states;
-# - timewait's exit, unload with live connections, the product alone;
-# - the C API (exports, bad inputs, a disconnect of a live connection);
+#   the calls in the wrong states;
+# - timewait's exit, unload with live connections, a device deleted under
+#   100 connections in mixed states;
+# - the C API (exports, a disconnect of a live connection);
 # - the product's promises that rest on what 6.12's CM does: a DREQ or DREP
 #   whose allocation fails leaves the id in TIMEWAIT (-ENOMEM, then
 #   -EALREADY), a DREQ refused in DREQ_RCVD answered with a DREP;
-# - the 6.12 copy of kernel::rdma::cm keeps an id's context alive for a
-#   REP's failure after the id was dropped in its REQ callback;
+# - the 6.12 copy of kernel::rdma::cm: an id's context alive for a REP's
+#   failure after the id was dropped in its REQ callback, and its REQ
+#   callback's bounds (req_to_rep_window, with its 6.12 branch);
 # - interop with rdma-core's ucmatose and rdma_server;
 # - the 6.12 kernel crate (its doctests, ArcSlot among them) and the
 #   series' debugfs (.owner);
@@ -30,12 +35,13 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 # detectors), as always.
 core612='^(dreq_drep_private_data|crossing_dreqs|dreq_unanswered|callback_disconnects_own'
 core612+='|dreq_too_long_is_einval|drep_too_long_is_einval|drep_too_long_no_leak'
-core612+='|disconnect_flushes_and_events|disconnect_errnos|wrong_states'
+core612+='|send_error_handler_holds_id'
+core612+='|disconnect_flushes_and_events|wrong_states'
 core612+='|timewait_exit_frees_its_own_id_only|unload_with_live_connections'
-core612+='|product_alone_and_held|load_unload'
-core612+='|capi_exports_and_dependency|capi_bad_inputs|capi_disconnect_live'
+core612+='|device_deleted_under_100'
+core612+='|capi_exports_and_dependency|capi_disconnect_live'
 core612+='|promise_failed_message_returned|promise_crossing_answered_with_drep'
-core612+='|rep_sent_then_dropped_in_req_callback'
+core612+='|rep_sent_then_dropped_in_req_callback|req_to_rep_window'
 core612+='|interop_ucmatose_client|interop_rdma_server'
 core612+='|rdma_doctests|debugfs_open_file_holds_module)$'
 
