@@ -65,11 +65,13 @@ esac
 export RCD_VM_MEM RCD_VM_TIMEOUT
 
 # The plan: every test_* of the t_*.sh files that both filters select, the
-# longest first (by the last run's times, kept in the cache) so that the
-# guests finish together.
-times=$RCD_CACHE/test-times
-# A fresh cache starts from the times shipped with the tests.
-[ -s "$times" ] || grep -v '^#' "$here/tests/test-times" > "$times" 2>/dev/null
+# longest first (by the last run's times on this kernel, kept in the cache:
+# NAME CLEANUP-S TEST-S a line) so that the guests finish together.
+times=$RCD_CACHE/test-times-$KERNEL
+# A fresh cache starts from the times shipped with the tests (tests/test-times:
+# NAME KERNEL CLEANUP-S TEST-S).
+[ -s "$times" ] || awk -v k="$KERNEL" '!/^#/ && $2 == k { print $1, $3, $4 }' \
+	"$here/tests/test-times" > "$times" 2>/dev/null
 q=$(mktemp -d "$RCD_CACHE/queue.XXXXXX")
 trap 'rm -rf "$q"' EXIT
 # The tests each guest ends with (lib.sh: RCD_END_TESTS), out of the queue;
@@ -81,7 +83,7 @@ for f in "$here"/tests/t_*.sh; do
 	grep -oE '^test_[a-z0-9_]+\(\)' "$f" | sed 's/^test_//; s/()$//'
 done | grep -vxE "${end_tests// /|}" | grep -E "$only" | grep -vE "${except:-^$}" |
 	grep -E "${1:-.}" > "$q/names"
-awk 'NR == FNR { t[$1] = $2; next } { print (($1 in t) ? t[$1] : 60), FNR, $1 }' \
+awk 'NR == FNR { t[$1] = $2 + $3; next } { print (($1 in t) ? t[$1] : 60), FNR, $1 }' \
 	"$times" "$q/names" 2>/dev/null | sort -k1,1nr -k2,2n | awk '{ print $3 }' > "$q/plan" ||
 	cp "$q/names" "$q/plan"
 [ -s "$q/plan" ] || cp "$q/names" "$q/plan"
@@ -255,12 +257,14 @@ nres=$(grep -cE '^(not )?ok [0-9]+ ' "$q/body")
 	fi
 } | tee "$log"
 
-# Keep each test's time for the next plan's order (this run's replace the
-# earlier ones).
-cat "$q"/g*.log | awk '/^# test: / { t = $3 } /^# time: / && t { print t, $4 + $7; t = "" }' > "$q/times.new"
+# Keep each test's clean-up and test times for the next plan's order (this
+# run's replace the earlier ones; a two-host test keeps the slower host's).
+cat "$q"/g*.log | awk '/^# test: / { t = $3 } /^# time: / && t { print t, $4, $7; t = "" }' > "$q/times.new"
 touch "$times"
-awk '{ t[$1] = $2 } END { for (k in t) print k, t[k] }' "$times" "$q/times.new" > "$q/times.all" &&
-	mv "$q/times.all" "$times"
+awk 'NR == FNR { t[$1] = $2 " " $3; next }
+	!($1 in s) || $2 + $3 > s[$1] { s[$1] = $2 + $3; n[$1] = $2 " " $3 }
+	END { for (k in t) if (!(k in n)) n[k] = t[k]; for (k in n) print k, n[k] }' \
+	"$times" "$q/times.new" | sort > "$q/times.all" && mv "$q/times.all" "$times"
 
 # The storm's connections over time (tests/t_safety.sh), as a picture
 # next to the log, when the run had one (scripts/storm-plot.sh).
