@@ -63,8 +63,8 @@ if grep -qx '# CONFIG_KUNIT_AUTORUN_ENABLED is not set' "$KDIR/.config" 2>/dev/n
 	kunit='rust_doctests_kernel.rust_doctest_kernel_[!t]*'
 fi
 cmdline="$cmdline kunit.filter_glob=${RCD_VM_KUNIT:-$kunit}"
-# The detectors stay armed for the whole guest (issue 22, item 8;
-# tests/t_kernel.sh: detectors_armed checks it at the end): KASAN reports
+# The detectors stay armed for the whole guest (tests/t_kernel.sh:
+# detectors_armed checks it at the end): KASAN reports
 # every bad access, not only the first (kasan_multi_shot; only on a KASAN
 # kernel: an unknown parameter would go to init). And the kernel log keeps
 # every line of a guest's hours: the config's 128 KiB ring wraps in one
@@ -84,7 +84,7 @@ vng=("$VNG" --run "$KDIR" --disable-kvm --user root
 # direct map is a "KASAN: wild-memory-access" report (rcu_is_watching,
 # calc_global_load_tick). With kasan_multi_shot under TCG each report
 # outlasts the next tick, and the boot never leaves identify_cpu: the
-# 7.3 boots that printed nothing (issue 25; seen with RCD_VM_CONSOLE=1).
+# 7.3 boots that printed nothing (seen with RCD_VM_CONSOLE=1).
 # A guest CPU without LA57 has no such window. 6.12's configuration has no
 # X86_5LEVEL (4 levels: the capability is never set), and keeps QEMU's CPU.
 ! grep -qx CONFIG_PGTABLE_LEVELS=5 "$KDIR/.config" 2>/dev/null ||

@@ -186,7 +186,7 @@ storm_sampler() {
 	done
 }
 
-# bench_storm N: issue 11's storm side by side, as t_safety.sh's
+# bench_storm N: the storm of cmtime's REQs side by side, as t_safety.sh's
 # storm_side_by_side runs it: rdma-core's cmtime client with N connections
 # against rdma_cm's own server (cmtime -b) and against the harness's
 # listener (tcp:7999, cma=1, auto_drep=-), both on rxe0 to itself, the

@@ -42,7 +42,7 @@ check)
 	# so one guest keeps about one core busy. Measured: see README.
 	: "${RCD_JOBS:=2}" "${RCD_VM_MEM:=2G}"
 	# The guests' limit: three times the guests' part of the last run
-	# measured here (1,200 s, e658654, README), so that a machine three
+	# measured here (1,200 s, README), so that a machine three
 	# times slower still ends inside it.
 	: "${RCD_VM_TIMEOUT:=3600}"
 	only=.
@@ -235,7 +235,7 @@ log=$RCD_CACHE/$tag.log
 # Each guest's whole output (and its boot log), next to the report: the
 # queue goes at exit, and with it what a guest that never came up printed
 # (QEMU's own "terminating on signal N from pid P", a panic with
-# RCD_VM_CONSOLE=1; issue 25).
+# RCD_VM_CONSOLE=1).
 rm -f "$RCD_CACHE/$tag"-g*.log "$RCD_CACHE/$tag"-boot.g*.log
 for f in "$q"/g*.log "$q"/boot.g*.log; do
 	[ ! -f "$f" ] || cp "$f" "$RCD_CACHE/$tag-${f##*/}"

@@ -365,13 +365,13 @@ test_connect_resolution() {
 	check "at once ($ms ms)" test "$ms" -lt 5000 || return 1
 	check "the request cancelled, not left to run out" stat_is resolutions_live 0 || return 1
 	check "no connection 3" test -z "$(conn_state 3)" || return 1
-	# A number taken: EEXIST before resolving (on 255ae7a, before the fix:
-	# EHOSTUNREACH after 3,038 ms, the resolve_ms).
+	# A number taken: EEXIST before resolving (before the fix: EHOSTUNREACH
+	# after 3,038 ms, the resolve_ms).
 	read -r got ms < <(ctl_errno_alarm 60 "connect 2 $nobody resolve_ms=3000")
 	log "connect on a number taken, neighbour unknown: $got after $ms ms"
 	check "EEXIST (got $got)" test "$got" = EEXIST || return 1
 	check "at once ($ms ms)" test "$ms" -lt 1000 || return 1
-	# Not one host: refused (on 255ae7a 224.0.0.1, 255.255.255.255 and
+	# Not one host: refused (before the fix 224.0.0.1, 255.255.255.255 and
 	# 10.77.0.255 were accepted, their REQs sent to group MACs; 0.0.0.0 was
 	# ENODEV).
 	k=10
@@ -384,7 +384,7 @@ test_connect_resolution() {
 	ctl connect 4 rxe0 10.77.0.1 10.77.0.1 0x1000 || return 1
 	wait_event 20 4 ESTABLISHED || return 1
 	# The device deleted while a writer waits for ARP: the deletion does
-	# not wait for the writer (on 255ae7a the writer held the device, and
+	# not wait for the writer (before the fix it held the device, and
 	# the deletion took 20 s, until the writer's alarm), the writer is then
 	# stopped by a signal (EINTR). The writer would end on its own 30 s in
 	# (its resolve_ms; the alarm at 60 s): a deletion that waited for it

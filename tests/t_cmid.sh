@@ -1,11 +1,11 @@
 # SPDX-License-Identifier: GPL-2.0
 #
-# What the kernel crate's CM id and QP attributes keep alive (issue 22,
-# items 2 and 6): a handler's id for as long as the handler runs, and a
-# QP attribute's GID entry for as long as the attributes live, whoever
-# destroys the id meanwhile. Each window is held open with a test hook of
-# the module and the debug kernel's KASAN tells whether freed memory was
-# read; every test also checks for the report itself.
+# What the kernel crate's CM id and QP attributes keep alive: a handler's
+# id for as long as the handler runs, and a QP attribute's GID entry for
+# as long as the attributes live, whoever destroys the id meanwhile. Each
+# window is held open with a test hook of the module and the debug kernel's
+# KASAN tells whether freed memory was read; every test also checks for
+# the report itself.
 
 # cmid_mark: a mark in the kernel log, from which kasan_clean looks.
 cmid_mark() { echo "rcd-test: t_cmid mark" > /dev/kmsg; }
@@ -150,7 +150,7 @@ test_qp_attr_outlives_id() {
 	return $bad
 }
 
-# Issue 22, item 5: a CmId holds its device. `hold_id rxe1 MS` (a test
+# A CmId holds its device. `hold_id rxe1 MS` (a test
 # hook, conn/test_hooks.rs) makes an id on rxe1 and drops the module's
 # handle on rxe1 at once, as a careless consumer may; the write then sleeps
 # MS ms, reads the id's device (its name: CmIdRef::device) and drops the

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: GPL-2.0
 #
-# The harness's debugfs files and the module's lifetime (issue 25). An open
+# The harness's debugfs files and the module's lifetime. An open
 # debugfs file keeps a pointer to the file_operations of the module that
 # made it: at close, debugfs's proxy (fs/debugfs/file.c,
 # full_proxy_release) reads that table's ->release and ->owner and calls

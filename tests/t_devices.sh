@@ -15,7 +15,7 @@ test_load_unload() {
 	rcd_load && rcd_unload
 }
 
-# The product alone (issue 23): rust_cm_disconnect.ko loads and unloads
+# The product alone: rust_cm_disconnect.ko loads and unloads
 # without the harness, with no device and no debugfs directory of its own;
 # the harness does not load without it; and while the harness, its
 # consumer, is loaded, rmmod of the product is refused and both stay.

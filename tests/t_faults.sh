@@ -55,8 +55,8 @@ test_loss_30_percent() {
 # disconnect in one write, one right after the other: a DREQ takes at least
 # 750 ms on the wire, so each connection's first DREQ to arrive finds its
 # receiver in DREQ_SENT (crossed, for at least one end of each of the 20).
-# (Two writers in the background left the crossing to the scheduler: in CI
-# of 10435a0 the second ran after rxe0's DREQs had arrived, and none
+# (Two writers in the background left the crossing to the scheduler: in a
+# CI run the second ran after rxe0's DREQs had arrived, and none
 # crossed.) Each end's DREQ is answered no sooner than the peer's crossing
 # DREQ arrives, 750 ms or more after it was sent, and the CM gives it
 # 2 x 64 + 512 ms (active end) or 512 ms (passive, the REQ's response
@@ -66,7 +66,7 @@ test_loss_30_percent() {
 # id between timewait exit and its destruction). 16 tries make about 8 s
 # before a DREQ_ERROR.
 # (With 100 +- 50 ms and 384/256 ms tries, the retries were the guest's
-# slowness: 0 to 25 in one run or another, and CI of b3a02b0 saw 0.)
+# slowness: 0 to 25 in one run or another, and a CI run saw 0.)
 test_delay_and_reorder() {
 	local a=4100 b=4119 pa pb k i list=
 	pa=$((a + PASSIVE_BASE)); pb=$((b + PASSIVE_BASE))

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: GPL-2.0
 #
-# A randomized hostile peer on the wire (issue 22): tests/modules/
+# A randomized hostile peer on the wire: tests/modules/
 # rcd_fuzzpeer.ko on rxe1 (v1) sends CM MADs of every kind, fields drawn
 # from a seeded PRNG and from what it has seen, at every kind of listener
 # the module has on rxe0 and at connections the module made itself, for
@@ -20,7 +20,7 @@
 # either ESTABLISHED (a connection the peer keeps) or freed: the peer holds
 # nothing in a handshake or a disconnect (the CM's timers, bounded by the
 # peer's REQs, end handshakes in seconds; a DREQ nobody answers must be
-# answered by the module's own deadline, issue 22 item 4: `drep_after=5000`
+# answered by the module's own deadline: `drep_after=5000`
 # on the listeners without `auto_drep`); every listener and the module's
 # own connections still connect, disconnect (DREQ/DREP) and ping; once
 # everything is closed only the listeners' ids are left, no QP of ours;

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: GPL-2.0
 #
-# The suite's own checks can fail (issue 22, item 10): each helper below is
+# The suite's own checks can fail: each helper below is
 # fed what used to pass it by accident, and must now refuse it. Only the
 # helpers' names of tests/lib.sh as they were before the fix are used
 # here, so that this file also runs against the old helpers and shows

@@ -235,7 +235,7 @@ test_callback_disconnects_other() {
 	exactly_once DISCONNECTED $a $b
 }
 
-# Issue 22, item 7: the numbers one `dreq`/`disconnect` names are bounded
+# The numbers one `dreq`/`disconnect` names are bounded
 # in total, not per range: a 4 KiB write of `dreq 0-65535,0-65535,...`
 # (about 370 ranges, 24 million numbers) is refused with E2BIG before it
 # allocates anything big; 65,536 numbers in all are still taken (ENOENT:

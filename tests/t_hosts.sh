@@ -313,7 +313,7 @@ hosts_cmtime() {
 # that a DREQ is retried every 640 ms (twice the one plus the other), 15
 # times. The response timeout is also what host a's passive ends wait for
 # each RTU, 16 times: with t_faults.sh's 64 ms (resp=14) that was about
-# 1 s, and in CI of c7335e7 five of 20 passive ends on a one-vCPU guest
+# 1 s, and in a CI run five of 20 passive ends on a one-vCPU guest
 # ran out of it before host b's RTUs came ("15 of 20 ESTABLISHED") while
 # host b had all 20 established.
 HOSTS_FAST="lifetime=14 resp=17"
@@ -461,7 +461,7 @@ hosts_loss_before_handshake() {
 # The same timing governs the handshake: host a's passive ends wait
 # retries + 1 times the response timeout for their RTU (the REQ's:
 # cm_req_handler), host b's REQs as long for a REP. With 4 tries of 256 ms
-# (resp=16 retries=3) CI of 0068694 on one-vCPU 7.3 guests had 31 of 50
+# (resp=16 retries=3) a CI run on one-vCPU 7.3 guests had 31 of 50
 # passive ends and 45 of 50 active ones established after 120 s: 50
 # handshakes at once took longer than that on host a. Now 8 s.
 # And no DREP can come late: host a's device, and its ids, are gone.

@@ -176,7 +176,7 @@ test_interop_ucmatose_server_data() {
 # error by then (rxe_resp.c, do_complete); and our DREQ handler may move
 # our QP to error before an ACK that came is processed. So our SEND may be
 # flushed though it arrived (seen on 7.3, whose rxe work items are
-# preemptible: rdma_client, and rdma_server in CI of 0068694).
+# preemptible: rdma_client, and rdma_server in a CI run).
 send_came_back_once() {
 	local tx fl n rx what
 	tx=$(conn_field $1 tx_msgs) fl=$(conn_field $1 flushed) n=$(conn_field $1 posted)

@@ -134,8 +134,8 @@ kconfig_on() {
 # Every verbs object is only checked when its device goes (rdma restrack's
 # and rxe's warnings, lib.sh: rxe_del_checked), and cleanup keeps rxe0 and
 # rxe1 from test to test: so every guest deletes all of its devices at the
-# end, before kmemleak's scan, and fails on those warnings (issue 22, item
-# 9). verbs_leak_detected shows that this fails on a planted leak.
+# end, before kmemleak's scan, and fails on those warnings. verbs_leak_detected
+# shows that this fails on a planted leak.
 # Software devices only (rxe and siw have a parent netdev): in a kernel
 # tree's kselftest run on real hardware its HCAs stay.
 test_devices_deleted() {
@@ -197,7 +197,7 @@ test_verbs_leak_detected() {
 	check "no other report in the window: ${others:0:300}" test -z "$others"
 }
 
-# The detectors are still armed at the end of the guest (issue 22, item 8):
+# The detectors are still armed at the end of the guest:
 # a detector that switched itself off after a first report, or on an
 # internal error, passes every later check by saying nothing.
 #   taint      /proc/sys/kernel/tainted has no bit beyond RCD_TAINT_OK

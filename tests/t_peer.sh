@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: GPL-2.0
 #
-# A hostile peer on the wire (issue 11): CM messages nobody's CM would send,
+# A hostile peer on the wire: CM messages nobody's CM would send,
 # from another device over the veth (rxe1 on v1 -> rxe0 on v0), made by
 # tests/modules/rcd_peer.ko with the MAD layer alone (no ib_cm_id of its
 # own: what a remote host's broken or malicious CM puts on the wire). The
@@ -327,7 +327,7 @@ peer_rep_out() {
 	[ -n "$PLID" ] && [ -n "$PQPN" ] || fail "passive end '$P': no local id or QPN"
 }
 
-# Issue 22, item 3: a DREQ before the RTU ends a passive end's handshake.
+# A DREQ before the RTU ends a passive end's handshake.
 # cm.c moves the end from REP_SENT to DREQ_RCVD and cancels the REP
 # (cm_dreq_handler): no RTU, no REP_ERROR follows. Against `backlog=2` (no
 # auto_drep): two REQs, each answered by a REP and followed by a DREQ that
@@ -411,7 +411,7 @@ kmalloc_settled() {
 	echo "$low"
 }
 
-# Issue 22, item 4: what a peer can make the module hold is bounded. cmtime
+# What a peer can make the module hold is bounded. cmtime
 # connects 200 connections at a time to a listener without auto_drep and
 # disconnects them; nobody answers its DREQs, so the module does, at the
 # listener's deadline (drep_after=500). Afterwards every DREQ was answered
@@ -455,7 +455,7 @@ test_peer_held_within_bound() {
 		"endpoints_live $eps, pending $(rcd_stat dreqs_pending), slab $s0 -> $s1 kB"
 	check "pruned all but $keep" \
 		test "$(rcd_stat records_pruned)" = $((rounds * 200 + 50 - n)) || return 1
-	# Issue 24: the table (1,000 and more records) is scanned once per 16
+	# The table (1,000 and more records) is scanned once per 16
 	# records pruned, not at every end freed (0.26 s of the CM's workqueue
 	# in a storm of 2,000 connections).
 	check "the table scanned $(rcd_stat prune_scans) times for $(rcd_stat records_pruned) records pruned, at most one scan per 16" \
@@ -472,10 +472,10 @@ test_peer_held_within_bound() {
 }
 timeout_test_peer_held_within_bound=900
 
-# Issue 24: one peer's unanswered REPs do not slow another peer's
+# One peer's unanswered REPs do not slow another peer's
 # handshakes (conn/pace.rs: each peer's REPs are paced by a window of its
-# own, keyed by its cma_hdr's source address). The window of f638f19
-# (reverted in 78c0681) was one for all: there a peer that left 32 REPs
+# own, keyed by its cma_hdr's source address). An earlier window,
+# since reverted, was one for all: there a peer that left 32 REPs
 # unanswered held every other peer's REPs back.
 #
 # The second peer is the module's client on rxe1 (cma_hdr from 10.77.0.2),

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: GPL-2.0
 #
-# RDMA READ and WRITE between two module ends (issue 15's verbs): memory
+# RDMA READ and WRITE between two module ends: memory
 # registered with fast registration (ib_alloc_mr, ib_map_mr_sg, IB_WR_REG_MR)
 # for the peer, invalidated locally (IB_WR_LOCAL_INV) to take the buffer
 # back, re-registered under a new key; and a disconnect with READs and

@@ -73,7 +73,7 @@ test_rping_client_against_module() {
 	check "nothing mapped, no MR" wait_for 10 nothing_mapped
 }
 
-# Issue 22, item 7: the server's count is a remote peer's (rping -C 0
+# The server's count is a remote peer's (rping -C 0
 # pings for ever): past 2^32 pings it saturates, neither panics (overflow
 # checks are on in the debug kernel: CONFIG_RUST_OVERFLOW_CHECKS) nor wraps.
 # The test hook rping_from starts the count 5 below u32::MAX; rping -C 12
@@ -241,7 +241,7 @@ uverbs_users() {
 }
 
 # RPING_BOUND: what a remote peer that keeps pinging may add to `rmmod` or
-# to `rdma link del` of a device (issue 22, item 1): the module's own work,
+# to `rdma link del` of a device: the module's own work,
 # a destroy and a QP drain per connection on the device (2 s at most each,
 # milliseconds on rxe), not the peer's protocol. Seconds, generous for TCG.
 RPING_BOUND=15
@@ -303,7 +303,7 @@ churn_loop() {
 	done
 }
 
-# Issue 22, item 1 and "Done when": `rdma link del` and `rmmod` return
+# `rdma link del` and `rmmod` return
 # within RPING_BOUND s while peers keep pinging, connecting and
 # disconnecting on every device: rping -c -C 0 on rxe1, and cmtime rounds
 # against a listener on each of rxe0 and rxe1. The deletion of rxe0 touches

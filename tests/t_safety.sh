@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: GPL-2.0
 #
-# The edges of the ib_cm_id lifecycle (issue 11): ids the CM makes on its
+# The edges of the ib_cm_id lifecycle: ids the CM makes on its
 # own (SIDR), ids destroyed from their own callbacks while the module goes,
 # a listener dropped in its own REQ callback, numbers reused while an old
 # callback is in flight.
@@ -37,7 +37,7 @@ safety_kmalloc_bytes() {
 # sent per SIDR REQ received, and the caches the ids live in (kmalloc-512,
 # -1k, -2k; read after shrinking every cache, which empties KASAN's
 # quarantine) must grow by less than 100 KB over all the requests. A
-# leaked SIDR id costs about 1.9 KB (issue 11), so 200 would be ~380 KB;
+# leaked SIDR id costs about 1.9 KB, so 200 would be ~380 KB;
 # the check can fail on noise only if the rest of the kernel allocates
 # 100 KB in those caches meanwhile (measured without a listener: 5 KB).
 test_sidr_req_answered_no_id_left() {
@@ -148,7 +148,7 @@ timeout_test_timewait_exit_frees_its_own_id_only=120
 # they free their ids (on_timewait=sleep:100) in even rounds, and 300 ms
 # after they freed them (on_timewait=after:300) in odd ones: then each is
 # still in module code while nothing refers to its id any more, the window
-# of issue 11's finding 2 (an id dropped in its own callback, which unload
+# of a past bug (an id dropped in its own callback, which unload
 # did not wait for). The CM delivers callbacks one at a time per CPU, so
 # about a second of timewait exits is in flight when the first is
 # recorded; rmmod comes then (or 0.3 s later in the last two rounds of every
@@ -254,11 +254,11 @@ test_listener_backlog_rejects_excess() {
 }
 timeout_test_listener_backlog_rejects_excess=120
 
-# The window between a passive end's REQ callback and its job's REP (issue
-# 11, review S-T1, S1-S3), held open with on_req=job_delay:MS (the job
-# sleeps after making the QP, before it moves it and sends the REP), one
-# setup for every case: rxe0 (active ends, 10.77.0.1) and rxe1 (listeners,
-# 10.77.0.2) over the veth, so that each side's CM counters are its own.
+# The window between a passive end's REQ callback and its job's REP, held
+# open with on_req=job_delay:MS (the job sleeps after making the QP, before
+# it moves it and sends the REP), one setup for every case: rxe0 (active
+# ends, 10.77.0.1) and rxe1 (listeners, 10.77.0.2) over the veth, so that
+# each side's CM counters are its own.
 #  - close of the passive end during the delay: close does not wait for
 #    the job (< 1 s; the job held the table's lock through its QP work
 #    before, review S2), the peer gets the REJ that the CM sends for an id
@@ -411,12 +411,12 @@ test_req_to_rep_window() {
 }
 timeout_test_req_to_rep_window=180
 
-# The storm of issue 11, side by side in one guest: rdma-core's cmtime
+# A storm of REQs, side by side in one guest: rdma-core's cmtime
 # client, RCD_STORM connections (make check 50, make stress 1,000 and, in
-# storm_big_cmtime_vs_rdma_cm, RCD_STORM_BIG 2,000: issue 24; the issue's
-# measurement, see the commit that added this), against the module's
-# listener (tcp:7999, cma=1, auto_drep=-) and against rdma_cm's own server
-# (cmtime -b). Printed: cmtime's exit status, time and errors, the
+# storm_big_cmtime_vs_rdma_cm, RCD_STORM_BIG 2,000: the larger size the
+# storm was measured at, see the commit that added this), against the
+# module's listener (tcp:7999, cma=1, auto_drep=-) and against rdma_cm's
+# own server (cmtime -b). Printed: cmtime's exit status, time and errors, the
 # connections each side established, DREQ retransmissions, REP
 # retransmissions and MRAs sent, and what is left afterwards (ids, QPs).
 # Checked: the module connects at least as many as cmtime -b does, and
@@ -496,7 +496,7 @@ timeout_test_storm_cmtime_vs_rdma_cm=1500
 test_storm_cmtime_vs_rdma_cm() { storm_side_by_side "${RCD_STORM:-100}"; }
 
 # The same with RCD_STORM_BIG connections (make stress: 2,000; skipped
-# unless set), issue 24's second size.
+# unless set), the larger size the storm was measured at.
 timeout_test_storm_big_cmtime_vs_rdma_cm=1500
 test_storm_big_cmtime_vs_rdma_cm() {
 	[ "${RCD_STORM_BIG:-0}" -gt 0 ] ||
@@ -506,7 +506,7 @@ test_storm_big_cmtime_vs_rdma_cm() {
 }
 
 # storm_side_by_side N: the storm above with N connections. From
-# RCD_STORM_GOAL connections up (default 1,000: issue 24's sizes; below it
+# RCD_STORM_GOAL connections up (default 1,000: the sizes measured; below it
 # the run is too short for the comparison to mean much) also checked: no
 # more REQ and REP retransmissions than against cmtime -b. The two steps'
 # times are printed side by side, not checked: one run's ratio is not a

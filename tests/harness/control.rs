@@ -169,8 +169,7 @@ impl Control for Core {
                 [_] => for_each(&args, |num, _| core.close(num)),
                 _ => Err(EINVAL),
             },
-            // Test-only (`conn::TestHooks`): an id kept past its device's
-            // handle (issue 22, item 5).
+            // Test-only (`conn::TestHooks`): an id kept past its device's handle.
             "hold_id" => match args.as_slice() {
                 [dev, ms] => core.hold_id(&CString::try_from_fmt(fmt!("{}", dev))?, parse_u32(ms)?),
                 _ => Err(EINVAL),

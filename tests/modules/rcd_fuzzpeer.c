@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * rcd_fuzzpeer: a randomized hostile IB CM peer for the tests (issue 22).
+ * rcd_fuzzpeer: a randomized hostile IB CM peer for the tests.
  * Like rcd_peer.ko it puts CM MADs on the wire from device @dev (rxe1 on
  * v1, @src) to the GSI QP of the device that owns @dst (rxe0 on v0, where
  * rust_cm_disconnect listens), with the MAD layer alone (no ib_cm_id of its
@@ -35,7 +35,8 @@
  * so that the CM's own timers end every handshake within a few seconds of
  * the run: with 31 a peer holds an end for hours by cm.c's
  * design (cm_convert_to_ms, cm_req_handler's timeout_ms, cm_mra_handler):
- * that is the bound of issue 22's item 4, not the fuzzer's business.
+ * that is for the bound on what a peer can make the module hold (t_peer.sh),
+ * not the fuzzer's business.
  * Every other field of a random message carries any value.
  *
  * debugfs /sys/kernel/debug/rcd_fuzzpeer/:

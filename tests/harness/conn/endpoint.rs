@@ -45,9 +45,9 @@ pub(super) const FOREIGN_BASE: u32 = 2_000_000;
 /// Not ucma's default listen backlog (1,024): that bounds only the connection
 /// requests its program has not fetched yet, and rdma_cm's server bounds
 /// none of the handshakes it has taken. A storm of 2,000 REQs at once
-/// (`cmtime -c 2000`, issue 24) had 975 rejected here at 1,024 where
-/// `cmtime -b` took all 2,000 (plain kernel). 8,192: room for the issue's
-/// largest sizes (2,000 in the storm, 5,000 in the bench), still a bound
+/// (`cmtime -c 2000`) had 975 rejected here at 1,024 where `cmtime -b`
+/// took all 2,000 (plain kernel). 8,192: room for the tests' largest
+/// sizes (2,000 in the storm, 5,000 in the bench), still a bound
 /// on what a peer that never answers its REPs makes a listener hold.
 pub(crate) const DEFAULT_BACKLOG: u32 = 8192;
 
@@ -77,7 +77,7 @@ pub(super) const MRA_TIMEOUT_MAX: u8 = 24;
 /// expected (`ahead` x `job_ns`), from [`MRA_TIMEOUT_MIN`] up to
 /// [`MRA_TIMEOUT_MAX`].
 ///
-/// A constant too short for a deep queue (a storm of REQs: issue 24)
+/// A constant too short for a deep queue (a storm of REQs)
 /// makes the peer retransmit its REQ every 4.6 s while it waits, and every
 /// retransmission and its MRA is more work for the CM's workqueue, which
 /// both sides share; rdma_cm's 65 s would hold the peer of a vanished
@@ -706,7 +706,7 @@ impl Endpoint {
             // Drained: what is left is destroying the QP, its CQ and MRs
             // and unmapping the buffers, milliseconds under a debug kernel,
             // which here held up every DREQ and DREP behind it on the CM's
-            // one workqueue (issue 24: the storm's disconnect step took
+            // one workqueue (the cmtime storm's disconnect step took
             // 1.12 times as long as against rdma_cm's server, which
             // destroys its QPs after the step). If the job cannot be
             // queued, the closure drops the QP here.
@@ -788,7 +788,7 @@ impl Endpoint {
         // The QP and the REP are a job's (`accept_later`): the CM runs every
         // callback on one workqueue, one at a time per CPU, and making a QP
         // there held up every REQ, REP and RTU behind it until the peers
-        // gave up (issue 11's storm).
+        // gave up (in a storm of REQs from cmtime).
         let t_req = now_ns();
         // The jobs before this one, and what each took so far: the MRA's
         // timeout below.

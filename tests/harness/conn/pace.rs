@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The pace of the passive ends' REPs to each peer (issue 24's storm).
+//! The pace of the passive ends' REPs to each peer (a storm of REQs).
 //!
 //! A peer answers each REP (with its RTU) on its CM's single workqueue,
 //! and a user-space peer (rdma_cm, `cmtime`) only once its program has
@@ -12,7 +12,7 @@
 //! the REP on a list ([`Core::hold_rep`]) instead of sending it, and a
 //! sweeper sends it once the peer has room again.
 //!
-//! What no peer can do with it (the window of 78c0681, reverted, could):
+//! What no peer can do with it (one window for all peers, reverted, could):
 //! - slow another peer: the job queue never waits (a held REP is on the
 //!   list, not in a job), and each peer has its own window (peers are told
 //!   apart by the source address of their `cma_hdr`, in [`PEER_BUCKETS`]

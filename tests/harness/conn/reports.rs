@@ -329,7 +329,7 @@ impl Core {
             "events_lost {}",
             self.lost_events.load(Ordering::Relaxed)
         )?;
-        // What a peer makes the module hold (issue 22, item 4): DREQs
+        // What a peer makes the module hold: DREQs
         // waiting for their deadline, those answered at it, and records of
         // freed passive ends dropped beyond their listener's `keep`.
         let pending = self.bounds.pending.lock().list.keys().count();
@@ -370,7 +370,7 @@ impl Core {
             "mras_at_once {}",
             self.bounds.jobs.mras_at_once.load(Ordering::Relaxed)
         )?;
-        // The REPs' pace (issue 24): in flight, held now, held so far.
+        // The REPs' pace: in flight, held now, held so far.
         writeln!(out, "reps_in_flight {}", self.bounds.peers.in_flight())?;
         writeln!(
             out,

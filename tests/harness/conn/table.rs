@@ -262,8 +262,8 @@ impl Core {
         }
         inner.freed_at_most += 1;
         if inner.freed_at_most <= keep as usize {
-            // No listener has more than `keep`: no scan (issue 24: scanning
-            // the whole table at every timewait exit, 1,000 and more kept
+            // No listener has more than `keep`: no scan (scanning the
+            // whole table at every timewait exit, 1,000 and more kept
             // records, took 0.26 s of the CM's workqueue in a storm of
             // 2,000 connections).
             return;

@@ -101,7 +101,7 @@ pub(crate) struct TestHooks {
     /// while the id may be destroyed by another path.
     pub(crate) error_sleep: u32,
     /// The count an rping endpoint starts from (`rping_from=N`), instead
-    /// of 0: a peer's 2^32 pings reached in a few (issue 22, item 7).
+    /// of 0: a peer's 2^32 pings reached in a few.
     pub(crate) rping_from: u32,
 }
 
@@ -268,7 +268,7 @@ impl Core {
         Ok(f(cm, qp))
     }
 
-    /// `hold_id DEV MS` (tests only; issue 22, item 5): a `CmId` on DEV
+    /// `hold_id DEV MS` (tests only): a `CmId` on DEV
     /// that nothing else refers to, kept outside the table (device removal
     /// does not see it) and with no reference of ours on DEV (the handle is
     /// dropped at once, as a careless consumer may). The write sleeps MS ms
