@@ -82,14 +82,18 @@ impl Device {
 }
 
 // SAFETY: A reference on a device keeps it valid (`ib_device_put()` after
-// the last one completes its unregistration, which waits for it):
-// `inc_ref` and `dec_ref` are `ib_device_try_get()` and `ib_device_put()`.
+// the last one completes its unregistration, which waits for it): `inc_ref`
+// takes one on the count `ib_device_try_get()` takes, `dec_ref` is
+// `ib_device_put()`.
 unsafe impl AlwaysRefCounted for Device {
     fn inc_ref(&self) {
-        // SAFETY: By the type invariant the device is registered, so its
-        // count is not zero and `try_get` takes a reference.
-        let got = unsafe { bindings::ib_device_try_get(self.as_raw()) };
-        debug_assert!(got);
+        // SAFETY: By the type invariant the device is valid and its count is
+        // not zero, so this is what `ib_device_try_get()` does (its
+        // `refcount_inc_not_zero()` cannot fail here). A plain increment
+        // rather than `try_get`, whose failure could not be reported from
+        // here: on a zero count (a broken invariant) `refcount_inc()` warns
+        // and saturates, and the device is never freed under the new `ARef`.
+        unsafe { bindings::refcount_inc(core::ptr::addr_of_mut!((*self.as_raw()).refcount)) };
     }
 
     unsafe fn dec_ref(obj: NonNull<Self>) {
