@@ -251,6 +251,10 @@ impl CmIdRef {
     /// entry the CM holds only until the id is destroyed: the value holds
     /// the entry itself, so it may be applied after the id is gone (see
     /// [`QpAttr`]).
+    ///
+    /// `EOPNOTSUPP` for an address vector with a GID entry on a port that
+    /// is not RoCE: there a LAP may replace the vector, and put its entry,
+    /// between the CM's copy and the hold taken here.
     pub fn init_qp_attr(&self, state: QpState) -> Result<QpAttr> {
         let mut attr = bindings::ib_qp_attr {
             qp_state: state.to_raw(),
@@ -260,10 +264,20 @@ impl CmIdRef {
         // SAFETY: By the type invariant the id is valid; `attr` and `mask` are
         // valid for writes.
         to_result(unsafe { bindings::ib_cm_init_qp_attr(self.as_raw(), &mut attr, &mut mask) })?;
+        for ah in [&attr.ah_attr, &attr.alt_ah_attr] {
+            if !ah.grh.sgid_attr.is_null() && !self.device().is_roce(ah.port_num) {
+                return Err(EOPNOTSUPP);
+            }
+        }
         // SAFETY: `attr` was zeroed, so each non-null GID entry in it is the
         // CM's copy of one of the id's address vectors, which hold their
         // entries until the id is destroyed, and the id is live (type
-        // invariant) during this call.
+        // invariant) during this call. The CM copied them under the id's
+        // lock and released it; the vectors are only replaced, and their
+        // entries put, before the id's connection exists (`ib_send_cm_req`
+        // in IDLE, the REQ's handler for a new id) or by a LAP
+        // (`cm_lap_handler`), which the CM refuses on RoCE ports: each entry
+        // here is on one (checked above), so it is still held now.
         Ok(unsafe { QpAttr::from_raw_held(attr, mask) })
     }
 }
@@ -574,7 +588,13 @@ impl<T: Handler> CmId<T> {
 
     /// Queues the destroy on the reaper.
     fn defer(&self) {
-        self.inner.dropped.store(true, Ordering::SeqCst);
+        // Under the callbacks' lock, as `Inner::callbacks` requires: a
+        // callback that enters after this sees it.
+        {
+            let _list = self.inner.callbacks.lock();
+            // Release: the REQ path reads it without the lock (Acquire).
+            self.inner.dropped.store(true, Ordering::Release);
+        }
         // The only enqueue of this work item: it cannot be queued already.
         if self
             .inner
