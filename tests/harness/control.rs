@@ -49,7 +49,8 @@
 //! before any resolution; a DST_IP that is not one host (0.0.0.0,
 //! multicast, a broadcast address) is `EINVAL`. `on_dreq`: what the DREQ
 //! callback does besides recording it, `sleep:MS`, `dreq` (a DREQ on its own
-//! connection), `disconnect` (its own) or `disconnect:NUM` (another one).
+//! connection), `disconnect` (its own), `disconnect:NUM` (another one) or
+//! `close:NUM` (closes another one, its id dropped in the callback).
 //! `backlog=N`: a listener takes at most N handshakes in flight (REP sent,
 //! no RTU yet; default 8192) and rejects the excess; a DREQ before the RTU
 //! ends a handshake too. `drep_after=MS`: a peer's DREQ to a passive end
@@ -428,6 +429,7 @@ fn parse_on_dreq(s: &str) -> Result<OnDreq> {
             _ => Err(EINVAL),
         },
         Some(("disconnect", num)) => Ok(OnDreq::DisconnectOther(parse_u32(num)?)),
+        Some(("close", num)) => Ok(OnDreq::CloseOther(parse_u32(num)?)),
         _ => Err(EINVAL),
     }
 }

@@ -35,6 +35,8 @@ pub(crate) enum OnDreq {
     Disconnect,
     /// `disconnect()` of another connection.
     DisconnectOther(u32),
+    /// `close` of another connection: its `CmId` dropped in this callback.
+    CloseOther(u32),
 }
 
 /// What an active end does with the REP (`on_rep=` in `ctl`): the peer
@@ -196,6 +198,7 @@ impl TestHooks {
             // Our own connection, on the id of this callback.
             OnDreq::Disconnect => ep.disconnect_on(core, Some(id), &[]),
             OnDreq::DisconnectOther(num) => core.disconnect(num, &[]),
+            OnDreq::CloseOther(num) => core.close(num),
         };
         let status = res.err().map_or(0, |e| e.to_errno());
         ep.record(core, EventKind::OnDreq, status, &[]);
