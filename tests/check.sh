@@ -26,8 +26,9 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 #   whose allocation fails leaves the id in TIMEWAIT (-ENOMEM, then
 #   -EALREADY), a DREQ refused in DREQ_RCVD answered with a DREP;
 # - the 6.12 copy of kernel::rdma::cm: an id's context alive for a REP's
-#   failure after the id was dropped in its REQ callback, and its REQ
-#   callback's bounds (req_to_rep_window, with its 6.12 branch);
+#   failure after the id was dropped in its REQ callback, another id
+#   dropped in a callback without waiting for that id's callbacks, and its
+#   REQ callback's bounds (req_to_rep_window, with its 6.12 branch);
 # - interop with rdma-core's ucmatose and rdma_server;
 # - the 6.12 kernel crate (its doctests, ArcSlot among them) and the
 #   series' debugfs (.owner);
@@ -41,7 +42,8 @@ core612+='|timewait_exit_frees_its_own_id_only|unload_with_live_connections'
 core612+='|device_deleted_under_100'
 core612+='|capi_exports_and_dependency|capi_disconnect_live'
 core612+='|promise_failed_message_returned|promise_crossing_answered_with_drep'
-core612+='|rep_sent_then_dropped_in_req_callback|req_to_rep_window'
+core612+='|rep_sent_then_dropped_in_req_callback|callback_closes_other_without_waiting'
+core612+='|req_to_rep_window'
 core612+='|interop_ucmatose_client|interop_rdma_server'
 core612+='|rdma_doctests|debugfs_open_file_holds_module)$'
 

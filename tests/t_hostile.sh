@@ -235,6 +235,61 @@ test_callback_disconnects_other() {
 	exactly_once DISCONNECTED $a $b
 }
 
+# A drop of another connection's id inside a callback does not wait for
+# that id's callbacks: b's DREQ goes unanswered (rxe0's traffic dropped on
+# v0), and its DREQ_ERROR callback (from the MAD layer's worker) sleeps
+# 10 s; meanwhile a's DREQ callback (the CM's worker) closes b, dropping its
+# CmId. A drop that waited for b's callback there could wait for ever (b's
+# callback dropping a's id in turn, each waiting for the other); deferred,
+# a's callback returns at once and b's id goes when its callback returned.
+# The window: a's callback ran while b's still slept (its line "after an
+# error callback's 10000 ms" not yet in the log when a's ON_DREQ came).
+# Timing: b's packet life time 2^20 x 4.096 us and no retry: its DREQ fails
+# after about 8.7 s, and its timewait (as long) would free it only after
+# that, so b is still there to close for 8 s (a few steps take about 1 s
+# here). a's long timing keeps its ends where they are meanwhile (its
+# peer's DREQ is not answered: no auto_drep), so b is the only id that goes.
+dmesg_lacks() { ! dmesg_has "$@"; }
+test_callback_closes_other_without_waiting() {
+	local mac rc
+	rxe_add rxe0 v0 && rxe_add rxe1 v1 || return 1
+	# rxe1 reaches 10.77.0.1 while v0 drops everything it sends: ARP's
+	# answers too, so the neighbour is made permanent for the test.
+	read -r mac < /sys/class/net/v0/address || return 1
+	ip neigh replace 10.77.0.1 lladdr "$mac" dev v1 nud permanent || return 1
+	closes_other_body
+	rc=$?
+	ip neigh del 10.77.0.1 dev v1
+	return $rc
+}
+closes_other_body() {
+	local a=95 b=96 live
+	CONNECT_OPTS="lifetime=20 resp=14 retries=0 on_error=sleep:10000" cm_pair2 $b || return 1
+	CONNECT_OPTS="lifetime=20 resp=20 retries=3 on_dreq=close:$b" cm_pair2 $a || return 1
+	[ -d /sys/module/sch_netem ] || modprobe sch_netem || return 1
+	tc qdisc add dev v0 root netem loss 100% || return 1
+	ctl dreq $b text:unanswered || return 1
+	wait_event 60 $b DREQ_ERROR || return 1
+	check "b's error callback sleeps" dmesg_lacks "conn $b: after an error callback's" || return 1
+	ctl dreq $((a + PASSIVE_BASE)) text:close-b || return 1
+	if ! wait_event 30 $a ON_DREQ; then
+		log "DREQs: rxe1 sent $(cm_counter rxe1 cm_tx_msgs dreq), rxe0 received" \
+			"$(cm_counter rxe0 cm_rx_msgs dreq); $((a + PASSIVE_BASE)):" \
+			"$(conn_state $((a + PASSIVE_BASE))); neighbours of v1: $(ip neigh show dev v1)"
+		return 1
+	fi
+	check "a's callback closed b and returned while b's error callback slept" \
+		dmesg_lacks "conn $b: after an error callback's" || return 1
+	check "the close succeeded" test "$(event_field $a ON_DREQ status)" = 0 || return 1
+	check "b left the table" test -z "$(conn_state $b)" || return 1
+	# b's id is destroyed once its callback returned (the reaper's work).
+	live=$(rcd_stat cm_ids_live)
+	check "b's error callback ended" \
+		wait_for 30 dmesg_has "conn $b: after an error callback's 10000 ms" || return 1
+	check "b's id destroyed after its callback (cm_ids_live $live, then one less)" \
+		wait_for 10 stat_is cm_ids_live $((live - 1))
+}
+
 # The numbers one `dreq`/`disconnect` names are bounded
 # in total, not per range: a 4 KiB write of `dreq 0-65535,0-65535,...`
 # (about 370 ranges, 24 million numbers) is refused with E2BIG before it

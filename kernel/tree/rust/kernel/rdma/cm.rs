@@ -19,10 +19,10 @@
 //! - every event type the CM has is matched explicitly in the trampoline,
 //!   with what the CM does with the handler's return value;
 //! - dropping a [`CmId`] destroys the id and waits for its callbacks, except
-//!   where waiting would deadlock: inside one of the id's own callbacks, or
-//!   inside a REQ callback of a listening id (the CM holds the listener
-//!   until that callback returns). There the destroy is queued on the
-//!   caller's [`Reaper`].
+//!   where waiting could deadlock: inside one of the id's own callbacks, or
+//!   in any workqueue worker, where the CM runs every callback of every id
+//!   (a listener it holds for a REQ callback, two handlers dropping each
+//!   other's ids). There the destroy is queued on the id's [`Reaper`].
 //!
 //! Policy is the caller's: the timing, retries, flow control and resources
 //! of a connection are fields of [`Req`] and [`Rep`], with no defaults; the
@@ -45,8 +45,8 @@
 //!    runs (the CM holds a reference on the id for each callback it
 //!    delivers through `cm_process_work`; for the `*_ERROR` ones see
 //!    below). Whoever drops it waits.
-//! 2. [`CmId`] dropped inside one of its own callbacks, or a listener's
-//!    inside one of its REQ callbacks, or [`CmId::destroy_deferred`]: a work
+//! 2. [`CmId`] dropped inside one of its own callbacks, or in a workqueue
+//!    worker (any id's callback, a job), or [`CmId::destroy_deferred`]: a work
 //!    item of the [`Reaper`] destroys it as in 1, waiting for the callback
 //!    that dropped it. Device removal flushes the reaper (`ReaperRef::flush`),
 //!    and the reaper's drop (at module exit) runs everything queued and

@@ -374,30 +374,11 @@ impl<T: Handler> Adapter<T> {
         0
     }
 
-    /// Runs `f` as a REQ or SIDR REQ callback of `listener`: recorded, so
-    /// that dropping the listener in there is seen (`CmId`). `ENOMEM` if
-    /// it cannot be recorded.
-    fn as_req_task<R>(listener: &Inner<T>, f: impl FnOnce() -> R) -> Result<R> {
-        let me = current_task() as usize;
-        listener.req_tasks.lock().push(me, GFP_KERNEL)?;
-        let ret = f();
-        let mut tasks = listener.req_tasks.lock();
-        if let Some(i) = tasks.iter().position(|&t| t == me) {
-            let last = tasks.len() - 1;
-            tasks.swap(i, last);
-            // SAFETY: Shortens the vector by one: the element dropped is a
-            // `usize` (nothing to drop) and the others stay initialised.
-            unsafe { tasks.set_len(last) };
-        }
-        Ok(ret)
-    }
-
     /// A SIDR REQ on a listener's new id: the listener's handler may answer.
     fn sidr_req(listener: &Inner<T>, id: &CmIdRef, event: &bindings::ib_cm_event) -> c_int {
         if T::HAS_SIDR_REQ_RECEIVED && !listener.dropped.load(Ordering::Acquire) {
             let req = SidrRequest { id, event };
-            // Unrecorded (`ENOMEM`), the REQ goes unanswered: the CM rejects it.
-            let _ = Self::as_req_task(listener, || listener.data.sidr_req_received(req));
+            listener.data.sidr_req_received(req);
         }
         // The CM destroys the id, which is never the consumer's.
         EINVAL.to_errno()
@@ -415,10 +396,7 @@ impl<T: Handler> Adapter<T> {
             listener,
             accepted: &accepted,
         };
-        let Ok(ret) = Self::as_req_task(listener, || listener.data.req_received(req)) else {
-            // The CM forgets the REQ without a REJ: the peer retries.
-            return ENOMEM.to_errno();
-        };
+        let ret = listener.data.req_received(req);
         match accepted.take() {
             // Not accepted: the CM destroys the new id and sends a REJ.
             None => ret.err().unwrap_or(EINVAL).to_errno(),

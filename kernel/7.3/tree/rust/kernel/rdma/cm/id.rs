@@ -15,14 +15,14 @@ use crate::{
     bindings,
     error::{from_err_ptr, to_result},
     ffi::{c_int, c_void},
-    new_condvar, new_mutex, new_spinlock, new_work,
+    new_condvar, new_spinlock, new_work,
     prelude::*,
     rdma::{
         device::Device,
         verbs::{QpAttr, QpState},
     },
     sync::aref::ARef,
-    sync::{Arc, CondVar, Mutex, SpinLock},
+    sync::{Arc, CondVar, SpinLock},
     types::Opaque,
     workqueue::{Work, WorkItem},
 };
@@ -316,11 +316,6 @@ pub(super) struct Inner<T: Handler> {
     /// The task running the REQ callback that accepted this id, while
     /// `in_req`; else null.
     pub(super) req_task: AtomicPtr<c_void>,
-    /// The tasks running a REQ callback for this (listening) id: the CM holds
-    /// a reference on the listener until each returns, so destroying the
-    /// listener there would wait for itself.
-    #[pin]
-    pub(super) req_tasks: Mutex<KVec<usize>>,
     /// An accepted id still in the REQ callback that accepted it.
     pub(super) in_req: AtomicBool,
     /// The [`CmId`] was dropped inside the REQ callback that accepted it:
@@ -362,7 +357,6 @@ impl<T: Handler> Inner<T> {
                 } else {
                     core::ptr::null_mut()
                 }),
-                req_tasks <- new_mutex!(KVec::new()),
                 in_req: AtomicBool::new(in_req),
                 destroy_on_return: AtomicBool::new(false),
                 dropped: AtomicBool::new(false),
@@ -469,11 +463,6 @@ impl<T: Handler> Inner<T> {
         // it any more.
         drop(unsafe { Arc::from_raw(ctx) });
     }
-
-    /// Whether `task` is running a REQ callback of this listening id.
-    pub(super) fn in_req_callback(&self, task: *mut c_void) -> bool {
-        self.req_tasks.lock().iter().any(|&t| t == task as usize)
-    }
 }
 
 /// The deferred destroy of an id whose [`CmId`] was dropped in a callback.
@@ -492,6 +481,19 @@ impl<T: Handler> WorkItem for Inner<T> {
     }
 }
 
+/// Whether the running task is a workqueue worker: the CM delivers every
+/// event from one (its own workqueue for received messages and timewait
+/// exit, the MAD layer's completion and timeout work for the `*_ERROR`
+/// events; a flushed MAD reaches no handler).
+fn in_worker() -> bool {
+    let task: *mut bindings::task_struct = current_task().cast();
+    // SAFETY: The running task is valid while it runs; only the task itself
+    // changes its `PF_*` flags, and `PF_WQ_WORKER` not while it runs a work
+    // item.
+    let flags = unsafe { (*task).flags };
+    flags & bindings::PF_WQ_WORKER != 0
+}
+
 /// The running task's address, only ever compared, never dereferenced.
 pub(super) fn current_task() -> *mut c_void {
     crate::current!().as_ptr().cast()
@@ -504,11 +506,13 @@ pub(super) fn current_task() -> *mut c_void {
 /// - anywhere that may sleep, except the cases below: at once, waiting for
 ///   the id's callbacks in progress (the `*_ERROR` ones included, which the
 ///   CM does not hold the id for) before `ib_destroy_cm_id` frees the id;
-/// - inside one of the id's own callbacks, or inside a REQ callback of the
-///   id (a listener) while the CM holds the listener for it: waiting would
-///   deadlock, so the destroy is queued on the caller's [`Reaper`](super::Reaper) and runs
-///   as soon as the callback has returned; no further event reaches `T`
-///   (REQs to a listener are rejected);
+/// - inside one of the id's own callbacks, or in any workqueue worker (every
+///   callback of every id runs in one): waiting could deadlock (on itself,
+///   on a listener the CM holds for its REQ callback, or on another id's
+///   callback that drops this one's id), so the destroy is queued on the
+///   id's [`Reaper`](super::Reaper) and runs once the id's callbacks have
+///   returned; no further event reaches `T` (REQs to a listener are
+///   rejected);
 /// - inside the REQ callback that accepted it ([`Request::accept`](super::Request::accept)),
 ///   before anything was sent on it: the REQ is rejected as if never
 ///   accepted (the CM destroys the id when the callback returns, and sends
@@ -625,10 +629,13 @@ impl<T: Handler> Drop for CmId<T> {
             }
             return;
         }
-        if self.deferred || self.inner.in_callback(me) || self.inner.in_req_callback(me) {
+        if self.deferred || self.inner.in_callback(me) || in_worker() {
             // One of its own callbacks (waiting for them would wait for
-            // itself), or a listener inside one of its REQ callbacks (the CM
-            // holds it until the callback returns).
+            // itself), or any workqueue worker, where every callback of
+            // every id runs: a listener inside one of its REQ callbacks
+            // (the CM holds it until the callback returns), or another id,
+            // whose callback may be waiting for the id of this one, or be
+            // queued behind it.
             self.defer();
             return;
         }
