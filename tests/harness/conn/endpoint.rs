@@ -745,7 +745,7 @@ impl Endpoint {
             // it connects to.
             let (src, _, dst) = cma::parse(pd)?;
             peer = Some(pace::peer_bucket(src));
-            let (device, gid) = (req.id().device(), Gid::ipv4_mapped(dst));
+            let (device, gid) = (req.device(), Gid::ipv4_mapped(dst));
             if !device
                 .ports()
                 .any(|port| GidAttr::find_roce_v2(device, &gid, port).is_ok())
@@ -771,7 +771,7 @@ impl Endpoint {
         let behaviour = self.st.lock().behaviour.try_clone()?;
         // Over the backlog: rejected (the CM sends the REJ).
         let handshake = Handshake::new(self, behaviour.backlog, peer)?;
-        let device = req.id().device();
+        let device = req.device();
         let ep = Endpoint::new(num, Role::Passive, device, self.num, false, behaviour)?;
         ep.st.lock().handshake = Some(handshake);
         let cm = req.accept(EpHandle::new(ep.clone()))?;

@@ -129,9 +129,25 @@ pub struct Request<'a, T: Handler> {
 }
 
 impl<'a, T: Handler> Request<'a, T> {
-    /// The new id, to reject the REQ with a private message.
-    pub fn id(&self) -> &CmIdRef {
-        self.id
+    /// The device the REQ arrived on.
+    ///
+    /// Nothing else of the new id is lent before [`Request::accept`]: no
+    /// message can be sent on an id nobody owns, whose failure would reach
+    /// the listener's handler.
+    pub fn device(&self) -> &crate::rdma::device::Device {
+        self.id.device()
+    }
+
+    /// The new id's local communication id (host order).
+    pub fn local_id(&self) -> u32 {
+        self.id.local_id()
+    }
+
+    /// Rejects the REQ with a REJ carrying `data` (at most 148 bytes, else
+    /// `EINVAL` and nothing is sent). The handler then returns an error, and
+    /// the CM destroys the new id, back in `IDLE` (no second REJ).
+    pub fn reject(self, data: &[u8]) -> Result {
+        self.id.send_rej(data)
     }
 
     fn param(&self) -> &bindings::ib_cm_req_event_param {
