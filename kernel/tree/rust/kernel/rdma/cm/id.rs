@@ -252,9 +252,9 @@ impl CmIdRef {
     /// the entry itself, so it may be applied after the id is gone (see
     /// [`QpAttr`]).
     ///
-    /// `EOPNOTSUPP` for an address vector with a GID entry on a port that
-    /// is not RoCE: there a LAP may replace the vector, and put its entry,
-    /// between the CM's copy and the hold taken here.
+    /// `EAGAIN` if the CM replaced an address vector (a LAP, a new REQ on
+    /// the id) between its copy and the holds taken here, an error of the
+    /// GID table if the vector's entry left it (see [`QpAttr::from_cm`]).
     pub fn init_qp_attr(&self, state: QpState) -> Result<QpAttr> {
         let mut attr = bindings::ib_qp_attr {
             qp_state: state.to_raw(),
@@ -264,21 +264,7 @@ impl CmIdRef {
         // SAFETY: By the type invariant the id is valid; `attr` and `mask` are
         // valid for writes.
         to_result(unsafe { bindings::ib_cm_init_qp_attr(self.as_raw(), &mut attr, &mut mask) })?;
-        for ah in [&attr.ah_attr, &attr.alt_ah_attr] {
-            if !ah.grh.sgid_attr.is_null() && !self.device().is_roce(ah.port_num) {
-                return Err(EOPNOTSUPP);
-            }
-        }
-        // SAFETY: `attr` was zeroed, so each non-null GID entry in it is the
-        // CM's copy of one of the id's address vectors, which hold their
-        // entries until the id is destroyed, and the id is live (type
-        // invariant) during this call. The CM copied them under the id's
-        // lock and released it; the vectors are only replaced, and their
-        // entries put, before the id's connection exists (`ib_send_cm_req`
-        // in IDLE, the REQ's handler for a new id) or by a LAP
-        // (`cm_lap_handler`), which the CM refuses on RoCE ports: each entry
-        // here is on one (checked above), so it is still held now.
-        Ok(unsafe { QpAttr::from_raw_held(attr, mask) })
+        QpAttr::from_cm(self.device(), attr, mask)
     }
 }
 
@@ -315,10 +301,11 @@ pub(super) struct Inner<T: Handler> {
     pub(super) device: ARef<Device>,
     /// The tasks running one of this id's callbacks now (more than one at
     /// once: a `*_ERROR` callback comes from the MAD completion, beside
-    /// the CM's workqueue). `dropped` is set under this lock, and a
+    /// the CM's workqueue). A destroy sets `dropped` under this lock, and a
     /// callback reads it under the lock before it enters the list, so a
     /// destroy that has set it and then seen the list empty is seen by
-    /// every later callback. A spinlock: the last callback to leave wakes
+    /// every later callback (`CmId::defer` sets it early, without the lock:
+    /// only a hint, the queued destroy sets it again). A spinlock: the last callback to leave wakes
     /// `idle` and unlocks, and then the memory may go.
     #[pin]
     pub(super) callbacks: SpinLock<CallbackList>,
@@ -541,7 +528,10 @@ pub(super) fn current_task() -> *mut c_void {
 /// after its clients' `remove`. An owner that keeps a [`CmId`] past its
 /// client's `remove` makes `rdma link del` wait for it, instead of
 /// leaving the id on a freed device; a client destroys its ids in
-/// `remove`.
+/// `remove` and then flushes their reaper ([`ReaperRef::flush`]), which
+/// waits for the destroys queued until then (an id dropped by the queued
+/// destroy of another, whose data held it, is queued after it: a client
+/// that nests ids flushes until none is left).
 ///
 /// # Invariants
 ///
@@ -592,13 +582,12 @@ impl<T: Handler> CmId<T> {
 
     /// Queues the destroy on the reaper.
     fn defer(&self) {
-        // Under the callbacks' lock, as `Inner::callbacks` requires: a
-        // callback that enters after this sees it.
-        {
-            let _list = self.inner.callbacks.lock();
-            // Release: the REQ path reads it without the lock (Acquire).
-            self.inner.dropped.store(true, Ordering::Release);
-        }
+        // Without the callbacks' lock: this runs from any context
+        // (`destroy_deferred`), and that lock is taken with interrupts on. A
+        // callback that enters without seeing it is linked, and the queued
+        // destroy's `stop_callbacks` sets it again under the lock and waits
+        // for that callback.
+        self.inner.dropped.store(true, Ordering::SeqCst);
         // The only enqueue of this work item: it cannot be queued already.
         if self
             .inner

@@ -4,7 +4,14 @@
 //! of one `ib_modify_qp()` ([`QpAttr`]), and [`QpRef`], a QP borrowed from
 //! its owner.
 
-use crate::{bindings, error::to_result, ffi::c_int, prelude::*, types::Opaque};
+use crate::{
+    bindings,
+    error::{from_err_ptr, to_result},
+    ffi::c_int,
+    prelude::*,
+    rdma::device::Device,
+    types::Opaque,
+};
 
 /// The state of a QP: `enum ib_qp_state`.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -114,28 +121,50 @@ impl QpAttr {
         }
     }
 
-    /// The attributes in `attr` that `mask` names, as the RDMA core or the
-    /// IB CM computed them, taking a reference on each GID entry their
-    /// address vectors point at.
+    /// The attributes in `attr` that `mask` names, as the IB CM computed them
+    /// (`ib_cm_init_qp_attr()`), holding each GID entry their address vectors
+    /// point at: taken again from `device`'s GID table by port and index
+    /// (`rdma_get_gid_attr()`, which returns it held) and kept only if it is
+    /// the entry the CM's copy points at. `EAGAIN` if one is not (the CM
+    /// replaced the vector, and may have put its entry, since it copied it:
+    /// ask the CM again); the table's error if the entry is gone from it
+    /// (its address deleted).
     ///
-    /// # Safety
-    ///
-    /// Each non-null `ah_attr.grh.sgid_attr` and `alt_ah_attr.grh.sgid_attr`
-    /// of `attr` must point at a GID entry that is held (by its producer,
-    /// the CM's id) for the duration of the call.
-    pub unsafe fn from_raw_held(attr: bindings::ib_qp_attr, mask: c_int) -> Self {
-        for gid in [attr.ah_attr.grh.sgid_attr, attr.alt_ah_attr.grh.sgid_attr] {
-            if !gid.is_null() {
-                // SAFETY: The caller guarantees a held, so valid, entry.
-                unsafe { bindings::rdma_hold_gid_attr(gid) };
+    /// The CM's pointers are only compared, never followed: its copy was made
+    /// under the id's lock, which it released before this runs.
+    pub fn from_cm(device: &Device, attr: bindings::ib_qp_attr, mask: c_int) -> Result<Self> {
+        let mut taken: [*const bindings::ib_gid_attr; 2] = [core::ptr::null(); 2];
+        for (i, ah) in [&attr.ah_attr, &attr.alt_ah_attr].into_iter().enumerate() {
+            let want = ah.grh.sgid_attr;
+            if want.is_null() {
+                continue;
             }
+            // SAFETY: The device is valid (`Device`'s invariant); the core checks
+            // the port and the index and returns a held entry or an error.
+            let got = unsafe {
+                bindings::rdma_get_gid_attr(device.as_raw(), ah.port_num, ah.grh.sgid_index.into())
+            };
+            let res = from_err_ptr(got.cast_mut());
+            if matches!(res, Ok(p) if p.cast_const() == want) {
+                taken[i] = got;
+                continue;
+            }
+            let held = res.as_ref().ok().map(|p| p.cast_const());
+            for gid in Iterator::chain(taken.into_iter(), held) {
+                if !gid.is_null() {
+                    // SAFETY: A reference taken above, put once.
+                    unsafe { bindings::rdma_put_gid_attr(gid) };
+                }
+            }
+            return Err(res.err().unwrap_or(EAGAIN));
         }
-        // INVARIANT: each non-null entry is held just above, put in `drop`.
-        Self {
+        // INVARIANT: each non-null entry is the one taken (held) above, put
+        // in `drop`.
+        Ok(Self {
             attr,
             mask,
             holds: true,
-        }
+        })
     }
 
     /// To INIT, on port `port` with P_Key index `pkey_index`, granting the
