@@ -397,7 +397,8 @@ impl Core {
                     })
             },
             |(ep, cm)| {
-                // Waits for the id's callbacks in progress: none comes after.
+                // Destroys the id, or (in a worker: a queued unregistration)
+                // queues its destroy, which the flush below waits for.
                 drop(cm);
                 let (verbs, handshake) = {
                     let mut st = ep.st.lock();

@@ -121,7 +121,8 @@ unsafe impl AlwaysRefCounted for Device {
         // `refcount_inc_not_zero()` cannot fail here). A plain increment
         // rather than `try_get`, whose failure could not be reported from
         // here: on a zero count (a broken invariant) `refcount_inc()` warns
-        // and saturates, and the device is never freed under the new `ARef`.
+        // and saturates, where a failed `try_get` would have been followed by
+        // an unbalanced put at the `ARef`'s drop.
         unsafe { bindings::refcount_inc(core::ptr::addr_of_mut!((*self.as_raw()).refcount)) };
     }
 

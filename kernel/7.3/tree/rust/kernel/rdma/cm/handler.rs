@@ -144,8 +144,10 @@ impl<'a, T: Handler> Request<'a, T> {
     }
 
     /// Rejects the REQ with a REJ carrying `data` (at most 148 bytes, else
-    /// `EINVAL` and nothing is sent). The handler then returns an error, and
-    /// the CM destroys the new id, back in `IDLE` (no second REJ).
+    /// `EINVAL` and nothing is sent, and the CM sends its own REJ). The
+    /// handler then returns an error, and the CM destroys the new id, back
+    /// in `IDLE` (no second REJ). If the CM cannot allocate the REJ, none
+    /// goes: the peer's REQ times out.
     pub fn reject(self, data: &[u8]) -> Result {
         self.id.send_rej(data)
     }
