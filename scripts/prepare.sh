@@ -2,12 +2,35 @@
 #
 # Sourced by the scripts that boot a guest (demo, bench, tests/run.sh):
 # install what is missing, build or reuse the cached kernel (KDIR, exported)
-# and build the modules against it. Defines $here and the env.sh variables.
+# and build the modules against it. Defines $here (the copy the modules are
+# built in, below) and the env.sh variables.
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 . "$here/scripts/env.sh"
 bash "$here/scripts/setup.sh" >/dev/null || exit 1
 KDIR=${KDIR:-$(bash "$here/scripts/kernel.sh" | tail -n 1)} || exit 1
 export KDIR
+# The modules are built, and the run goes on, in a copy of the sources
+# of the tree's own (RCD_CACHE/build-<tree>): each kernel tree keeps its
+# objects, so a run on the other kernel (or make bench's plain kernel)
+# neither starts from `make clean` nor touches this run's objects, and the
+# two kernels' runs of make check go side by side (tests/check.sh). Only a
+# file whose content differs is copied, and gets the time of the copy: a
+# checkout's file older than the objects of another checkout's build is
+# still rebuilt. A file deleted here stays there, unused.
+src_top=$here
+here=$RCD_CACHE/build-${KDIR##*/}
+stage=$(mktemp -d)
+mkdir -p "$here"
+tar -C "$src_top" -cf - --exclude=./.git --exclude='*.o' --exclude='*.ko' \
+	--exclude='*.mod' --exclude='*.mod.c' --exclude='.*.cmd' --exclude='.*.d' \
+	--exclude='*.rmeta' --exclude=modules.order --exclude=Module.symvers \
+	--exclude=.rcd-kdir --exclude=./tests/sidr_flood . | tar -C "$stage" -xf - &&
+	(cd "$stage" && find . -type f) | while read -r f; do
+		cmp -s "$stage/$f" "$here/$f" && continue
+		mkdir -p "$(dirname "$here/$f")" && cp --preserve=mode "$stage/$f" "$here/$f" || exit 1
+	done || { echo "copy of the sources to $here failed" >&2; rm -rf "$stage"; exit 1; }
+rm -rf "$stage"
+echo "$KDIR" > "$here/.rcd-kdir"
 bash "$here/scripts/build.sh" -s modules || { echo "module build failed" >&2; exit 1; }
 # The suite's one user-space helper, built here: gcc in the guest costs
 # about 25 s under TCG on the debug kernel (the guest runs the host's
