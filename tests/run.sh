@@ -35,7 +35,7 @@ check)
 	: "${RCD_UNLOAD_ROUNDS:=4}" "${RCD_STORM:=50}"
 	: "${RCD_FUZZ_SECONDS:=10}" "${RCD_FUZZ_ROUNDS:=10}"
 	# The randomized hostile CM peer (tests/t_fuzzpeer.sh).
-	: "${RCD_FUZZPEER_SECONDS:=60}"
+	: "${RCD_FUZZPEER_SECONDS:=30}"
 	# A skip fails the run (tests/lib.sh: rcd_result).
 	: "${RCD_NO_SKIP:=1}"
 	# Two guests of one vCPU each: the suite is one shell after another,
