@@ -363,7 +363,21 @@ rxe_add() {
 	rdma link add "$1" type rxe netdev "$2" || return 1
 	# A new device counts from zero.
 	cm_base_forget "$1"
-	wait_for 10 port_active "$1"
+	wait_for 10 port_active "$1" && wait_for 10 gid_v4 "$1"
+}
+
+# gid_v4 DEV: DEV's GID table has an IPv4 address (RoCE v2). The IB core
+# adds the netdev's addresses from a work item after the device registered:
+# until then its port is ACTIVE but rxe drops every packet sent to the
+# address (no GID matches), and a REQ with a short timeout runs out of
+# tries (a slowed guest: "req tx 16/15" and nothing received).
+gid_v4() {
+	local i g
+	for i in 0 1 2 3 4 5 6 7; do
+		read -r g 2>/dev/null < "/sys/class/infiniband/$1/ports/1/gids/$i" || continue
+		[ "${g#0000:0000:0000:0000:0000:ffff:}" = "$g" ] || return 0
+	done
+	return 1
 }
 
 # rxe_on DEV NETDEV: DEV is an rxe device on NETDEV (its first GID's

@@ -227,7 +227,10 @@ window_is() {
 # veth (rxe1's DREQ can be dropped alone), with 1 s tries, 16 of them.
 test_promise_crossing_answered_with_drep() {
 	local n=360 p=$((360 + PASSIVE_BASE)) id pid rc
-	CONNECT_OPTS="resp=18 retries=15" cm_pair2 $n drep_after=600000 || return 1
+	# The peer's DREQ is tried 16 times, 4 s apart (resp=20): it must
+	# outlast the consumer's load and the window's poll in a slowed guest
+	# (resp=18, 1 s apart, ran out there before the window opened).
+	CONNECT_OPTS="resp=20 retries=15" cm_pair2 $n drep_after=600000 || return 1
 	id=$(cm_local_id $n) || return 1
 	cm_trace_on || return 1
 	[ -d /sys/module/sch_netem ] || modprobe sch_netem || return 1
