@@ -7,7 +7,7 @@
 #                              scripts/env.sh) to $RCD_CACHE/intree/series/
 #                              (7.3: intree-7.3/series/): one patch per
 #                              $KSERIES/*.patch (with the new files it names
-#                              from its tree/ or kernel/tree/), then the module
+#                              from kernel/tree/), then the module
 #                              (drivers/infiniband/ulp/rust_cm_disconnect/, its
 #                              Kconfig and Makefile, the wiring in
 #                              drivers/infiniband/{Kconfig,ulp/Makefile}),
@@ -294,11 +294,7 @@ write_series() {
 		placed+=($(sed -n 's/^kernel\/tree: //p' "$p"))
 		for f in "${placed[@]}"; do
 			mkdir -p "$(dirname "$tmp/git/$f")"
-			if [ -f "$KSERIES/tree/$f" ]; then
-				cp "$KSERIES/tree/$f" "$tmp/git/$f"
-			else
-				cp "$here/kernel/tree/$f" "$tmp/git/$f"
-			fi
+			cp "$here/kernel/tree/$f" "$tmp/git/$f"
 		done
 		r=$tmp/git/rust/kernel/rdma.rs
 		if [ -f "$r" ]; then

@@ -4,12 +4,12 @@
 # Print the new kernel files of a series' tree/ as one patch of creations, in
 # the order the kernel patches name them:
 #   scripts/kernel-patch.sh [SERIES_DIR]
-# SERIES_DIR is kernel/ (6.12, the default) or kernel/7.3/ (7.3). A file named by
-# the series is taken from SERIES_DIR/tree/, else from kernel/tree/: the
-# sources both kernels share live there once. Each SERIES_DIR/NNNN-*.patch is one
-# step of the series (its message, its changes to existing files) and names
-# the whole new files it adds on a line "kernel/tree: FILE..." after its
-# "---". The new files (rust/kernel/rdma/*.rs, rust/helpers/rdma.c) are kept
+# SERIES_DIR is kernel/ (6.12, the default) or kernel/7.3/ (7.3). The files
+# named by either series are taken from kernel/tree/, their one copy: written
+# for 7.3, built on 6.12 through its backport patch (kernel/0000-rust-*).
+# Each SERIES_DIR/NNNN-*.patch is one step of the series (its message, its
+# changes to existing files) and names the whole new files it adds on a line
+# "kernel/tree: FILE..." after its "---". The new files (rust/kernel/rdma/*.rs, rust/helpers/rdma.c) are kept
 # as files so that they can be reviewed, edited and rebased as sources.
 #
 # env.sh writes this to kernel/tree-files.generated.patch when kernel.sh
@@ -23,10 +23,9 @@ series=${1:-$here/kernel}
 
 for p in "$series"/[0-9]*.patch; do
 	for f in $(sed -n 's/^kernel\/tree: //p' "$p"); do
-		src=$series/tree/$f
-		[ -f "$src" ] || src=$here/kernel/tree/$f
+		src=$here/kernel/tree/$f
 		[ -f "$src" ] ||
-			{ echo "kernel-patch: ${p##*/} names $f, not in ${series#"$here"/}/tree or kernel/tree" >&2; exit 1; }
+			{ echo "kernel-patch: ${p##*/} names $f, not in kernel/tree" >&2; exit 1; }
 		diff -u --label /dev/null --label "b/$f" /dev/null "$src" || [ $? = 1 ]
 	done
 done

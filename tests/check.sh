@@ -27,10 +27,11 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 # - the product's promises that rest on what 6.12's CM does: a DREQ or DREP
 #   whose allocation fails leaves the id in TIMEWAIT (-ENOMEM, then
 #   -EALREADY), a DREQ refused in DREQ_RCVD answered with a DREP;
-# - the 6.12 copy of kernel::rdma::cm: an id's context alive for a REP's
+# - kernel::rdma::cm on 6.12's CM: an id's context alive for a REP's
 #   failure after the id was dropped in its REQ callback, another id
 #   dropped in a callback without waiting for that id's callbacks, and its
-#   REQ callback's bounds (req_to_rep_window, with its 6.12 branch);
+#   REQ callback's bounds (req_to_rep_window: the MRA of the backport's
+#   ib_prepare_cm_mra());
 # - interop with rdma-core's ucmatose and rdma_server;
 # - the 6.12 kernel crate (its doctests, ArcSlot among them) and the
 #   series' debugfs (.owner);

@@ -283,9 +283,9 @@ test_two_devices() {
 # timing is shortened for the test: packet life time 2^14 x 4.096 us,
 # response timeout the same, 15 retries: about 16 x 200 ms. The REQ has the
 # same timeout and retries (cm.c: the id's timeout_ms and max_cm_retries),
-# so the handshake gets those 3 s too: with 3 retries it failed once on
-# 7.3 (CONNECT_ERROR), where the passive side's MRA goes out only in answer
-# to a repeated REQ (ib_prepare_cm_mra).
+# so the handshake gets those 3 s too: with 3 retries it failed once
+# (CONNECT_ERROR, on 7.3), where the passive side's MRA goes out only in
+# answer to a repeated REQ (ib_prepare_cm_mra, 6.12's from the backport).
 test_dreq_unanswered() {
 	local n=80 t0 t1 ms id
 	CONNECT_OPTS="lifetime=14 resp=14 retries=15" cm_pair2 $n || return 1

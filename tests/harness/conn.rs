@@ -28,7 +28,7 @@
 //!    table, and the count of `close`s in progress (`closing`, with its
 //!    condition variable `conn::Core::closed`). It also keeps every id in
 //!    the table alive while it is held: the CM calls on an id of the table
-//!    (`send_req`, `send_rep`, `send_mra`, `init_qp_attr`, DREQ/DREP from a
+//!    (`send_req`, `send_rep`, `prepare_mra`, `init_qp_attr`, DREQ/DREP from a
 //!    command) run under it.
 //! 2. `conn::Endpoint::st` (one per endpoint, one lockdep class): the
 //!    endpoint's event record, its QP and what is posted on it, its
@@ -49,10 +49,10 @@
 //! two endpoints' locks at once. Below both come the locks of the code we
 //! call under them, none of which calls back into the module: the IB CM's
 //! (`cm_id_priv->lock`), the verbs provider's, and the `cm` abstraction's
-//! own leaf lock (`req_tasks`). The IB core calls the `ib_client`'s `add`
-//! with its device's `client_data_rwsem` held for read, so that lock comes
-//! before `Core::inner`; nothing here calls into the IB core's registration
-//! (`ib_device_get_by_name`, client registration) with a lock of ours held.
+//! own leaf lock (an id's record of its running callbacks). The IB core
+//! calls the `ib_client`'s `add` with its device's `client_data_rwsem` held
+//! for read, so that lock comes before `Core::inner`; nothing here registers
+//! a client with a lock of ours held.
 //!
 //! Waits that must never happen with either lock held, because what they
 //! wait for takes them:

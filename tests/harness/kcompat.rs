@@ -20,15 +20,11 @@
 //!   before the module goes.
 //! - [`Control`], [`ControlFile`], [`ControlDir`]: a debugfs directory of
 //!   files served by one object, by file number.
-//! - [`send_mra`]: an MRA for a REQ being accepted (6.12's
-//!   `ib_send_cm_mra()` with its service timeout; 7.3's
-//!   `ib_prepare_cm_mra()`, the CM's own timeout, never at once).
 //! - [`harness_module!`]: `module!`, whose author key 7.3 spells `authors`.
 
 // The same names from either half, listed: what the rest of the crate uses.
 pub(crate) use imp::{
-    arc_slot, cstr_bytes, fmt, harness_module, now_ns, send_mra, sleep_ms, ARef, ArcSlotExt,
-    ControlDir,
+    arc_slot, cstr_bytes, fmt, harness_module, now_ns, sleep_ms, ARef, ArcSlotExt, ControlDir,
 };
 
 /// What a debugfs file of a [`ControlDir`] is: its name, whether it is the
@@ -74,7 +70,6 @@ mod imp {
     use kernel::{
         debugfs::{self, File, Ops, Output},
         prelude::*,
-        rdma::cm::CmIdRef,
         str::CStr,
         sync::{Arc, ArcBorrow, ArcSlot},
         time::{msleep, Ktime},
@@ -100,12 +95,6 @@ mod imp {
         };
     }
     pub(crate) use harness_module;
-
-    /// An MRA for the REQ `cm` received, with `service_timeout`: at once,
-    /// or with `delay` as the answer to the peer's next retransmission.
-    pub(crate) fn send_mra(cm: &CmIdRef, service_timeout: u8, delay: bool) -> Result {
-        cm.send_mra(service_timeout, delay)
-    }
 
     /// `CLOCK_MONOTONIC` now, in nanoseconds.
     pub(crate) fn now_ns() -> i64 {
@@ -209,7 +198,6 @@ mod imp {
         debugfs::Scope,
         fmt,
         prelude::*,
-        rdma::cm::CmIdRef,
         str::CStr,
         sync::{Arc, GlobalLock, GlobalLockBackend},
         time::{delay::fsleep, ClockSource, Delta, Monotonic},
@@ -236,17 +224,6 @@ mod imp {
         };
     }
     pub(crate) use harness_module;
-
-    /// An MRA for the REQ `cm` received: 7.3 has only the delayed one
-    /// (`ib_prepare_cm_mra()`, with the CM's own service timeout), so
-    /// `service_timeout` is not used and a request for one at once (no
-    /// `delay`) fails with `EOPNOTSUPP`, nothing done.
-    pub(crate) fn send_mra(cm: &CmIdRef, _service_timeout: u8, delay: bool) -> Result {
-        if !delay {
-            return Err(EOPNOTSUPP);
-        }
-        cm.prepare_mra()
-    }
 
     /// `CLOCK_MONOTONIC` now, in nanoseconds: the clock an
     /// `Instant<Monotonic>` reads (whose nanoseconds are the crate's own).

@@ -11,7 +11,7 @@ use super::{
     table::Core,
     test_hooks::{OnReq, TestHooks},
 };
-use crate::kcompat::{fmt, now_ns, send_mra, sleep_ms};
+use crate::kcompat::{fmt, now_ns, sleep_ms};
 use crate::{
     cm::{self, CmIdRef, Handler, Message, RejReason, Rep, Request},
     cma::{self, PortSpace},
@@ -50,60 +50,6 @@ pub(super) const FOREIGN_BASE: u32 = 2_000_000;
 /// sizes (2,000 in the storm, 5,000 in the bench), still a bound
 /// on what a peer that never answers its REPs makes a listener hold.
 pub(crate) const DEFAULT_BACKLOG: u32 = 8192;
-
-/// The least time a passive end asks for in its MRA (sent only when the
-/// peer retransmits its REQ), when no job is queued before its own: enough
-/// for one job (a QP and a REP: milliseconds), and short enough that a
-/// peer whose passive side vanishes after the MRA is not held for long.
-///
-/// The CM computes 2^(20 - 8) = 4,096 ms (`cm_convert_to_ms`); the peer's CM
-/// adds its packet lifetime (`cm_convert_to_ms(av.timeout)`: 512 ms for
-/// rdma_cm on RoCE, 128 ms for `connect ... lifetime=14`) and waits that
-/// long for each of its remaining REQ retries (`cm_mra_handler` stores it
-/// with `ib_modify_mad`, and `retry_send` reuses it; later MRAs are
-/// duplicates). The MRA answers the first retransmission, so such a peer
-/// gives up after its first timeout plus (retries - 1 + 1) x (4,096 ms +
-/// its lifetime): about 69 s with rdma_cm's 15 retries, 8.6 s with
-/// `retries=2 lifetime=14 resp=14`.
-pub(super) const MRA_TIMEOUT_MIN: u8 = 20;
-
-/// The most a passive end asks for: rdma_cm's own (`CMA_CM_MRA_SETTING`),
-/// 65,536 ms a retry (about 16 min with 15 retries), sized for a user-space
-/// accept.
-pub(super) const MRA_TIMEOUT_MAX: u8 = 24;
-
-/// The MRA's service timeout for a REQ with `ahead` jobs queued before its
-/// own, each taking `job_ns` on average once begun: twice the wait
-/// expected (`ahead` x `job_ns`), from [`MRA_TIMEOUT_MIN`] up to
-/// [`MRA_TIMEOUT_MAX`].
-///
-/// A constant too short for a deep queue (a storm of REQs)
-/// makes the peer retransmit its REQ every 4.6 s while it waits, and every
-/// retransmission and its MRA is more work for the CM's workqueue, which
-/// both sides share; rdma_cm's 65 s would hold the peer of a vanished
-/// passive side for minutes where a job takes milliseconds.
-pub(super) fn mra_timeout(ahead: u64, job_ns: u64) -> u8 {
-    let want_ms = ahead.saturating_mul(job_ns) / 1_000_000 * 2;
-    let mut t = MRA_TIMEOUT_MIN;
-    while t < MRA_TIMEOUT_MAX && (1u64 << (t - 8)) < want_ms {
-        t += 1;
-    }
-    t
-}
-
-/// The wait from which a REQ's MRA goes at once rather than when the peer
-/// retransmits its REQ: half of what rdma_cm's peers wait for a REP before
-/// their first retransmission (4,096 ms and twice 256 ms of packet
-/// lifetime on RoCE), so that the MRA is there before the first retry.
-pub(super) const MRA_NOW_MS: u64 = 2048;
-
-/// Whether a REQ with `ahead` jobs before its own, each taking `job_ns`,
-/// waits long enough for its MRA to go at once ([`MRA_NOW_MS`]): one MAD,
-/// where a retransmitted REQ and the MRA answering it are two, both on the
-/// CM's workqueue of either side.
-pub(super) fn mra_now(ahead: u64, job_ns: u64) -> bool {
-    ahead.saturating_mul(job_ns) / 1_000_000 >= MRA_NOW_MS
-}
 
 /// Counted in `jobs.queued` (`stats`: `jobs_queued`) from before its job
 /// is queued until that job begins (or is dropped unrun): the REQs a new
@@ -790,13 +736,6 @@ impl Endpoint {
         // there held up every REQ, REP and RTU behind it until the peers
         // gave up (in a storm of REQs from cmtime).
         let t_req = now_ns();
-        // The jobs before this one, and what each took so far: the MRA's
-        // timeout below.
-        let ahead = core.bounds.jobs.queued.load(Ordering::Relaxed);
-        let job_ns = {
-            let t = &core.bounds.jobs.times;
-            t.ns.load(Ordering::Relaxed) / t.n.load(Ordering::Relaxed).max(1)
-        };
         if test.on_req == OnReq::RepThenFail {
             // A REP from the callback, whose failure the CM reports from
             // the MAD's completion while the callback may still run.
@@ -828,31 +767,13 @@ impl Endpoint {
             return Err(e);
         }
         // Each retransmission of the peer's REQ is answered with an MRA
-        // from now on, as rdma_cm does, so that the peer waits for the job;
-        // behind a deep queue the MRA goes at once (`mra_now`), before the
-        // peer's timer runs out, instead of a retransmission and an MRA.
-        // Last, and its error ignored: with `delay` and no private data it
-        // fails only with `EINVAL`, when the job has already sent its REP
-        // or the peer's REJ has reset the id (whose callback frees the
-        // end), or `ENOENT`/`ENOTCONN` when the end is already gone; in
-        // none of these is an MRA needed. An MRA sent at once may also
-        // fail for want of memory: then it waits for the retransmission.
-        let timeout = mra_timeout(ahead, job_ns);
-        let now = mra_now(ahead, job_ns);
-        core.bounds
-            .jobs
-            .mra_timeout_max
-            .fetch_max(u64::from(timeout), Ordering::Relaxed);
-        let _ = core.with_own_cm(num, &ep, |cm| {
-            if now && send_mra(cm, timeout, false).is_ok() {
-                core.bounds
-                    .jobs
-                    .mras_at_once
-                    .fetch_add(1, Ordering::Relaxed);
-                return Ok(());
-            }
-            send_mra(cm, timeout, true)
-        });
+        // from now on, as rdma_cm does, so that the peer waits for the job
+        // (the CM's own service timeout, about 68.7 s a retry). Last, and
+        // its error ignored: it fails only with `EINVAL`, when the job has
+        // already sent its REP or the peer's REJ has reset the id (whose
+        // callback frees the end), or `ENOENT`/`ENOTCONN` when the end is
+        // already gone; in none of these is an MRA needed.
+        let _ = core.with_own_cm(num, &ep, |cm| cm.prepare_mra());
         Ok(())
     }
 

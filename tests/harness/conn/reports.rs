@@ -350,25 +350,14 @@ impl Core {
             self.bounds.prune_scans.load(Ordering::Relaxed)
         )?;
         self.req_times.show(out, "req_callbacks", "req_callback")?;
-        // From the REQ callback to the REP: the job queue's latency, which
-        // the MRA's service timeout must cover (`mra_timeout`).
+        // From the REQ callback to the REP: the job queue's latency.
         self.rep_times.show(out, "reps_sent", "rep_latency")?;
-        // Each job once begun, and what the MRAs asked for from them.
+        // Each job once begun.
         self.bounds.jobs.times.show(out, "jobs_run", "job")?;
         writeln!(
             out,
             "jobs_queued {}",
             self.bounds.jobs.queued.load(Ordering::Relaxed)
-        )?;
-        writeln!(
-            out,
-            "mra_timeout_max {}",
-            self.bounds.jobs.mra_timeout_max.load(Ordering::Relaxed)
-        )?;
-        writeln!(
-            out,
-            "mras_at_once {}",
-            self.bounds.jobs.mras_at_once.load(Ordering::Relaxed)
         )?;
         // The REPs' pace: in flight, held now, held so far.
         writeln!(out, "reps_in_flight {}", self.bounds.peers.in_flight())?;

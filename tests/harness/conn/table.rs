@@ -81,16 +81,10 @@ pub(crate) struct Core {
 }
 
 /// Passive ends' jobs queued and not yet begun, and how long each took
-/// once begun (the QP, its moves, the REP): what a new REQ waits for, from
-/// which its MRA's service timeout is computed
-/// ([`super::endpoint::mra_timeout`]).
+/// once begun (the QP, its moves, the REP): what a new REQ waits for.
 pub(super) struct Jobs {
     pub(super) queued: AtomicU64,
     pub(super) times: Durations,
-    /// The largest service timeout a REQ's MRA asked for (`stats`).
-    pub(super) mra_timeout_max: AtomicU64,
-    /// MRAs sent at once, behind a deep queue ([`super::endpoint::mra_now`]).
-    pub(super) mras_at_once: AtomicU64,
 }
 
 /// The long-running work's queue and its unload flag, the peers' DREQs
@@ -168,8 +162,6 @@ impl Bounds {
             jobs: Jobs {
                 queued: AtomicU64::new(0),
                 times: Durations::new(),
-                mra_timeout_max: AtomicU64::new(0),
-                mras_at_once: AtomicU64::new(0),
             },
             peers: super::pace::Peers::new(),
             held <- new_mutex!(super::pace::HeldReps::new(), "conn::Core::held"),

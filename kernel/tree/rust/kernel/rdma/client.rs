@@ -180,7 +180,7 @@ impl<T: Client> Adapter<T> {
                 bindings::ib_set_client_data(
                     device,
                     T::slot().client.load(Ordering::Acquire),
-                    data.into_foreign() as *mut c_void,
+                    data.into_foreign(),
                 )
             };
             Ok(0)

@@ -4,16 +4,11 @@
 //!
 //! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
 
-use crate::{
-    bindings,
-    error::{code::ENODEV, Result},
-    str::CStr,
-    types::{ARef, AlwaysRefCounted, Opaque},
-};
+use crate::{bindings, prelude::*, sync::aref::AlwaysRefCounted, types::Opaque};
 use core::ptr::NonNull;
 
 /// An RDMA device, borrowed for the duration of a call from the RDMA core,
-/// or held by an [`ARef`].
+/// or held by an [`ARef`](crate::sync::aref::ARef).
 ///
 /// # Invariants
 ///
@@ -34,35 +29,6 @@ impl Device {
         // SAFETY: `Device` is a transparent wrapper of `struct ib_device`, and the
         // caller guarantees that `ptr` is valid for `'a`.
         unsafe { &*ptr.cast() }
-    }
-
-    /// The registered device called `name`, with a reference on it, or
-    /// `ENODEV`.
-    ///
-    /// Hold it briefly: the device's unregistration waits for every
-    /// reference.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use kernel::{c_str, prelude::*, rdma::device::Device};
-    ///
-    /// // No device has this name (`rdma link` names are at most 63 bytes).
-    /// let name = c_str!("no-such-rdma-device-with-a-name-longer-than-ib-device-name-max-64");
-    /// assert_eq!(Device::get_by_name(name).err(), Some(ENODEV));
-    /// ```
-    pub fn get_by_name(name: &CStr) -> Result<ARef<Self>> {
-        // SAFETY: `name` is NUL-terminated; any driver matches.
-        let ptr = unsafe {
-            bindings::ib_device_get_by_name(
-                name.as_char_ptr(),
-                bindings::rdma_driver_id_RDMA_DRIVER_UNKNOWN,
-            )
-        };
-        let ptr = NonNull::new(ptr).ok_or(ENODEV)?;
-        // SAFETY: `ib_device_get_by_name` took a reference, which the `ARef`
-        // owns from here; `Device` is a transparent wrapper.
-        Ok(unsafe { ARef::from_raw(ptr.cast()) })
     }
 
     /// Returns the raw `struct ib_device` pointer.

@@ -33,11 +33,11 @@ pub trait Handler: Sized + Send + Sync + 'static {
     /// a REP), or return an error (or drop the request) to reject it. An
     /// id accepted and then dropped before returning is destroyed by the CM
     /// told the returned errno: `ENOMEM` sends no REJ while the id is
-    /// `REQ_RCVD` (the peer retries; after [`CmIdRef::send_mra`] the CM
+    /// `REQ_RCVD` (the peer retries; after [`CmIdRef::prepare_mra`] the CM
     /// rejects whatever the errno). Work
     /// that takes long (making the QP) belongs in a job
     /// ([`ReaperRef::spawn`](super::ReaperRef::spawn)) that sends the REP later, after
-    /// [`CmIdRef::send_mra`] here: the CM runs one callback at a time per
+    /// [`CmIdRef::prepare_mra`] here: the CM runs one callback at a time per
     /// CPU for every id on the host.
     fn req_received(&self, _req: Request<'_, Self>) -> Result {
         Err(EINVAL)

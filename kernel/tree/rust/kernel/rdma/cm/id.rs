@@ -21,9 +21,9 @@ use crate::{
         device::Device,
         verbs::{QpAttr, QpState},
     },
+    sync::aref::ARef,
     sync::{Arc, CondVar, SpinLock},
-    task::Task,
-    types::{ARef, Opaque},
+    types::Opaque,
     workqueue::{Work, WorkItem},
 };
 use core::{
@@ -183,33 +183,21 @@ impl CmIdRef {
     }
 
     /// Tells the peer that our answer will take a while (a Message Receipt
-    /// Acknowledgment), so that its CM waits `service_timeout` (the CM
-    /// computes `1 << (service_timeout - 8)` ms, `cm_convert_to_ms`) plus
-    /// its packet lifetime for each of its remaining retries instead of the
-    /// message's own timeout. The peer's CM takes only the first MRA
-    /// (`cm_mra_handler`: later ones are duplicates in `MRA_REQ_RCVD`).
+    /// Acknowledgment): from now on the CM answers each retransmission of
+    /// the message received with an MRA, whose service timeout (the CM's
+    /// `CM_MRA_SETTING`, about 68 s) the peer's CM waits for on top of its
+    /// packet lifetime for each of its remaining retries
+    /// (`ib_prepare_cm_mra()`). Nothing is sent now, so a quick answer
+    /// costs no MAD; the peer's CM takes only the first MRA.
     ///
-    /// Legal where `ib_send_cm_mra` takes it: `REQ_RCVD` (the REQ callback,
-    /// after [`Request::accept`](super::Request::accept); the id goes to
+    /// Legal in `REQ_RCVD` (the REQ callback, after
+    /// [`Request::accept`](super::Request::accept); the id goes to
     /// `MRA_REQ_SENT`, where a REP or a REJ may follow from anywhere),
-    /// `REP_RCVD` (to `MRA_REP_SENT`) and `ESTABLISHED` with a LAP received;
-    /// `EINVAL` elsewhere. With `delay`, nothing is sent now: the CM answers each retransmission of
-    /// the message with the MRA (rdma_cm's `CMA_CM_MRA_SETTING`), so a quick
-    /// answer costs no MAD, and the call cannot fail for want of memory
-    /// (no private data is copied).
-    pub fn send_mra(&self, service_timeout: u8, delay: bool) -> Result {
-        if service_timeout > 31 {
-            return Err(EINVAL);
-        }
-        let flag = if delay {
-            bindings::IB_CM_MRA_FLAG_DELAY as u8
-        } else {
-            0
-        };
-        // SAFETY: By the type invariant the id is valid; no private data.
-        to_result(unsafe {
-            bindings::ib_send_cm_mra(self.as_raw(), service_timeout | flag, core::ptr::null(), 0)
-        })
+    /// `REP_RCVD` (to `MRA_REP_SENT`) and `ESTABLISHED` with a LAP
+    /// received; `EINVAL` elsewhere.
+    pub fn prepare_mra(&self) -> Result {
+        // SAFETY: By the type invariant the id is valid.
+        to_result(unsafe { bindings::ib_prepare_cm_mra(self.as_raw()) })
     }
 
     /// Sends a disconnection request carrying `data` (at most 220 bytes; an
@@ -495,8 +483,7 @@ fn in_worker() -> bool {
 
 /// The running task's address, only ever compared, never dereferenced.
 pub(super) fn current_task() -> *mut c_void {
-    let task: *const Task = crate::current!();
-    task.cast_mut().cast()
+    crate::current!().as_ptr().cast()
 }
 
 /// An owned `struct ib_cm_id` with the consumer's data `T`.

@@ -6,7 +6,7 @@
 //! holds.
 
 use crate::{
-    bindings, c_str, new_condvar, new_spinlock,
+    bindings, new_condvar, new_spinlock,
     prelude::*,
     str::CStr,
     sync::{CondVar, SpinLock},
@@ -63,9 +63,11 @@ impl Reaper {
     /// Process context.
     pub fn new(name: &'static CStr, jobs: &'static CStr) -> Result<Pin<KBox<Self>>> {
         // SAFETY: Process context; `"%s"` with one NUL-terminated string.
+        // `alloc_workqueue()` is a macro over this function (and memory
+        // allocation profiling), which bindgen does not see.
         let wq = NonNull::new(unsafe {
-            bindings::alloc_workqueue(
-                c_str!("%s").as_char_ptr(),
+            bindings::alloc_workqueue_noprof(
+                c"%s".as_char_ptr(),
                 bindings::wq_flags_WQ_UNBOUND,
                 0,
                 name.as_char_ptr(),
@@ -75,8 +77,8 @@ impl Reaper {
         // SAFETY: As above; these are `alloc_ordered_workqueue()`'s flags and
         // limit.
         let Some(jobs) = NonNull::new(unsafe {
-            bindings::alloc_workqueue(
-                c_str!("%s").as_char_ptr(),
+            bindings::alloc_workqueue_noprof(
+                c"%s".as_char_ptr(),
                 bindings::wq_flags_WQ_UNBOUND | bindings::wq_flags___WQ_ORDERED,
                 1,
                 jobs.as_char_ptr(),

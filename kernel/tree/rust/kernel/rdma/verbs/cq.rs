@@ -11,37 +11,32 @@ use super::{
     RcQp,
 };
 use crate::{
-    bindings, c_str,
+    bindings,
     ffi::{c_int, c_void},
     prelude::*,
-    time::{ktime_ms_delta, msecs_to_jiffies, Ktime},
+    time::{msecs_to_jiffies, Instant, Monotonic},
     types::Opaque,
 };
 
 /// The CQ's completion events, as a `struct completion` the CQ's handler
 /// completes once per event: [`RcQp::drain`] sleeps on it.
 ///
+/// Not a `kernel::sync::Completion`: the CQ's handler is C's, called with
+/// the raw pointer as its context, it completes one event at a time
+/// (`complete()`), and the drain waits with a timeout.
+///
 /// # Invariants
 ///
-/// The `completion` is initialised (as `init_completion()` does) and, boxed,
-/// never moves.
+/// The `completion` is initialised (`init_completion()`) and, boxed, never
+/// moves.
 pub(super) struct CqEvents(pub(super) Opaque<bindings::completion>);
 
 impl CqEvents {
     pub(super) fn new() -> Result<KBox<Self>> {
         let this = KBox::new(Self(Opaque::uninit()), GFP_KERNEL)?;
         let c = this.0.get();
-        // SAFETY: `c` is valid for writes and stays where it is (boxed); this
-        // is `init_completion()`: no events yet, an empty wait queue with a
-        // lock class of its own.
-        unsafe {
-            (*c).done = 0;
-            bindings::__init_swait_queue_head(
-                core::ptr::addr_of_mut!((*c).wait),
-                c_str!("rdma::verbs::RcQp::cq_events").as_char_ptr(),
-                crate::static_lock_class!().as_ptr(),
-            );
-        }
+        // SAFETY: `c` is valid for writes and stays where it is (boxed).
+        unsafe { bindings::init_completion(c) };
         // INVARIANT: initialised above, in its box.
         Ok(this)
     }
@@ -127,13 +122,13 @@ impl RcQp {
             // what comes back is taken below, the rest is counted.
             let _ = self.qp().to_error();
         }
-        let start = Ktime::ktime_get();
+        let start = Instant::<Monotonic>::now();
         loop {
             while let Ok(Some(c)) = self.poll_one() {
                 f(c);
             }
             let left = self.outstanding_all();
-            let waited = ktime_ms_delta(Ktime::ktime_get(), start);
+            let waited = start.elapsed().as_millis();
             let rest = i64::from(wait_ms).saturating_sub(waited);
             if left == 0 || rest <= 0 {
                 return left;

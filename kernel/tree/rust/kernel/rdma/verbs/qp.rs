@@ -17,7 +17,8 @@ use crate::{
     prelude::*,
     rdma::device::Device,
     str::CStr,
-    types::{ARef, ScopeGuard},
+    sync::aref::ARef,
+    types::ScopeGuard,
 };
 use core::{mem::ManuallyDrop, ptr::NonNull};
 
