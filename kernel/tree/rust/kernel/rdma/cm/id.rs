@@ -488,37 +488,18 @@ pub(super) fn current_task() -> *mut c_void {
 
 /// An owned `struct ib_cm_id` with the consumer's data `T`.
 ///
-/// Dropping it destroys the id; which way depends on where:
+/// Dropping it destroys the id: at once, waiting for the id's callbacks in
+/// progress (the `*_ERROR` ones included), anywhere that may sleep; queued
+/// on the id's [`Reaper`](super::Reaper) inside one of the id's own
+/// callbacks or in any workqueue worker, where waiting could deadlock (no
+/// further event reaches `T` then); and inside the REQ callback that
+/// accepted it, before anything was sent on it, the REQ is rejected as if
+/// never accepted. [`CmId::destroy_deferred`] queues the destroy from
+/// anywhere, without waiting.
 ///
-/// - anywhere that may sleep, except the cases below: at once, waiting for
-///   the id's callbacks in progress (the `*_ERROR` ones included, which the
-///   CM does not hold the id for) before `ib_destroy_cm_id` frees the id;
-/// - inside one of the id's own callbacks, or in any workqueue worker (every
-///   callback of every id runs in one): waiting could deadlock (on itself,
-///   on a listener the CM holds for its REQ callback, or on another id's
-///   callback that drops this one's id), so the destroy is queued on the
-///   id's [`Reaper`](super::Reaper) and runs once the id's callbacks have
-///   returned; no further event reaches `T` (REQs to a listener are
-///   rejected);
-/// - inside the REQ callback that accepted it ([`Request::accept`](super::Request::accept)),
-///   before anything was sent on it: the REQ is rejected as if never
-///   accepted (the CM destroys the id when the callback returns, and sends
-///   a REJ); once a REP or an MRA went out, queued on the [`Reaper`](super::Reaper) as
-///   above (the MAD's failure may reach the id until its destroy).
-///
-/// [`CmId::destroy_deferred`] queues the destroy from anywhere, without
-/// waiting.
-///
-/// It holds a reference on its device for as long as the id lives, as
-/// [`RcQp`](crate::rdma::verbs::RcQp) does: the CM uses `cm_id->device` until the id is
-/// destroyed, and a device's unregistration waits for its references
-/// after its clients' `remove`. An owner that keeps a [`CmId`] past its
-/// client's `remove` makes `rdma link del` wait for it, instead of
-/// leaving the id on a freed device; a client destroys its ids in
-/// `remove` and then flushes their reaper ([`ReaperRef::flush`]), which
-/// waits for the destroys queued until then (an id dropped by the queued
-/// destroy of another, whose data held it, is queued after it: a client
-/// that nests ids flushes until none is left).
+/// It holds a reference on its device for as long as the id lives: a
+/// client destroys its ids in `remove` and then flushes their reaper
+/// ([`ReaperRef::flush`]), else `rdma link del` waits for them.
 ///
 /// # Invariants
 ///
