@@ -4,10 +4,7 @@
 //!
 //! C header: [`include/linux/rcupdate.h`](srctree/include/linux/rcupdate.h).
 
-use crate::{
-    bindings,
-    sync::{Arc, ArcBorrow},
-};
+use crate::sync::{rcu, Arc, ArcBorrow};
 use core::{
     marker::PhantomData,
     ptr,
@@ -88,9 +85,7 @@ impl<T: Send + Sync> ArcSlot<T> {
     ///
     /// Context: any context (it does not sleep).
     pub fn get(&self) -> Option<Arc<T>> {
-        // SAFETY: `rcu_read_lock()` may be called in any context; it is
-        // paired with the `rcu_read_unlock()` below.
-        unsafe { bindings::rcu_read_lock() };
+        let guard = rcu::read_lock();
         let raw = self.ptr.load(Ordering::Acquire);
         let value = if raw.is_null() {
             None
@@ -102,8 +97,7 @@ impl<T: Send + Sync> ArcSlot<T> {
             let borrow = unsafe { ArcBorrow::from_raw(raw) };
             Some(Arc::from(borrow))
         };
-        // SAFETY: Paired with the `rcu_read_lock()` above.
-        unsafe { bindings::rcu_read_unlock() };
+        guard.unlock();
         value
     }
 
@@ -116,9 +110,9 @@ impl<T: Send + Sync> ArcSlot<T> {
         if raw.is_null() {
             return None;
         }
-        // SAFETY: Process context, as documented. After the grace period no
-        // reader still uses `raw`: one that starts now finds NULL.
-        unsafe { bindings::synchronize_rcu() };
+        // After the grace period no reader still uses `raw`: one that
+        // starts now finds NULL.
+        rcu::synchronize_rcu();
         // SAFETY: `raw` came from `Arc::into_raw` (type invariant) and the
         // slot no longer holds it: its reference is ours.
         Some(unsafe { Arc::from_raw(raw) })
