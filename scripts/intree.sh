@@ -263,7 +263,7 @@ write_series() {
 	git=(git -c user.name="${ident% <*}" -c user.email="$(echo "${ident##*<}" | tr -d '>')"
 		-c commit.gpgsign=false -c core.abbrev=12)
 	# What the series touches, from a fresh tree, as a git repository.
-	subset="MAINTAINERS rust drivers/infiniband scripts/checkpatch.pl
+	subset="MAINTAINERS rust drivers/infiniband include/rdma scripts/checkpatch.pl
 		scripts/spelling.txt scripts/const_structs.checkpatch Documentation/infiniband"
 	# What 7.3's fixes to upstream touch besides: SLUB's sheaves, and the
 	# users of kernel::debugfs its .owner fix updates.

@@ -22,8 +22,7 @@
 //!
 //! Who destroys an id on each path, the `*_ERROR` events (which the CM
 //! delivers from the MAD layer's completion) and device removal are
-//! described in
-//! [`Documentation/infiniband/rust_cm_disconnect.rst`](srctree/Documentation/infiniband/rust_cm_disconnect.rst).
+//! described in `Documentation/infiniband/rust_cm_disconnect.rst`.
 //!
 //! C header: [`include/rdma/ib_cm.h`](srctree/include/rdma/ib_cm.h)
 
