@@ -352,7 +352,7 @@ series_build() {
 	src=$(bash "$here/scripts/kernel.sh" | tail -n 1)
 	echo "intree: series-build: copying $src to $t, its kernel patches reverse-applied"
 	copy_tree "$src" "$t"
-	patch -d "$t" -p1 -R -s --no-backup-if-mismatch < "$t/.rcd-applied.patch"
+	bash "$here/scripts/revert-patch.sh" "$t" "$t/.rcd-applied.patch"
 	rm -f "$t/.rcd-applied.patch" "$t/.rcd-stamp"
 	step() { # WHAT
 		t0=$SECONDS

@@ -124,7 +124,7 @@ if [ -f "$applied" ] && ! cmp -s "$applied" <(cat "${patches[@]}"); then
 	before=$(cd "$KDIR" && touched "$applied" "${patches[@]}" | while read -r f; do
 		[ ! -f "$f" ] || echo "$(stat -c %.9Y "$f") $(sha256sum < "$f" | cut -c1-64) $f"
 	done)
-	patch -d "$KDIR" -p1 -R -s --no-backup-if-mismatch < "$applied"
+	bash "$here/scripts/revert-patch.sh" "$KDIR" "$applied"
 	rm -f "$applied"
 fi
 if [ ! -f "$applied" ]; then
