@@ -46,9 +46,10 @@ mkdir -p "$RCD_CACHE"
 if [ "${BASH_SOURCE[1]##*/}" = kernel.sh ]; then
 	exec 9>"$RCD_CACHE/kernel.lock"
 	flock 9
-	# The new kernel files of the series' tree/ as one more patch, which
-	# kernel.sh's $KSERIES/*.patch takes in after the numbered ones (see
-	# scripts/kernel-patch.sh): made here for the same reason.
-	bash "$_rcd_top/scripts/kernel-patch.sh" "$KSERIES" > "$KSERIES/.tree-files.tmp"
-	mv "$KSERIES/.tree-files.tmp" "$KSERIES/tree-files.generated.patch"
+	# The new kernel files the series names (from kernel/tree/) as one
+	# more patch, which kernel.sh's $KSERIES/*.patch takes in after the
+	# numbered ones (see scripts/kernel-patch.sh): made here for the same
+	# reason.
+	bash "$_rcd_top/scripts/kernel-patch.sh" "$KSERIES" > "$KSERIES/.new-files.tmp"
+	mv "$KSERIES/.new-files.tmp" "$KSERIES/new-files.generated.patch"
 fi

@@ -12,7 +12,7 @@
 # "kernel/tree: FILE..." after its "---". The new files (rust/kernel/rdma/*.rs, rust/helpers/rdma.c) are kept
 # as files so that they can be reviewed, edited and rebased as sources.
 #
-# env.sh writes this to kernel/tree-files.generated.patch when kernel.sh
+# env.sh writes this to kernel/new-files.generated.patch when kernel.sh
 # sources it, so that kernel.sh's kernel/*.patch takes it in (and its patch
 # key covers it: a change of a file rebuilds incrementally) while kernel.sh's
 # own text, which keys the trees, stays as it is. scripts/intree.sh turns
