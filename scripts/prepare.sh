@@ -19,6 +19,13 @@ export KDIR
 # still rebuilt. A file deleted here stays there, unused.
 src_top=$here
 here=$RCD_CACHE/build-${KDIR##*/}
+# The copies of trees that are gone (kernel.sh drops a tree whose key
+# changed) go too.
+for b in "$RCD_CACHE"/build-*; do
+	if [ -d "$b" ] && [ "$b" != "$here" ] && [ ! -d "$RCD_CACHE/${b##*/build-}" ]; then
+		rm -rf "$b"
+	fi
+done
 stage=$(mktemp -d)
 mkdir -p "$here"
 tar -C "$src_top" -cf - --exclude=./.git --exclude='*.o' --exclude='*.ko' \
