@@ -775,7 +775,7 @@ event_field() {
 # it got.
 wait_event() {
 	wait_for "$1" has_event "$2" "$3" && return 0
-	fail "$2: no $3 within $1 s; its events: $(awk -v n="$2" '$1 == n { printf " %s", $2 }' \
+	fail "$2: no $3 within $1 s; its events: $(awk -v n="$2" '$1 == n { printf " %s %s;", $2, $3 }' \
 		"$RCD_DBG/events" 2>/dev/null | tail -c 400)"
 }
 
