@@ -65,7 +65,8 @@ def rand_data(r):
     if k == 2:
         return "hex:" + os.urandom(r.randrange(240)).hex()
     if k == 3:
-        return "pat:%d" % r.choice([0, 1, 219, 220, 221, 224, 225, 255, 256, 65536, 1 << 20, (1 << 20) + 1])
+        return "pat:%d" % r.choice([0, 1, 219, 220, 221, 224, 225, 255, 256, 65536, 1 << 20,
+                                    (1 << 20) + 1])
     if k == 4:
         return "fill:%d:%02x" % (r.randrange(300), r.randrange(256))
     if k == 5:
@@ -96,7 +97,8 @@ def well_formed(r):
         for o in r.sample(["auto_drep=" + rand_data(r), "lifetime=%d" % r.randrange(-1, 33),
                            "resp=%d" % r.randrange(-1, 33), "retries=%d" % r.randrange(-1, 17),
                            "port=%d" % r.choice([0, 1, 2]), "cma_port=%d" % r.randrange(70000),
-                           "req_data=" + rand_data(r), "on_dreq=" + r.choice(["dreq", "sleep:5", "x"]),
+                           "req_data=" + rand_data(r),
+                           "on_dreq=" + r.choice(["dreq", "sleep:5", "x"]),
                            "recv=%d:%d" % (r.randrange(70), r.choice([0, 16, 4096, 4097]))],
                           r.randrange(3)):
             opts.append(o)
@@ -105,10 +107,13 @@ def well_formed(r):
         # A short neighbour wait: 10.77.0.9 never answers its ARP, and the
         # default (2 s) would leave the fuzzer waiting most of its time.
         opts.append("resolve_ms=%d" % r.choice([50, 50, 50, 1, 0, 60001]))
-        return "connect %d %s 10.77.0.1 %s %s %s" % (rand_num(r), r.choice(["rxe0", "rxe0", "rxe9", ""]), dst, svc, " ".join(opts))
+        return "connect %d %s 10.77.0.1 %s %s %s" % (
+            rand_num(r), r.choice(["rxe0", "rxe0", "rxe9", ""]), dst, svc, " ".join(opts))
     if c == 3:
-        return "listen %d rxe0 %s %s" % (r.choice([1, 10, 11]), r.choice(["0x1000", "0x2000", "tcp:1"]),
-                                         r.choice(["", "cma=1", "cma=2", "auto_drep=" + rand_data(r)]))
+        return "listen %d rxe0 %s %s" % (r.choice([1, 10, 11]),
+                                         r.choice(["0x1000", "0x2000", "tcp:1"]),
+                                         r.choice(["", "cma=1", "cma=2",
+                                                   "auto_drep=" + rand_data(r)]))
     if c in (4, 5):
         return "dreq %s %s" % (rand_list(r), rand_data(r))
     if c == 6:
@@ -207,7 +212,8 @@ def random_message(r, stats, cmd, num, peer, field, state, event):
         e = write(b"%s %d hex:%s" % (cmd.encode(), num, data.hex().encode()))
         if len(data) > field:
             if e != errno.EINVAL or conn_state(num) != state or events_of(peer, event):
-                print("# FAIL: %s of %d bytes: errno %d, state %s" % (cmd, len(data), e, conn_state(num)))
+                print("# FAIL: %s of %d bytes: errno %d, state %s" % (
+                    cmd, len(data), e, conn_state(num)))
                 return False
             stats[cmd + "_einval"] += 1
             continue
@@ -237,7 +243,8 @@ def fuzz_data(rounds, seed):
         if not random_message(r, stats, "drep", p, a, 224, "DREQ_RCVD", "DREP_RECEIVED"):
             return 1
         write(b"close %d" % a); write(b"close %d" % p)
-    print("# fuzz data: seed %d, %d rounds: %s" % (seed, rounds, " ".join("%s=%d" % kv for kv in sorted(stats.items()))))
+    print("# fuzz data: seed %d, %d rounds: %s" % (
+        seed, rounds, " ".join("%s=%d" % kv for kv in sorted(stats.items()))))
     return 0
 
 

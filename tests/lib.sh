@@ -775,8 +775,8 @@ event_field() {
 # it got.
 wait_event() {
 	wait_for "$1" has_event "$2" "$3" && return 0
-	fail "$2: no $3 within $1 s; its events: $(awk -v n="$2" '$1 == n { printf " %s %s;", $2, $3 }' \
-		"$RCD_DBG/events" 2>/dev/null | tail -c 400)"
+	fail "$2: no $3 within $1 s; its events: $(awk -v n="$2" \
+		'$1 == n { printf " %s %s;", $2, $3 }' "$RCD_DBG/events" 2>/dev/null | tail -c 400)"
 }
 
 # pat_hex N TOTAL: hex of the module's pat:N bytes (1, 2, ..., 255, 1, ...)
@@ -929,15 +929,23 @@ wait_events() {
 # its events in order, for the log.
 ends_without() {
 	awk -v k="$1" -v a="$2" -v b="$3" -v max="${4:-8}" '
-		FILENAME ~ /events$/ { if ($1 >= a && $1 <= b) { ev[$1] = ev[$1] " " $2; if ($2 == k) got[$1] = 1 }; next }
+		FILENAME ~ /events$/ {
+			if ($1 >= a && $1 <= b) { ev[$1] = ev[$1] " " $2; if ($2 == k) got[$1] = 1 }
+			next
+		}
 		$1 >= a && $1 <= b {
 			if ($1 in got) { m++; next }
 			st = "?"; for (i = 2; i <= NF; i++) if ($i ~ /^state=/) st = substr($i, 7)
-			if (n++ < max) printf "#   %s state=%s events:%s\n", $1, st, ($1 in ev) ? ev[$1] : " none"
+			if (n++ < max)
+				printf "#   %s state=%s events:%s\n", $1, st,
+					($1 in ev) ? ev[$1] : " none"
 		}
 		END {
 			if (n > max) printf "#   ... and %d more without %s\n", n - max, k
-			if (!n) printf "#   each of the %d ends of %s-%s has one: the count waited for is more than the range holds\n", m, a, b
+			if (!n) {
+				printf "#   each of the %d ends of %s-%s has one: ", m, a, b
+				printf "the count waited for is more than the range holds\n"
+			}
 		}' \
 		"$RCD_DBG/events" "$RCD_DBG/conns" 2>/dev/null
 }
@@ -986,7 +994,9 @@ crossed_on_wire() {
 		{
 			ev = ""
 			for (i = 1; i <= NF; i++)
-				if ($i == "icm_send_dreq:" || $i == "icm_send_drep:") { ev = $i; break }
+				if ($i == "icm_send_dreq:" || $i == "icm_send_drep:") {
+					ev = $i; break
+				}
 			if (ev == "") next
 			id = ""
 			for (j = i + 1; j <= NF; j++)

@@ -113,7 +113,8 @@ test_drep_too_long_is_einval() {
 	wait_event 20 $n DREP_RECEIVED || return 1
 	check "the valid DREP went out once, plus the CM's own for duplicate DREQs" \
 		wait_for 30 drep_sent_once "$tx" "$dup" || return 1
-	log "DREPs sent $(( $(sent rxe0 drep) - tx )), duplicate DREQs $(( $(cm_counter rxe0 cm_rx_duplicates dreq) - dup ))"
+	log "DREPs sent $(( $(sent rxe0 drep) - tx ))," \
+		"duplicate DREQs $(( $(cm_counter rxe0 cm_rx_duplicates dreq) - dup ))"
 	cm_trace_expect 1 icm_send_drep || return 1
 	cm_trace_expect 1 icm_send_drep local_id=$id || return 1
 	cm_trace_off

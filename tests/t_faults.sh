@@ -74,7 +74,7 @@ test_delay_and_reorder() {
 	[ -d /sys/module/sch_netem ] || modprobe sch_netem || return 1
 	tc qdisc add dev v0 root netem delay 800ms 50ms &&
 		tc qdisc add dev v1 root netem delay 800ms 50ms || return 1
-	local crossed retries dups
+	local crossed retries dups what
 	for ((i = a; i <= b; i++)); do
 		list+="${list:+,}$i,$((i + PASSIVE_BASE))"
 	done
@@ -94,9 +94,12 @@ test_delay_and_reorder() {
 	retries=$(($(cm_counter rxe0 cm_tx_retries dreq) + $(cm_counter rxe1 cm_tx_retries dreq)))
 	dups=$(($(cm_counter rxe0 cm_rx_duplicates dreq) +
 		$(cm_counter rxe1 cm_rx_duplicates dreq)))
-	check "DREQs crossed on the wire ($crossed of 40 ends; at least each connection's first to arrive)" \
+	what="DREQs crossed on the wire ($crossed of 40 ends; at least each connection's first"
+	what+=" to arrive)"
+	check "$what" \
 		test $crossed -ge 20 || return 1
-	check "DREQs retried ($retries; at least once for each end)" test $retries -ge 40 || return 1
+	check "DREQs retried ($retries; at least once for each end)" \
+		test $retries -ge 40 || return 1
 	check "duplicate DREQs seen ($dups)" test $dups -gt 0 || return 1
 	exactly_once DISCONNECTED $a $b && exactly_once DISCONNECTED $pa $pb || return 1
 	for k in DREQ_RECEIVED DREP_RECEIVED DREQ_SENT DREP_SENT TIMEWAIT_EXIT DREQ_ERROR; do

@@ -170,7 +170,8 @@ rt_connect() {
 	ctl connect "$n" "$@" || return 1
 	wait_for 60 has_event "$n" ESTABLISHED && return 0
 	if has_event "$n" REJ_RECEIVED && [ "$(event_field "$n" REJ_RECEIVED status)" = 10 ]; then
-		log "$n: rejected as a stale connection (its QPN was the peer's); again as $((n + 10))"
+		log "$n: rejected as a stale connection (its QPN was the peer's);" \
+			"again as $((n + 10))"
 		RT_N=$((n + 10))
 		ctl connect "$RT_N" "$@" || return 1
 	fi

@@ -88,7 +88,8 @@ test_harness_cleanup_reports_failure() {
 	local holder rc
 	rxe_add rxe0 v0 && rcd_load || return 1
 	( exec 3< "$RCD_DBG/stats"; exec sleep 60 ) & holder=$!
-	check "the holder opened stats" wait_for 10 holds_stats $holder || { kill $holder; return 1; }
+	check "the holder opened stats" wait_for 10 holds_stats $holder ||
+		{ kill $holder; return 1; }
 	cleanup; rc=$?
 	log "cleanup with the module held: $rc"
 	kill $holder; wait $holder

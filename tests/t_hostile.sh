@@ -270,12 +270,14 @@ closes_other_body() {
 	tc qdisc add dev v0 root netem loss 100% || return 1
 	ctl dreq $b text:unanswered || return 1
 	wait_event 60 $b DREQ_ERROR || return 1
-	check "b's error callback sleeps" dmesg_lacks "conn $b: after an error callback's" || return 1
+	check "b's error callback sleeps" \
+		dmesg_lacks "conn $b: after an error callback's" || return 1
 	ctl dreq $((a + PASSIVE_BASE)) text:close-b || return 1
 	if ! wait_event 30 $a ON_DREQ; then
 		log "DREQs: rxe1 sent $(cm_counter rxe1 cm_tx_msgs dreq), rxe0 received" \
 			"$(cm_counter rxe0 cm_rx_msgs dreq); $((a + PASSIVE_BASE)):" \
-			"$(conn_state $((a + PASSIVE_BASE))); neighbours of v1: $(ip neigh show dev v1)"
+			"$(conn_state $((a + PASSIVE_BASE)));" \
+			"neighbours of v1: $(ip neigh show dev v1)"
 		return 1
 	fi
 	check "a's callback closed b and returned while b's error callback slept" \

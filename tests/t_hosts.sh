@@ -164,9 +164,11 @@ h_wait_events() {
 	wait_for $((end > SECONDS ? end - SECONDS : 0)) events_at_least "$2" "$3" "$4" "$5" ||
 		fail "$(events_in "$2" "$3" "$4") of $5 $2 in $3-$4 within $1 s;" \
 			"events there:$(events_tally "$3" "$4"); CM: REQ sent" \
-			"$(cm_counter rxe0 cm_tx_msgs req) retried $(cm_counter rxe0 cm_tx_retries req)," \
+			"$(cm_counter rxe0 cm_tx_msgs req) retried" \
+			"$(cm_counter rxe0 cm_tx_retries req)," \
 			"REP sent $(cm_counter rxe0 cm_tx_msgs rep) retried" \
-			"$(cm_counter rxe0 cm_tx_retries rep), RTU sent $(cm_counter rxe0 cm_tx_msgs rtu)" \
+			"$(cm_counter rxe0 cm_tx_retries rep), RTU sent" \
+			"$(cm_counter rxe0 cm_tx_msgs rtu)" \
 			"received $(cm_counter rxe0 cm_rx_msgs rtu)"
 }
 

@@ -35,13 +35,15 @@ test_kmemleak_clean() {
 	# (an internal error) refuses the write (EPERM) and lists nothing:
 	# that fails, it is no clean result.
 	t0=$SECONDS
-	echo scan 2>/dev/null > $f ||
-		{ rmmod rcd_drepleak; fail "kmemleak refused a scan: it disabled itself"; return 1; }
+	echo scan 2>/dev/null > $f || {
+		rmmod rcd_drepleak; fail "kmemleak refused a scan: it disabled itself"; return 1
+	}
 	left=$((t0 + 7 - SECONDS))
 	log "first scan: $((SECONDS - t0)) s; the second after $((left > 0 ? left : 0)) s more"
 	[ $left -le 0 ] || nap $left
-	echo scan 2>/dev/null > $f ||
-		{ rmmod rcd_drepleak; fail "kmemleak refused a scan: it disabled itself"; return 1; }
+	echo scan 2>/dev/null > $f || {
+		rmmod rcd_drepleak; fail "kmemleak refused a scan: it disabled itself"; return 1
+	}
 	cat $f > /run/rcd-kmemleak.txt || { rmmod rcd_drepleak; fail "cannot read $f"; return 1; }
 	rmmod rcd_drepleak || { fail "rmmod rcd_drepleak"; return 1; }
 	f=/run/rcd-kmemleak.txt
@@ -68,9 +70,15 @@ test_kmemleak_clean() {
 			if (l[i] ~ /__pcs_replace_|sheaf/) { sheaves++; next }
 		}
 		NR > 1 && bt ~ /rcd_drepleak/ { ctl++ }
-		NR > 1 && bt ~ ours { n++; if (n - ctl <= 3 && bt !~ /rcd_drepleak/) print "unreferenced object" $0 }
+		NR > 1 && bt ~ ours {
+			n++
+			if (n - ctl <= 3 && bt !~ /rcd_drepleak/) print "unreferenced object" $0
+		}
 		END {
-			if (sheaves) print "the slab allocator'"'"'s own sheaves: " sheaves " (not counted)"
+			if (sheaves) {
+				printf "the slab allocator'"'"'s own sheaves: "
+				print sheaves " (not counted)"
+			}
 			print "ours " n + 0 " control " ctl + 0
 		}' $f)
 	echo "# kmemleak: $all unreferenced object(s) in the whole kernel;" \

@@ -20,7 +20,8 @@ RCD_KPROBES=$RCD_TRACING/kprobe_events
 crate_probes_on() {
 	local dreq drep
 	[ -d $RCD_TRACING/events ] || mount -t tracefs nodev $RCD_TRACING 2>/dev/null
-	[ -w "$RCD_KPROBES" ] || { fail "no $RCD_KPROBES: a kernel without CONFIG_KPROBE_EVENTS"; return 1; }
+	[ -w "$RCD_KPROBES" ] ||
+		{ fail "no $RCD_KPROBES: a kernel without CONFIG_KPROBE_EVENTS"; return 1; }
 	# v0-mangled names: ..7CmIdRef9send_dreq (in the kernel crate, so no
 	# module suffix).
 	dreq=$(awk '$3 ~ /7CmIdRef9send_dreq$/ && NF == 3 { print $3; exit }' /proc/kallsyms)
@@ -37,7 +38,8 @@ crate_probes_on() {
 crate_probes_off() {
 	[ -d $RCD_TRACING/events/rcd_promise ] || return 0
 	echo 0 > $RCD_TRACING/events/rcd_promise/enable
-	printf -- '-:rcd_promise/rcd_crate_%s\n' dreq drep cm_dreq cm_drep >> "$RCD_KPROBES" 2>/dev/null
+	printf -- '-:rcd_promise/rcd_crate_%s\n' dreq drep cm_dreq cm_drep \
+		>> "$RCD_KPROBES" 2>/dev/null
 	return 0
 }
 
@@ -52,7 +54,9 @@ probe_hits() {
 probe_hits_are() {
 	local got
 	got="$(probe_hits dreq) $(probe_hits drep) $(probe_hits cm_dreq) $(probe_hits cm_drep)"
-	[ "$got" = "$*" ] || fail "calls into send_dreq, send_drep, ib_send_cm_dreq, ib_send_cm_drep: $got, want $*"
+	[ "$got" = "$*" ] ||
+		fail "calls into send_dreq, send_drep, ib_send_cm_dreq, ib_send_cm_drep:" \
+			"$got, want $*"
 }
 
 # consumer STEPS CONN [PARAMS...]: load the consumer for STEPS on CONN, show
@@ -185,7 +189,8 @@ test_promise_failed_message_returned() {
 	consumer nomem $n; x=$?
 	failslab_quiet 2
 	[ $x = 0 ] || return 1
-	check "failslab forced the failure" dmesg_has 'FAULT_INJECTION: forcing a failure' || return 1
+	check "failslab forced the failure" \
+		dmesg_has 'FAULT_INJECTION: forcing a failure' || return 1
 	check "the QP's 8 receives flushed" wait_for 20 flushed_is $n 8 || return 1
 	cm_trace_none icm_send_dreq "local_id=$(cm_local_id $n)" || return 1
 	check "the peer got nothing" test "$(event_count $p DREQ_RECEIVED)" = 0 || return 1

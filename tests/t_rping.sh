@@ -388,9 +388,11 @@ rping_stuck_diag() {
 	r=$(pgrep -P "$1" -x rping) || r=$1
 	tail -5 /tmp/rping-h.out | sed 's/^/# rping -c: /'
 	log "rxe1's DREQs since: sent $(($(cm_counter rxe1 cm_tx_msgs dreq) - $2)) (retries" \
-		"$(cm_counter rxe1 cm_tx_retries dreq)), received $(($(cm_counter rxe1 cm_rx_msgs dreq) - $3))"
+		"$(cm_counter rxe1 cm_tx_retries dreq)), received" \
+		"$(($(cm_counter rxe1 cm_rx_msgs dreq) - $3))"
 	for t in /proc/"$r"/task/*; do
-		log "thread ${t##*/} ($(cat "$t/comm" 2>/dev/null)): $(tr '\n' ' ' < "$t/stack" 2>/dev/null)"
+		log "thread ${t##*/} ($(cat "$t/comm" 2>/dev/null)):" \
+			"$(tr '\n' ' ' < "$t/stack" 2>/dev/null)"
 	done
 }
 timeout_test_removal_bounded_under_churn=300

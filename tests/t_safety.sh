@@ -467,7 +467,10 @@ storm_steps() {
 }
 
 # storm_ratio A B: A / B to two decimals ("-" without a B).
-storm_ratio() { awk -v a="${1:-0}" -v b="${2:-0}" 'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "-" }'; }
+storm_ratio() {
+	awk -v a="${1:-0}" -v b="${2:-0}" \
+		'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "-" }'
+}
 
 # storm_retries: the REQ and REP retransmissions on rxe0 so far, as
 # "REQ REP" (both sides share rxe0: the client's REQs, the server's REPs).
@@ -607,8 +610,8 @@ storm_side_by_side() {
 		bc=$(storm_step $out/cli-b.out connect) bd=$(storm_step $out/cli-b.out disconnect)
 		mc=$(storm_step $out/cli-m.out connect) md=$(storm_step $out/cli-m.out disconnect)
 		log "the module against cmtime -b, this run (make bench: the measure):" \
-			"connect step $mc ms vs $bc ms ($(storm_ratio "$mc" "$bc")), disconnect step" \
-			"$md ms vs $bd ms ($(storm_ratio "$md" "$bd"))"
+			"connect step $mc ms vs $bc ms ($(storm_ratio "$mc" "$bc"))," \
+			"disconnect step $md ms vs $bd ms ($(storm_ratio "$md" "$bd"))"
 		check "no more REQ retransmissions than against cmtime -b ($m_req vs $b_req)" \
 			test $m_req -le $b_req || return 1
 		check "no more REP retransmissions than against cmtime -b ($m_rep vs $b_rep)" \

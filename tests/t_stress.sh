@@ -169,7 +169,8 @@ many_wave() {
 	crossed=$(crossed_on_wire /run/rcd-ids)
 	cm_trace_off
 	log "all disconnected in $((SECONDS - t0)) s; crossed on the wire: $crossed ends sent" \
-		"a DREQ, then a DREP (the harness's records: $(($(crossed_in $a $b) + $(crossed_in $pa $pb))));" \
+		"a DREQ, then a DREP (the harness's records:" \
+		"$(($(crossed_in $a $b) + $(crossed_in $pa $pb))));" \
 		"$(events_in DREQ_RECEIVED $a $pb) DREQs received;" \
 		"$(stats_line)"
 	# What the test is about: DREQs from both sides on the wire together.

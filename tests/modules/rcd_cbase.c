@@ -40,7 +40,8 @@ static ulong service = 0x2000;
 module_param(service, ulong, 0444);
 static char *via = "cm";
 module_param(via, charp, 0444);
-MODULE_PARM_DESC(via, "cm: ib_send_cm_dreq() (default); rcd: the product's rcd_send_dreq(); mix: by turns");
+MODULE_PARM_DESC(via, "cm: ib_send_cm_dreq() (default); rcd: the product's rcd_send_dreq(); "
+		 "mix: by turns");
 
 static int cm_send_dreq(struct ib_cm_id *id, const void *data, size_t len)
 {

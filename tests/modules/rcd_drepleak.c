@@ -100,7 +100,7 @@ static noinline int drepleak_run(void)
 	}
 	ib_destroy_cm_id(id);
 	ib_device_put(ibdev);
-	pr_info("rcd_drepleak: %d ib_send_cm_drep() calls on %s, lengths %u..%u: %d returned -EINVAL\n",
+	pr_info("rcd_drepleak: %d ib_send_cm_drep() calls on %s, lengths %u..%u: %d -EINVAL\n",
 		calls, dev, IB_CM_DREP_PRIVATE_DATA_SIZE + 1, U8_MAX, einval);
 
 plant:
