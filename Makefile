@@ -12,7 +12,7 @@
 #   make check-slow the 7.3 suite with both guests on one host CPU: each at
 #                   about half its speed, as on a machine twice as slow
 #   make check-intree  the same against the module built in the kernel tree
-#   make intree-patch  the whole change as a patch series against a fresh tree
+#   make intree-patch  the change as patch series against fresh trees (7.3: four, for the lists)
 #                   (both kernels' series, unless KERNEL= names one)
 #   make intree-series-build  each patch of the series builds, one after another
 #   make demo       the main job, in a guest

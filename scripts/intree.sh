@@ -2,21 +2,28 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # The in-tree build of the module:
-#   scripts/intree.sh patch    write the change as a git-format-patch series
+#   scripts/intree.sh patch    write the change as git-format-patch series
 #                              against a fresh $KERNEL tree (6.12 or 7.3,
-#                              scripts/env.sh) to $RCD_CACHE/intree/series/
-#                              (7.3: intree-7.3/series/): one patch per
-#                              $KSERIES/*.patch (with the new files it names
-#                              from kernel/tree/), then the module
+#                              scripts/env.sh). 7.3, for the lists: four
+#                              series in $RCD_CACHE/intree-7.3/, each with a
+#                              cover letter (kernel/7.3/covers/) and To:/Cc:
+#                              from get_maintainer.pl: 1-ib-cm/ (linux-rdma),
+#                              2-rust-debugfs/ (rust-for-linux), 3-mm-slub/
+#                              (mm), 4-rfc-rust-rdma/ (after the three). 6.12,
+#                              the test kernel's: one, intree/series/. A
+#                              series has one patch per $KSERIES/*.patch
+#                              (with the new files it names from
+#                              kernel/tree/); the RFC ends with the module
 #                              (drivers/infiniband/ulp/rust_cm_disconnect/, its
 #                              Kconfig and Makefile, the wiring in
 #                              drivers/infiniband/{Kconfig,ulp/Makefile}),
 #                              then its selftests
 #                              (tools/testing/selftests/rdma/rust_cm_disconnect/);
 #                              each patch with its MAINTAINERS lines for the
-#                              files it adds. Check that it applies with
-#                              `git am` to a fresh tree and run
-#                              checkpatch --strict on each
+#                              files it adds. Check that each applies with
+#                              `git am` to a fresh tree (the RFC after the
+#                              fixes) and that checkpatch --strict finds
+#                              nothing in any patch (else it fails)
 #   scripts/intree.sh series-build
 #                              write the series, then apply it one patch at a
 #                              time to a copy of the cached kernel tree (its
@@ -234,8 +241,8 @@ and disconnects go through rust_cm_disconnect's C API): the checked
 DREQ/DREP private data and its events, rdma_disconnect() semantics, the C
 API through a C consumer module, device removal and unload with
 connections live, hostile CM peers (crafted MADs from a test module) and
-malformed control input, interop with rdma-core's rping, ucmatose, udaddy
-and ibv_rc_pingpong, and, last, kmemleak and the kernel log.
+malformed control input, interop with rdma-core's rping, ucmatose, udaddy,
+cmtime and rdma_client/rdma_server, and, last, kmemleak and the kernel log.
 
 One program, rust_cm_disconnect.sh, runs every test and reports KTAP
 through kselftest/ktap_helpers.sh; rust_cm_disconnect.sh NAME... runs
@@ -263,7 +270,7 @@ write_series() {
 	git=(git -c user.name="${ident% <*}" -c user.email="$(echo "${ident##*<}" | tr -d '>')"
 		-c commit.gpgsign=false -c core.abbrev=12)
 	# What the series touches, from a fresh tree, as a git repository.
-	subset="MAINTAINERS rust drivers/infiniband include/rdma scripts/checkpatch.pl
+	subset="MAINTAINERS rust drivers/infiniband include/rdma scripts/checkpatch.pl scripts/get_maintainer.pl
 		scripts/spelling.txt scripts/const_structs.checkpatch Documentation/infiniband"
 	# What 7.3's fixes to upstream touch besides: SLUB's sheaves, and the
 	# users of kernel::debugfs its .owner fix updates.
@@ -286,7 +293,8 @@ write_series() {
 	# files it names from kernel/tree/ (with those named so far: rdma.rs
 	# declares only the modules already there), its message.
 	placed=()
-	for p in "$KSERIES"/[0-9]*.patch; do
+	kpatches
+	for p in "${kp[@]}"; do
 		if grep -q '^+++ ' "$p"; then
 			patch -d "$tmp/git" -p1 -s --no-backup-if-mismatch < "$p"
 		fi
@@ -321,23 +329,142 @@ write_series() {
 	(cd "$tmp/git" && "${git[@]}" add -A)
 	maintainers "$tmp/git"
 	(cd "$tmp/git" && "${git[@]}" add -A && "${git[@]}" commit -q --author="$ident" -F "$tmp/commit-msg")
-	n=$(( $(ls "$KSERIES"/[0-9]*.patch | wc -l) + 2 ))
-	rm -rf "$out/series"
-	(cd "$tmp/git" && "${git[@]}" format-patch -q -o "$out/series" "HEAD~$n")
-	# Does it apply to a fresh tree with git am?
-	fresh "$tmp/check"
-	(cd "$tmp/check" && "${git[@]}" am -q "$out"/series/*.patch)
-	echo "intree: $out/series: $n patches, apply with git am to a fresh linux-source-$KERNEL tree"
-	# checkpatch --strict, patch by patch (reported, not fatal). The
+	n=$(( ${#kp[@]} + 2 ))
+	rm -rf "$out/series" "$out"/[1-4]-*
+	if [ "$KERNEL" = 6.12 ]; then
+		# The test kernel's series (its backport, its fixes' 6.12 form):
+		# for building and testing, not for the lists.
+		(cd "$tmp/git" && "${git[@]}" format-patch -q -o "$out/series" "HEAD~$n")
+		fresh "$tmp/check"
+		(cd "$tmp/check" && "${git[@]}" am -q "$out"/series/*.patch)
+		echo "intree: $out/series: $n patches, apply with git am to a fresh linux-source-$KERNEL tree"
+	else
+		split_series
+	fi
+	# checkpatch --strict, patch by patch (all reported, then fatal). The
 	# fresh tree has no history: a Fixes: tag's commit id (the CM's fix,
 	# kernel/0000-*.patch) cannot be looked up there, hence the ignore.
-	for s in "$out"/series/*.patch; do
+	local dirty=()
+	for s in $(series_patches); do
 		r=$(cd "$tmp/check" && perl scripts/checkpatch.pl --no-tree --strict --terse \
 			--ignore UNKNOWN_COMMIT_ID "$s" || true)
 		# --terse prints nothing for a clean patch.
 		echo "checkpatch ${s##*/}: $(echo "$r" | grep '^total:' || echo "total: 0 errors, 0 warnings, 0 checks (clean)")"
 		echo "$r" | grep -E '^[^ ]+: (ERROR|WARNING|CHECK):' | head -n 20 | sed 's/^/  /' || true
+		! echo "$r" | grep -qE '^[^ ]+: (ERROR|WARNING|CHECK):' || dirty+=("${s##*/}")
 	done
+	[ ${#dirty[@]} = 0 ] ||
+		{ echo "intree: checkpatch --strict is not clean on ${dirty[*]}" >&2; exit 1; }
+}
+
+# kpatches: the series' kernel patches into kp[], in the order of the
+# lists they go to (group_of), kernel/tree's files placed by each.
+kpatches() {
+	local g p
+	kp=()
+	for g in 1 2 3 4; do
+		for p in "$KSERIES"/[0-9]*.patch; do
+			[ "$(group_of "${p##*/}")" != "$g" ] || kp+=("$p")
+		done
+	done
+}
+
+# group_of NAME: which of 7.3's four series a kernel patch belongs to:
+# 1 the IB/cm fixes (linux-rdma), 2 the kernel::debugfs .owner fix
+# (rust-for-linux), 3 SLUB's kmemleak fix (mm), 4 the RFC (kernel::rdma,
+# then the module and its selftests, which come after all of these).
+# 6.12's series is one (its backport is not for the lists): all 4.
+group_of() {
+	if [ "$KERNEL" = 6.12 ]; then echo 4; return; fi
+	case $1 in
+	0000-IB-cm-*) echo 1 ;;
+	0000-rust-debugfs-*) echo 2 ;;
+	0000-mm-slub-*) echo 3 ;;
+	0000-*) echo "intree: ${1}: no list for this fix (group_of)" >&2; exit 1 ;;
+	*) echo 4 ;;
+	esac
+}
+
+# The four series of 7.3: directory (its cover letter kernel/7.3/covers/DIR.txt)
+# and subject prefix.
+groups=("1-ib-cm PATCH" "2-rust-debugfs PATCH" "3-mm-slub PATCH" "4-rfc-rust-rdma RFC PATCH")
+
+# series_patches: the patches of what write_series wrote, in the order
+# they apply (no cover letters).
+series_patches() {
+	if [ "$KERNEL" = 6.12 ]; then
+		ls "$out"/series/*.patch
+	else
+		ls "$out"/[1-4]-*/*.patch | grep -v '/0000-cover-letter\.patch$'
+	fi
+}
+
+# split_series: 7.3's history in $tmp/git as four git-format-patch series
+# with cover letters (kernel/7.3/covers/), To: and Cc: from
+# get_maintainer.pl; the three fixes each checked to apply alone to a fresh
+# tree with git am, the RFC after the three.
+split_series() {
+	local commits g dir prefix c d i=0 cnt first last p list to cc
+	mapfile -t commits < <(cd "$tmp/git" && git rev-list --reverse "HEAD~$n..HEAD")
+	for g in 1 2 3 4; do
+		read -r dir prefix <<< "${groups[$((g - 1))]}"
+		cnt=0
+		for p in "${kp[@]}"; do [ "$(group_of "${p##*/}")" != "$g" ] || cnt=$((cnt + 1)); done
+		[ "$g" != 4 ] || cnt=$((cnt + 2))
+		[ "$cnt" -gt 0 ] || continue
+		first=${commits[$i]}
+		last=${commits[$((i + cnt - 1))]}
+		i=$((i + cnt))
+		# Whom to send it to: get_maintainer.pl on its patches, in the
+		# tree they make (the RFC's own MAINTAINERS entries included).
+		rm -rf "$tmp/gm" && mkdir "$tmp/gm"
+		(cd "$tmp/git" && "${git[@]}" format-patch -q -o "$tmp/gm" "$first^..$last")
+		list=$(cd "$tmp/git" && "${git[@]}" checkout -q "$last" &&
+			perl scripts/get_maintainer.pl --no-git --no-git-fallback --no-rolestats \
+				--no-fixes --no-tree "$tmp"/gm/*.patch; "${git[@]}" checkout -q - )
+		to=() cc=()
+		while IFS= read -r c; do
+			# Not the sender (the RFC's own MAINTAINERS entries).
+			[ -n "$c" ] && [ "$c" != "$ident" ] || continue
+			if [[ $c == *@vger.kernel.org* || $c == *@lists.* || $c == *@kvack.org* ]]; then
+				cc+=(--cc="$c")
+			else
+				to+=(--to="$c")
+			fi
+		done <<< "$list"
+		(cd "$tmp/git" && "${git[@]}" format-patch -q --cover-letter --subject-prefix="$prefix" \
+			--thread=shallow "${to[@]}" "${cc[@]}" -o "$out/$dir" "$first^..$last")
+		cover "$out/$dir/0000-cover-letter.patch" "$here/kernel/7.3/covers/$dir.txt"
+		# Does it apply alone (the RFC: after the three fixes)?
+		rm -rf "$tmp/check"
+		fresh "$tmp/check"
+		if [ "$g" = 4 ]; then
+			for d in "$out"/[1-3]-*; do
+				(cd "$tmp/check" && "${git[@]}" am -q $(ls "$d"/*.patch | grep -v 0000-cover))
+			done
+		fi
+		(cd "$tmp/check" && "${git[@]}" am -q $(ls "$out/$dir"/*.patch | grep -v 0000-cover))
+		echo "intree: $out/$dir: $cnt patch$([ "$cnt" = 1 ] || echo es) and a cover letter (${#to[@]} To:, ${#cc[@]} Cc:)," \
+			"apply with git am to a fresh linux-source-$KERNEL tree$([ "$g" != 4 ] || echo ' after the three fixes')"
+	done
+	[ "$i" = "$n" ] || { echo "intree: split_series placed $i of $n commits" >&2; exit 1; }
+}
+
+# cover LETTER TEXT: the cover letter's subject and blurb from TEXT (its
+# first line, the rest), and the kernel it was made against.
+cover() {
+	[ -f "$2" ] || { echo "intree: no cover letter text ${2#"$here"/}" >&2; exit 1; }
+	KVER=$(cat "${KTARBALL%/usr/src/*}/VERSION" 2>/dev/null || echo "$KERNEL") \
+		python3 - "$1" "$2" <<'PY'
+import os, sys
+letter, text = sys.argv[1], open(sys.argv[2]).read().rstrip("\n").split("\n")
+s = open(letter).read()
+assert "*** SUBJECT HERE ***" in s and "*** BLURB HERE ***" in s
+body = "\n".join(text[1:]).strip("\n")
+body += "\n\nMade against linux-source-" + os.environ["KVER"] + " (Debian's tarball).\n"
+s = s.replace("*** SUBJECT HERE ***", text[0]).replace("*** BLURB HERE ***", body)
+open(letter, "w").write(s)
+PY
 }
 
 # series_build: apply $out/series one patch at a time to a copy of the
@@ -378,7 +505,7 @@ series_build() {
 		echo "intree: series-build: $1 builds ($((SECONDS - t0)) s)"
 	}
 	step "the fresh tree"
-	for p in "$out"/series/*.patch; do
+	for p in $(series_patches); do
 		patch -d "$t" -p1 -s --no-backup-if-mismatch < "$p"
 		step "${p##*/}"
 	done
@@ -399,7 +526,7 @@ series_build() {
 	# toolchain) are counted.
 	local ours n
 	t0=$SECONDS
-	ours=$(grep -h '^+++ b/.*\.rs$' "$out"/series/*.patch | sed 's|^+++ b/||' | sort -u)
+	ours=$(grep -h '^+++ b/.*\.rs$' $(series_patches) | sed 's|^+++ b/||' | sort -u)
 	if ! make -C "$t" -s "${KMAKE_VARS[@]}" CLIPPY=1 -j"$(nproc)" bzImage modules > "$log" 2>&1 ||
 		! make -C "$t" -s "${KMAKE_VARS[@]}" rustdoc >> "$log" 2>&1; then
 		tail -n 30 "$log" >&2
