@@ -21,6 +21,12 @@
 //! looked up again, from a device the caller holds again, and the port's
 //! MTU).
 //!
+//! A consumer that has its path by other means (an SA query on InfiniBand,
+//! its own neighbour table, a peer's REQ) builds a [`PathRecord`] and makes
+//! it a [`Route`] with [`Route::new`]: the resolution above is rdma_cm's
+//! way, for IPv4 (the only family the harness and the tests use), not the
+//! only one.
+//!
 //! # The resolution's callback
 //!
 //! `rdma_resolve_ip()` is asynchronous: it calls back from ib_core's
@@ -46,7 +52,7 @@ use crate::{
     new_condvar, new_mutex,
     prelude::*,
     sync::aref::{ARef, AlwaysRefCounted},
-    sync::{Arc, CondVar, CondVarTimeoutResult, Mutex},
+    sync::{rcu, Arc, CondVar, CondVarTimeoutResult, Mutex},
     time::msecs_to_jiffies,
     types::Opaque,
 };
@@ -80,6 +86,12 @@ impl Gid {
     fn to_raw(self) -> bindings::ib_gid {
         bindings::ib_gid { raw: self.0 }
     }
+
+    fn from_raw(gid: &bindings::ib_gid) -> Self {
+        // SAFETY: Every member of `union ib_gid` is plain bytes; `raw`
+        // covers all 16 of them.
+        Self(unsafe { gid.raw })
+    }
 }
 
 /// A `struct sockaddr_in` for `ip`, port 0.
@@ -109,7 +121,22 @@ impl GidAttr {
     /// The RoCE v2 entry for `gid` on `device` port `port`, held, or
     /// `ENOENT`.
     pub fn find_roce_v2(device: &Device, gid: &Gid, port: u32) -> Result<ARef<Self>> {
-        let gid_type = bindings::ib_gid_type_IB_GID_TYPE_ROCE_UDP_ENCAP;
+        Self::find(
+            device,
+            gid,
+            bindings::ib_gid_type_IB_GID_TYPE_ROCE_UDP_ENCAP,
+            port,
+        )
+    }
+
+    /// The entry of type `gid_type` for `gid` on `device` port `port`, held,
+    /// or `ENOENT`.
+    fn find(
+        device: &Device,
+        gid: &Gid,
+        gid_type: bindings::ib_gid_type,
+        port: u32,
+    ) -> Result<ARef<Self>> {
         let raw = gid.to_raw();
         // SAFETY: `device` is registered and `raw` valid for the call; no
         // netdev filter.
@@ -137,21 +164,16 @@ impl GidAttr {
     /// The ifindex of the netdev this entry's traffic leaves from; `ENODEV`
     /// if the entry has lost its netdev (being deleted).
     pub fn ifindex(&self) -> Result<c_int> {
-        // SAFETY: `rcu_read_lock` may be called in any context; it is
-        // unlocked below, on the only path out of this function.
-        unsafe { bindings::rcu_read_lock() };
+        let _rcu = rcu::read_lock();
         // SAFETY: The entry is held (type invariant), and read under RCU as
         // `rdma_read_gid_attr_ndev_rcu()` wants.
         let ndev = unsafe { bindings::rdma_read_gid_attr_ndev_rcu(self.as_raw()) };
-        let ret = match from_err_ptr(ndev) {
+        match from_err_ptr(ndev) {
             // SAFETY: A netdev the entry pointed at under RCU stays valid
-            // until `rcu_read_unlock()`; `ifindex` is set at registration.
+            // while `_rcu` is held; `ifindex` is set at registration.
             Ok(ndev) if !ndev.is_null() => Ok(unsafe { (*ndev).ifindex }),
             _ => Err(ENODEV),
-        };
-        // SAFETY: Locked above, in this function.
-        unsafe { bindings::rcu_read_unlock() };
-        ret
+        }
     }
 }
 
@@ -215,14 +237,181 @@ impl Timing {
     }
 }
 
-/// A path to a peer and the source GID entry it leaves from, as [`route`]
-/// resolves it: what a REQ is sent along.
+/// A path record (`struct sa_path_rec`): what a REQ carries about the path
+/// to the peer, and what the CM builds its address handle from.
+///
+/// A consumer builds one for RoCE v2 ([`PathRecord::roce_v2`]) or
+/// InfiniBand ([`PathRecord::ib`]) from what it knows of the peer, and
+/// makes it a [`Route`] on a port with [`Route::new`]; [`route`] builds one
+/// as rdma_cm does. A peer's REQ lends the one it carried
+/// (`kernel::rdma::cm::Request::primary_path`).
+///
+/// # Examples
+///
+/// ```
+/// use kernel::rdma::path::{Gid, PathRecord};
+///
+/// let rec = PathRecord::roce_v2(
+///     Gid::ipv4_mapped([10, 0, 0, 1]),
+///     Gid::ipv4_mapped([10, 0, 0, 2]),
+///     [0x02, 0, 0, 0, 0, 2],
+///     64,
+/// );
+/// assert_eq!(rec.dgid(), Gid::ipv4_mapped([10, 0, 0, 2]));
+/// assert_eq!(rec.hop_limit(), 64);
+/// assert!(rec.is_roce_v2());
+/// assert!(!PathRecord::ib(rec.sgid(), rec.dgid(), 1, 2, 0).is_roce_v2());
+/// ```
+#[repr(transparent)]
+#[derive(Clone, Copy)]
+pub struct PathRecord(bindings::sa_path_rec);
+
+impl PathRecord {
+    fn new(sgid: Gid, dgid: Gid, rec_type: bindings::sa_path_rec_type, hop_limit: u8) -> Self {
+        Self(bindings::sa_path_rec {
+            sgid: sgid.to_raw(),
+            dgid: dgid.to_raw(),
+            rec_type,
+            reversible: 1,
+            pkey: 0xffffu16.to_be(),
+            mtu_selector: bindings::ib_sa_selector_IB_SA_EQ as u8,
+            rate_selector: bindings::ib_sa_selector_IB_SA_EQ as u8,
+            rate: bindings::ib_rate_IB_RATE_PORT_CURRENT as u8,
+            packet_life_time_selector: bindings::ib_sa_selector_IB_SA_EQ as u8,
+            hop_limit,
+            ..Default::default()
+        })
+    }
+
+    /// A RoCE v2 path from `sgid` (one of the port's RoCE v2 GIDs) to
+    /// `dgid`, whose next hop is `dmac`, with `hop_limit` for its IP
+    /// header. Default partition; the MTU and the packet lifetime are set
+    /// by [`Route::new`].
+    pub fn roce_v2(sgid: Gid, dgid: Gid, dmac: [u8; 6], hop_limit: u8) -> Self {
+        let mut rec = Self::new(
+            sgid,
+            dgid,
+            bindings::sa_path_rec_type_SA_PATH_REC_TYPE_ROCE_V2,
+            hop_limit,
+        );
+        // SAFETY: The record is a RoCE record, so `roce` is the union's
+        // member.
+        let roce = unsafe { &mut rec.0.__bindgen_anon_1.roce };
+        roce.route_resolved = true;
+        roce.dmac = dmac;
+        rec
+    }
+
+    /// An InfiniBand path in one subnet from LID `slid` to LID `dlid` (host
+    /// order) at service level `sl`, as an SA path query gives it; `sgid`
+    /// is one of the port's GIDs, `dgid` the peer's. No GRH (hop limit 0);
+    /// default partition; the MTU and the packet lifetime are set by
+    /// [`Route::new`].
+    pub fn ib(sgid: Gid, dgid: Gid, slid: u16, dlid: u16, sl: u8) -> Self {
+        let mut rec = Self::new(
+            sgid,
+            dgid,
+            bindings::sa_path_rec_type_SA_PATH_REC_TYPE_IB,
+            0,
+        );
+        rec.0.sl = sl;
+        // SAFETY: The record is an IB record, so `ib` is the union's member.
+        let ib = unsafe { &mut rec.0.__bindgen_anon_1.ib };
+        ib.slid = slid.to_be();
+        ib.dlid = dlid.to_be();
+        rec
+    }
+
+    /// A view of `rec` as a `PathRecord`.
+    ///
+    /// # Safety
+    ///
+    /// `rec`'s `rec_type` names the member of its union that is set.
+    pub unsafe fn from_raw(rec: &bindings::sa_path_rec) -> &Self {
+        // SAFETY: `PathRecord` is a transparent wrapper of `sa_path_rec`.
+        unsafe { &*core::ptr::from_ref(rec).cast() }
+    }
+
+    /// Returns the raw `struct sa_path_rec`.
+    pub fn as_raw(&self) -> &bindings::sa_path_rec {
+        &self.0
+    }
+
+    /// Whether this is a RoCE v2 path (else InfiniBand or RoCE v1).
+    pub fn is_roce_v2(&self) -> bool {
+        self.0.rec_type == bindings::sa_path_rec_type_SA_PATH_REC_TYPE_ROCE_V2
+    }
+
+    /// The source GID.
+    pub fn sgid(&self) -> Gid {
+        Gid::from_raw(&self.0.sgid)
+    }
+
+    /// The destination GID.
+    pub fn dgid(&self) -> Gid {
+        Gid::from_raw(&self.0.dgid)
+    }
+
+    /// The hop limit (RoCE v2: the IP header's TTL; InfiniBand: the GRH's,
+    /// 0 for none).
+    pub fn hop_limit(&self) -> u8 {
+        self.0.hop_limit
+    }
+
+    /// The path MTU, as `enum ib_mtu` numbers it (1: 256 bytes ... 5:
+    /// 4096); 0 where [`Route::new`] has not set it yet.
+    pub fn mtu(&self) -> u8 {
+        self.0.mtu
+    }
+
+    /// The packet lifetime, `4.096 us * 2^packet_life_time`.
+    pub fn packet_life_time(&self) -> u8 {
+        self.0.packet_life_time
+    }
+}
+
+/// A path to a peer and the source GID entry it leaves from: what a REQ is
+/// sent along ([`Route::new`], or [`route`] as rdma_cm resolves it).
 pub struct Route {
-    path: bindings::sa_path_rec,
+    path: PathRecord,
     sgid_attr: ARef<GidAttr>,
 }
 
 impl Route {
+    /// `record` on `device` port `port`: its source GID entry (held), the
+    /// port's active MTU, and `timing`'s packet lifetime.
+    ///
+    /// Errors: `EINVAL` if the record's type is not the port's link layer
+    /// (an InfiniBand path on a RoCE port, or the reverse) or `timing` does
+    /// not fit; `ENOENT` if the record's source GID is not in the port's
+    /// GID table with that type; the port query's error.
+    pub fn new(device: &Device, port: u32, record: PathRecord, timing: Timing) -> Result<Self> {
+        timing.check()?;
+        // SAFETY: `device` is registered (a `&Device` is held); a port number
+        // that is not one of its ports gives `IB_LINK_LAYER_UNSPECIFIED`.
+        let link = unsafe { bindings::rdma_port_get_link_layer(device.as_raw(), port) };
+        let gid_type = match link {
+            bindings::rdma_link_layer_IB_LINK_LAYER_ETHERNET if record.is_roce_v2() => {
+                bindings::ib_gid_type_IB_GID_TYPE_ROCE_UDP_ENCAP
+            }
+            bindings::rdma_link_layer_IB_LINK_LAYER_INFINIBAND
+                if record.0.rec_type == bindings::sa_path_rec_type_SA_PATH_REC_TYPE_IB =>
+            {
+                bindings::ib_gid_type_IB_GID_TYPE_IB
+            }
+            _ => return Err(EINVAL),
+        };
+        let sgid_attr = GidAttr::find(device, &record.sgid(), gid_type, port)?;
+        let mut port_attr = bindings::ib_port_attr::default();
+        // SAFETY: `device` is registered, `port` one of its ports (the GID was
+        // found there), `port_attr` valid for writes.
+        to_result(unsafe { bindings::ib_query_port(device.as_raw(), port, &mut port_attr) })?;
+        let mut path = record;
+        path.0.mtu = port_attr.active_mtu as u8;
+        path.0.packet_life_time = timing.packet_life_time;
+        Ok(Self { path, sgid_attr })
+    }
+
     /// The source GID entry the connection leaves from.
     pub fn sgid_attr(&self) -> &GidAttr {
         &self.sgid_attr
@@ -230,7 +419,7 @@ impl Route {
 
     /// The path record a REQ sent along this route carries (the peer's GID
     /// and MAC, the MTU, the rate, the packet life time).
-    pub fn path_record(&self) -> &bindings::sa_path_rec {
+    pub fn path_record(&self) -> &PathRecord {
         &self.path
     }
 }
@@ -280,37 +469,17 @@ pub fn route(
     hop: &NextHop,
     timing: Timing,
 ) -> Result<Route> {
-    timing.check()?;
-    let sgid = Gid::ipv4_mapped(src);
-    let sgid_attr = GidAttr::find_roce_v2(device, &sgid, port)?;
-    if sgid_attr.ifindex()? != hop.ifindex {
+    let record = PathRecord::roce_v2(
+        Gid::ipv4_mapped(src),
+        Gid::ipv4_mapped(dst),
+        hop.dmac,
+        hop.hop_limit,
+    );
+    let route = Route::new(device, port, record, timing)?;
+    if route.sgid_attr.ifindex()? != hop.ifindex {
         return Err(ENODEV);
     }
-    let mut port_attr = bindings::ib_port_attr::default();
-    // SAFETY: `device` is registered, `port` one of its ports (the GID was
-    // found there), `port_attr` valid for writes.
-    to_result(unsafe { bindings::ib_query_port(device.as_raw(), port, &mut port_attr) })?;
-
-    let mut path = bindings::sa_path_rec {
-        sgid: sgid.to_raw(),
-        dgid: Gid::ipv4_mapped(dst).to_raw(),
-        rec_type: bindings::sa_path_rec_type_SA_PATH_REC_TYPE_ROCE_V2,
-        reversible: 1,
-        pkey: 0xffffu16.to_be(),
-        mtu_selector: bindings::ib_sa_selector_IB_SA_EQ as u8,
-        mtu: port_attr.active_mtu as u8,
-        rate_selector: bindings::ib_sa_selector_IB_SA_EQ as u8,
-        rate: bindings::ib_rate_IB_RATE_PORT_CURRENT as u8,
-        packet_life_time_selector: bindings::ib_sa_selector_IB_SA_EQ as u8,
-        packet_life_time: timing.packet_life_time,
-        hop_limit: hop.hop_limit,
-        ..Default::default()
-    };
-    // SAFETY: The path is a RoCE record, so `roce` is the union's member.
-    let roce = unsafe { &mut path.__bindgen_anon_1.roce };
-    roce.route_resolved = true;
-    roce.dmac = hop.dmac;
-    Ok(Route { path, sgid_attr })
+    Ok(route)
 }
 
 /// What the neighbour resolution found ([`next_hop`]).

@@ -108,7 +108,7 @@ impl CmIdRef {
         if req.retry_count > 7 || req.rnr_retry_count > 7 {
             return Err(EINVAL);
         }
-        let mut path = *req.route.path_record();
+        let mut path = *req.route.path_record().as_raw();
         let mut param = bindings::ib_cm_req_param {
             primary_path: &mut path,
             ppath_sgid_attr: req.route.sgid_attr().as_raw(),
