@@ -422,3 +422,40 @@ test_connect_resolution() {
 	check "the writer got EHOSTUNREACH (got $got)" test "$got" = EHOSTUNREACH || return 1
 	check "the module unloads" timeout 60 rmmod rcd_harness
 }
+
+# A connection along a path record the harness builds itself (connect
+# dmac=MAC: path::PathRecord::roce_v2, then path::Route::new; no neighbour
+# resolution, not path::route()): established, then a DREQ and a DREP with
+# their private data. The REQ went along that record: with a next hop MAC
+# that is not rxe0's own, rxe hands the REQ to the IP stack, which delivers
+# 10.77.0.1 over lo, where no rxe device listens, and the REQ times out
+# (CONNECT_ERROR, no passive end). An InfiniBand record on rxe's RoCE port
+# is EINVAL, as is a malformed MAC, and neither leaves a connection.
+test_connect_given_path() {
+	local mac p=$((41 + PASSIVE_BASE))
+	rxe_add rxe0 v0 && rcd_load || return 1
+	ctl listen 1 rxe0 0x1000 || return 1
+	read -r mac < /sys/class/net/v0/address
+	ctl connect 41 rxe0 10.77.0.1 10.77.0.1 0x1000 dmac="$mac" || return 1
+	wait_event 20 41 ESTABLISHED && wait_event 20 $p ESTABLISHED || return 1
+	ctl dreq 41 text:given-path || return 1
+	wait_event 20 $p DREQ_RECEIVED || return 1
+	check "the DREQ's data" \
+		test "$(event_field $p DREQ_RECEIVED data)" = "$(field_hex given-path 220)" || return 1
+	ctl drep $p text:back || return 1
+	wait_event 20 41 DREP_RECEIVED || return 1
+	check "the DREP's data" \
+		test "$(event_field 41 DREP_RECEIVED data)" = "$(field_hex back 224)" || return 1
+	# Another next hop: 3 tries of about 0.6 s each (resp=14, the
+	# default packet lifetime), then the CM's REQ_ERROR.
+	ctl connect 42 rxe0 10.77.0.1 10.77.0.1 0x1000 dmac=02:00:00:00:00:42 \
+		resp=14 retries=2 || return 1
+	wait_event 60 42 CONNECT_ERROR || return 1
+	check "42 never established" test "$(event_count 42 ESTABLISHED)" = 0 || return 1
+	check "no passive end of 42" test -z "$(conn_state $((42 + PASSIVE_BASE)))" || return 1
+	expect_errnos <<'EOF' || return 1
+EINVAL|connect 43 rxe0 10.77.0.1 10.77.0.1 0x1000 ib_path=1:2
+EINVAL|connect 44 rxe0 10.77.0.1 10.77.0.1 0x1000 dmac=02:00:00:00:00
+EOF
+	check "no connection 43 nor 44" test -z "$(conn_state 43)$(conn_state 44)" || return 1
+}

@@ -84,7 +84,7 @@ mod reports;
 mod table;
 mod test_hooks;
 
-pub(crate) use commands::{ConnectArgs, Post, Rdma};
+pub(crate) use commands::{ConnectArgs, GivenPath, Post, Rdma};
 pub(crate) use endpoint::{Behaviour, RcQp, DREQ_ANSWER_MAX_MS};
 pub(crate) use table::{Core, Owner};
 pub(crate) use test_hooks::{OnDreq, OnRep, OnReq, TestHooks};

@@ -19,6 +19,7 @@
 //!         [on_dreq=ACTION] [lifetime=N] [resp=N] [retries=N] [cma_port=N]
 //!         [req_data=DATA] [on_timewait=sleep:MS|after:MS] [on_error=sleep:MS]
 //!         [on_rep=ignore|reject] [recv=COUNT[:SIZE]] [resolve_ms=N]
+//!         [dmac=MAC] [ib_path=SLID:DLID]
 //! dreq    NUM[,NUM...] [DATA]   (NUM may be a range, A-B)
 //! drep    NUM [DATA]
 //! disconnect NUM[,NUM...] [DATA]  QP to error, then DREQ or DREP (rdma_disconnect)
@@ -45,7 +46,11 @@
 //! exactly DATA as the REQ's private data. `connect` resolves DST_IP's
 //! next hop as rdma_cm does (`path.rs`: ARP when the neighbour is not known
 //! yet) and waits for it at most `resolve_ms` (1..60000, default 2000):
-//! `EHOSTUNREACH` when no neighbour answered; a number taken is `EEXIST`
+//! `EHOSTUNREACH` when no neighbour answered (`dmac=MAC`: no resolution,
+//! a RoCE v2 path record the harness builds, next hop MAC, hop limit 64,
+//! made a route by `path::Route::new`; `ib_path`: an InfiniBand record from
+//! LID SLID to DLID, `EINVAL` on a RoCE port);
+//! a number taken is `EEXIST`
 //! before any resolution; a DST_IP that is not one host (0.0.0.0,
 //! multicast, a broadcast address) is `EINVAL`. `on_dreq`: what the DREQ
 //! callback does besides recording it, `sleep:MS`, `dreq` (a DREQ on its own
@@ -88,7 +93,7 @@ use crate::{
     cm::Message,
     cma::{self, PortSpace},
     conn::{
-        Behaviour, ConnectArgs, Core, OnDreq, OnRep, OnReq, Post, Rdma, TestHooks,
+        Behaviour, ConnectArgs, Core, GivenPath, OnDreq, OnRep, OnReq, Post, Rdma, TestHooks,
         DREQ_ANSWER_MAX_MS,
     },
     rping,
@@ -241,6 +246,7 @@ fn connect(core: &Arc<Core>, args: &[&str]) -> Result {
         cma_port: None,
         req_data: None,
         resolve_ms: RESOLVE_MS_DEFAULT,
+        given: None,
     };
     let mut test = TestHooks::NONE;
     for opt in opts {
@@ -253,6 +259,18 @@ fn connect(core: &Arc<Core>, args: &[&str]) -> Result {
             ("cma_port", v) => a.cma_port = Some(v.parse().map_err(|_| EINVAL)?),
             ("req_data", d) => a.req_data = Some(parse_data(d)?),
             ("recv", r) => a.behaviour.pre_recv = Some(parse_recv(r)?),
+            ("dmac", m) => {
+                a.given = Some(GivenPath::Roce {
+                    dmac: parse_mac(m)?,
+                })
+            }
+            ("ib_path", p) => {
+                let (slid, dlid) = p.split_once(':').ok_or(EINVAL)?;
+                a.given = Some(GivenPath::Ib {
+                    slid: slid.parse().map_err(|_| EINVAL)?,
+                    dlid: dlid.parse().map_err(|_| EINVAL)?,
+                });
+            }
             ("resolve_ms", v) => match parse_u32(v)? {
                 ms @ 1..=RESOLVE_MS_MAX => a.resolve_ms = ms,
                 _ => return Err(EINVAL),
@@ -499,6 +517,19 @@ fn parse_ipv4(s: &str) -> Result<[u8; 4]> {
         return Err(EINVAL);
     }
     Ok(ip)
+}
+
+/// `aa:bb:cc:dd:ee:ff`.
+fn parse_mac(s: &str) -> Result<[u8; 6]> {
+    let mut mac = [0u8; 6];
+    let mut parts = s.split(':');
+    for b in mac.iter_mut() {
+        *b = hex_byte(parts.next().ok_or(EINVAL)?)?;
+    }
+    if parts.next().is_some() {
+        return Err(EINVAL);
+    }
+    Ok(mac)
 }
 
 fn hex_byte(s: &str) -> Result<u8> {

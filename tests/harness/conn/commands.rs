@@ -10,12 +10,13 @@ use super::{
     },
     table::Core,
 };
-use crate::kcompat::now_ns;
+use crate::kcompat::{now_ns, ARef};
 use crate::{
     cm::Message,
     cm::{CmId, Req},
     cma,
-    path::{self, Timing},
+    ib_client::Device,
+    path::{self, Gid, PathRecord, Route, Timing},
     product,
     verbs::{Access, QpAttr, WrKind},
 };
@@ -175,6 +176,17 @@ pub(crate) struct ConnectArgs<'a> {
     pub(crate) req_data: Option<KVec<u8>>,
     /// How long to wait for the peer's neighbour (ARP), in ms.
     pub(crate) resolve_ms: u32,
+    /// A path record the caller gives, instead of one resolved as rdma_cm
+    /// does.
+    pub(crate) given: Option<GivenPath>,
+}
+
+/// A path record the test gives to `connect` (`dmac=`, `ib_path=`).
+pub(crate) enum GivenPath {
+    /// RoCE v2 to `dst` through the next hop `dmac`.
+    Roce { dmac: [u8; 6] },
+    /// InfiniBand from LID `slid` to `dlid`.
+    Ib { slid: u16, dlid: u16 },
 }
 
 impl Core {
@@ -206,6 +218,26 @@ impl Core {
         if self.inner.lock().conns.get(&a.num).is_some() {
             return Err(EEXIST);
         }
+        let (src, dst) = (Gid::ipv4_mapped(a.src), Gid::ipv4_mapped(a.dst));
+        let route = match a.given {
+            Some(GivenPath::Roce { dmac }) => {
+                let dev = self.device_by_name(a.device)?;
+                // The IPv4 default TTL, what a resolved route gives.
+                let record = PathRecord::roce_v2(src, dst, dmac, 64);
+                (Route::new(&dev, a.port, record, a.timing)?, dev)
+            }
+            Some(GivenPath::Ib { slid, dlid }) => {
+                let dev = self.device_by_name(a.device)?;
+                let record = PathRecord::ib(src, dst, slid, dlid, 0);
+                (Route::new(&dev, a.port, record, a.timing)?, dev)
+            }
+            None => self.resolve(&a)?,
+        };
+        self.connect_along(a, route)
+    }
+
+    /// The route to `a.dst` as rdma_cm resolves it, and the device again.
+    fn resolve(&self, a: &ConnectArgs<'_>) -> Result<(Route, ARef<Device>)> {
         // The netdev the source address leaves from, with the device held
         // only for that: the resolution may wait for ARP (bounded), and a
         // device held meanwhile would hold up its unregistration as long.
@@ -231,6 +263,15 @@ impl Core {
         // another index).
         let dev = self.device_at(dev_index)?;
         let route = path::route(&dev, a.port, a.src, a.dst, &hop, a.timing)?;
+        Ok((route, dev))
+    }
+
+    /// `connect`'s connection along `route` from `dev`.
+    fn connect_along(
+        self: &Arc<Self>,
+        a: ConnectArgs<'_>,
+        (route, dev): (Route, ARef<Device>),
+    ) -> Result {
         let pre_recv = a.behaviour.pre_recv;
         let rping_role = a.behaviour.rping;
         let ep = Endpoint::new(a.num, Role::Active, &dev, 0, false, a.behaviour)?;
