@@ -243,8 +243,7 @@ impl Timing {
 /// A consumer builds one for RoCE v2 ([`PathRecord::roce_v2`]) or
 /// InfiniBand ([`PathRecord::ib`]) from what it knows of the peer, and
 /// makes it a [`Route`] on a port with [`Route::new`]; [`route`] builds one
-/// as rdma_cm does. A peer's REQ lends the one it carried
-/// (`kernel::rdma::cm::Request::primary_path`).
+/// as rdma_cm does.
 ///
 /// # Examples
 ///
@@ -262,7 +261,6 @@ impl Timing {
 /// assert!(rec.is_roce_v2());
 /// assert!(!PathRecord::ib(rec.sgid(), rec.dgid(), 1, 2, 0).is_roce_v2());
 /// ```
-#[repr(transparent)]
 #[derive(Clone, Copy)]
 pub struct PathRecord(bindings::sa_path_rec);
 
@@ -320,16 +318,6 @@ impl PathRecord {
         ib.slid = slid.to_be();
         ib.dlid = dlid.to_be();
         rec
-    }
-
-    /// A view of `rec` as a `PathRecord`.
-    ///
-    /// # Safety
-    ///
-    /// `rec`'s `rec_type` names the member of its union that is set.
-    pub unsafe fn from_raw(rec: &bindings::sa_path_rec) -> &Self {
-        // SAFETY: `PathRecord` is a transparent wrapper of `sa_path_rec`.
-        unsafe { &*core::ptr::from_ref(rec).cast() }
     }
 
     /// Returns the raw `struct sa_path_rec`.
