@@ -6,11 +6,10 @@
 //! holds.
 
 use crate::{
-    bindings, new_condvar, new_spinlock,
     prelude::*,
     str::CStr,
-    sync::{CondVar, SpinLock},
-    workqueue::Queue,
+    sync::{Arc, Completion},
+    workqueue::{OwnedQueue, Queue, QueueFlags},
 };
 use core::ptr::NonNull;
 
@@ -24,36 +23,25 @@ use core::ptr::NonNull;
 /// last at exit, which makes the module's text outlive every work item.
 /// Everything that makes ids holds a [`ReaperRef`]. Dropping it sleeps
 /// until no [`ReaperRef`] is left (every id it could destroy is gone: the
-/// last one to go wakes it; queued destroys run meanwhile, as the queues
-/// are live), then destroys the workqueues, which run what is still queued
-/// first. It is never reference counted by its own work items: the last
-/// owner is the caller.
+/// last one to go completes `unused`; queued destroys run meanwhile, as the
+/// queues are live), then destroys the workqueues, jobs first (a job may
+/// queue a destroy), each running what is still queued first. It is never
+/// reference counted by its own work items: the last owner is the caller.
 ///
 /// # Invariants
 ///
-/// `wq` and `jobs` are workqueues made by `alloc_workqueue()`, destroyed
-/// only in `drop`; `refs` counts the live [`ReaperRef`]s, which point at
-/// `self`, and `unused` is notified when it falls to 0.
+/// `token` is `Some` until `drop`; every [`ReaperRef`] holds a clone of it,
+/// and the [`Token`]'s drop, when the last clone goes, completes `unused`.
 #[pin_data(PinnedDrop)]
 pub struct Reaper {
-    wq: NonNull<bindings::workqueue_struct>,
     /// Ordered: the work a CM callback hands off ([`ReaperRef::spawn_job`]).
-    jobs: NonNull<bindings::workqueue_struct>,
-    /// A spinlock, not a mutex: the last [`ReaperRef`]'s drop unlocks it
-    /// and the waiter may free the reaper at once, which `spin_unlock`
-    /// allows and `mutex_unlock` does not (it may touch the mutex after
-    /// another task took it).
+    /// Declared first: dropped (destroyed) before `wq`.
+    jobs: OwnedQueue,
+    wq: OwnedQueue,
+    token: Option<Arc<Token>>,
     #[pin]
-    refs: SpinLock<usize>,
-    #[pin]
-    unused: CondVar,
+    unused: Completion,
 }
-
-// SAFETY: The workqueues are used only through the workqueue API, which is
-// thread-safe; `refs` is under its lock.
-unsafe impl Send for Reaper {}
-// SAFETY: As for `Send`.
-unsafe impl Sync for Reaper {}
 
 impl Reaper {
     /// Makes the workqueues, named `name` (the destroys: unbound, as a
@@ -62,121 +50,103 @@ impl Reaper {
     /// run one after the other instead of as hundreds of kworkers).
     /// Process context.
     pub fn new(name: &'static CStr, jobs: &'static CStr) -> Result<Pin<KBox<Self>>> {
-        // SAFETY: Process context; `"%s"` with one NUL-terminated string.
-        // `alloc_workqueue()` is a macro over this function (and memory
-        // allocation profiling), which bindgen does not see.
-        let wq = NonNull::new(unsafe {
-            bindings::alloc_workqueue_noprof(
-                c"%s".as_char_ptr(),
-                bindings::wq_flags_WQ_UNBOUND,
-                0,
-                name.as_char_ptr(),
-            )
-        })
-        .ok_or(ENOMEM)?;
-        // SAFETY: As above; these are `alloc_ordered_workqueue()`'s flags and
-        // limit.
-        let Some(jobs) = NonNull::new(unsafe {
-            bindings::alloc_workqueue_noprof(
-                c"%s".as_char_ptr(),
-                bindings::wq_flags_WQ_UNBOUND | bindings::wq_flags___WQ_ORDERED,
-                1,
-                jobs.as_char_ptr(),
-            )
-        }) else {
-            // SAFETY: Made just above, nothing queued on it.
-            unsafe { bindings::destroy_workqueue(wq.as_ptr()) };
-            return Err(ENOMEM);
-        };
+        let wq = OwnedQueue::new(name, QueueFlags::UNBOUND, 0)?;
+        let jobs = OwnedQueue::new_ordered(jobs, QueueFlags::PERCPU)?;
         let reaper = KBox::pin_init(
-            pin_init!(Self {
-                wq,
+            try_pin_init!(&this in Self {
                 jobs,
-                refs <- new_spinlock!(0, "cm::Reaper::refs"),
-                unused <- new_condvar!("cm::Reaper::unused"),
-            }),
+                wq,
+                token: Some(Arc::new(
+                    // INVARIANT: `this` is where the reaper is being made, pinned
+                    // from here on; its drop waits for the last clone of the token.
+                    Token {
+                        reaper: this,
+                    },
+                    GFP_KERNEL,
+                )?),
+                unused <- Completion::new(),
+            }? Error),
             GFP_KERNEL,
-        );
-        if reaper.is_err() {
-            // SAFETY: Made above, nothing queued on them, no `Reaper` owns
-            // them.
-            unsafe {
-                bindings::destroy_workqueue(jobs.as_ptr());
-                bindings::destroy_workqueue(wq.as_ptr());
-            }
-        }
-        reaper
+        )?;
+        Ok(reaper)
     }
 
     /// A counted reference, for those that make ids.
     pub fn get(self: Pin<&Self>) -> ReaperRef {
-        *self.refs.lock() += 1;
-        // INVARIANT: counted just above; `self` is pinned, so it stays where
-        // it is until `drop`, which waits for the count to fall to 0.
+        // INVARIANT: A clone of the token, which is there until `drop`.
         ReaperRef {
-            reaper: NonNull::from(self.get_ref()),
+            token: self.token.clone().expect("Reaper::token is Some until drop"),
         }
     }
 
     /// Runs what is queued on both queues: the jobs first, since a job may
     /// queue a destroy.
     fn flush(&self) {
-        // SAFETY: `jobs` and `wq` are live (type invariant).
-        unsafe {
-            bindings::__flush_workqueue(self.jobs.as_ptr());
-            bindings::__flush_workqueue(self.wq.as_ptr());
-        }
+        self.jobs.flush();
+        self.wq.flush();
     }
 }
 
 #[pinned_drop]
 impl PinnedDrop for Reaper {
-    fn drop(self: Pin<&mut Self>) {
+    fn drop(mut self: Pin<&mut Self>) {
         // An id's last reference may sit in a queued destroy, which runs on
         // its own; the others are with owners still being torn down (or
         // leaked, a bug: then this waits rather than free the queues under
         // them, and the hung task detector names it).
-        let mut refs = self.refs.lock();
-        while *refs != 0 {
-            self.unused.wait(&mut refs);
-        }
-        drop(refs);
-        // SAFETY: `jobs` and `wq` are live (type invariant) and nothing can
-        // queue on them any more (no `ReaperRef` is left); `destroy_workqueue`
-        // first runs what is queued, including the tail of a work item that
+        // SAFETY: `token` is not pinned (no `#[pin]`): taking it out moves
+        // nothing that is.
+        drop(unsafe { self.as_mut().get_unchecked_mut() }.token.take());
+        self.unused.wait_for_completion();
+        // The fields drop next: `jobs`, then `wq`, each destroyed after
+        // running what is queued, including the tail of a work item that
         // dropped the last `ReaperRef` (a job's closure, an id's data).
-        unsafe {
-            bindings::destroy_workqueue(self.jobs.as_ptr());
-            bindings::destroy_workqueue(self.wq.as_ptr());
-        }
+    }
+}
+
+/// What every [`ReaperRef`] holds a clone of: the last one to go tells the
+/// reaper.
+///
+/// # Invariants
+///
+/// `reaper` points at a live, pinned [`Reaper`], whose drop waits for this
+/// token's drop.
+struct Token {
+    reaper: NonNull<Reaper>,
+}
+
+// SAFETY: The reaper is only used through `&`, and its queues and its
+// completion are thread-safe.
+unsafe impl Send for Token {}
+// SAFETY: As for `Send`.
+unsafe impl Sync for Token {}
+
+impl Drop for Token {
+    fn drop(&mut self) {
+        // SAFETY: Live until this drop has returned (type invariant).
+        let reaper = unsafe { self.reaper.as_ref() };
+        // The last use of the reaper: once the completion is done, its drop
+        // may free it (`complete_all` touches nothing after it wakes the
+        // waiter under the completion's lock, which the waiter takes again).
+        reaper.unused.complete_all();
     }
 }
 
 /// A counted reference on the caller's [`Reaper`].
-///
-/// # Invariants
-///
-/// `reaper` points at a live, pinned [`Reaper`] whose `refs` counts this
-/// reference.
+#[derive(Clone)]
 pub struct ReaperRef {
-    reaper: NonNull<Reaper>,
+    token: Arc<Token>,
 }
 
-// SAFETY: The reaper is only used through `&` and atomics / the workqueue
-// API, which are thread-safe.
-unsafe impl Send for ReaperRef {}
-// SAFETY: As for `Send`.
-unsafe impl Sync for ReaperRef {}
-
 impl ReaperRef {
-    pub(super) fn reaper(&self) -> &Reaper {
-        // SAFETY: Live while `self` is (type invariant).
-        unsafe { self.reaper.as_ref() }
+    fn reaper(&self) -> &Reaper {
+        // SAFETY: Live while the token is (its type invariant), so while
+        // `self` is.
+        unsafe { self.token.reaper.as_ref() }
     }
 
     pub(super) fn queue(&self) -> &Queue {
-        // SAFETY: The workqueue lives as long as the reaper, so as `self`.
-        unsafe { Queue::from_raw(self.reaper().wq.as_ptr()) }
+        &self.reaper().wq
     }
 
     /// Runs `f` once on the reaper's workqueue: the caller's work that its
@@ -203,32 +173,9 @@ impl ReaperRef {
     /// then destroys the queue), [`ReaperRef::flush`] too. `ENOMEM` if the
     /// job cannot be allocated.
     pub fn spawn_job(&self, f: impl FnOnce() + Send + 'static) -> Result {
-        // SAFETY: `jobs` lives as long as the reaper, so as `self`.
-        let queue = unsafe { Queue::from_raw(self.reaper().jobs.as_ptr()) };
-        queue.try_spawn(GFP_KERNEL, f).map_err(|_| ENOMEM)
-    }
-}
-
-impl Clone for ReaperRef {
-    fn clone(&self) -> Self {
-        *self.reaper().refs.lock() += 1;
-        // INVARIANT: counted just above.
-        Self {
-            reaper: self.reaper,
-        }
-    }
-}
-
-impl Drop for ReaperRef {
-    fn drop(&mut self) {
-        let reaper = self.reaper();
-        let mut refs = reaper.refs.lock();
-        *refs -= 1;
-        if *refs == 0 {
-            reaper.unused.notify_all();
-        }
-        // The last use of the reaper: once the count is 0 and the lock free,
-        // its drop may free it.
-        drop(refs);
+        self.reaper()
+            .jobs
+            .try_spawn(GFP_KERNEL, f)
+            .map_err(|_| ENOMEM)
     }
 }
