@@ -440,8 +440,8 @@ test_connect_given_path() {
 	wait_event 20 41 ESTABLISHED && wait_event 20 $p ESTABLISHED || return 1
 	ctl dreq 41 text:given-path || return 1
 	wait_event 20 $p DREQ_RECEIVED || return 1
-	check "the DREQ's data" \
-		test "$(event_field $p DREQ_RECEIVED data)" = "$(field_hex given-path 220)" || return 1
+	check "the DREQ's data" test "$(event_field $p DREQ_RECEIVED data)" = \
+		"$(field_hex given-path 220)" || return 1
 	ctl drep $p text:back || return 1
 	wait_event 20 41 DREP_RECEIVED || return 1
 	check "the DREP's data" \
