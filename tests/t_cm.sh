@@ -430,7 +430,8 @@ test_connect_resolution() {
 # that is not rxe0's own, rxe hands the REQ to the IP stack, which delivers
 # 10.77.0.1 over lo, where no rxe device listens, and the REQ times out
 # (CONNECT_ERROR, no passive end). An InfiniBand record on rxe's RoCE port
-# is EINVAL, as is a malformed MAC, and neither leaves a connection.
+# is EINVAL, as are a malformed MAC and a port the device does not have,
+# and none leaves a connection.
 test_connect_given_path() {
 	local mac p=$((41 + PASSIVE_BASE))
 	rxe_add rxe0 v0 && rcd_load || return 1
@@ -453,9 +454,13 @@ test_connect_given_path() {
 	wait_event 60 42 CONNECT_ERROR || return 1
 	check "42 never established" test "$(event_count 42 ESTABLISHED)" = 0 || return 1
 	check "no passive end of 42" test -z "$(conn_state $((42 + PASSIVE_BASE)))" || return 1
-	expect_errnos <<'EOF' || return 1
+	# Port 2, which rxe0 does not have: refused before the driver is asked
+	# about it (rxe answers for any number).
+	expect_errnos <<EOF || return 1
 EINVAL|connect 43 rxe0 10.77.0.1 10.77.0.1 0x1000 ib_path=1:2
 EINVAL|connect 44 rxe0 10.77.0.1 10.77.0.1 0x1000 dmac=02:00:00:00:00
+EINVAL|connect 45 rxe0 10.77.0.1 10.77.0.1 0x1000 dmac=$mac port=2
 EOF
-	check "no connection 43 nor 44" test -z "$(conn_state 43)$(conn_state 44)" || return 1
+	check "no connection 43, 44 nor 45" \
+		test -z "$(conn_state 43)$(conn_state 44)$(conn_state 45)" || return 1
 }

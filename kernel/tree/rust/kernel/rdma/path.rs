@@ -369,14 +369,18 @@ impl Route {
     /// `record` on `device` port `port`: its source GID entry (held), the
     /// port's active MTU, and `timing`'s packet lifetime.
     ///
-    /// Errors: `EINVAL` if the record's type is not the port's link layer
-    /// (an InfiniBand path on a RoCE port, or the reverse) or `timing` does
-    /// not fit; `ENOENT` if the record's source GID is not in the port's
+    /// Errors: `EINVAL` if `port` is not one of the device's, the record's
+    /// type is not the port's link layer (an InfiniBand path on a RoCE
+    /// port, or the reverse) or `timing` does not fit; `ENOENT` if the record's source GID is not in the port's
     /// GID table with that type; the port query's error.
     pub fn new(device: &Device, port: u32, record: PathRecord, timing: Timing) -> Result<Self> {
         timing.check()?;
-        // SAFETY: `device` is registered (a `&Device` is held); a port number
-        // that is not one of its ports gives `IB_LINK_LAYER_UNSPECIFIED`.
+        // Drivers index their ports with it, unchecked.
+        if !device.ports().contains(&port) {
+            return Err(EINVAL);
+        }
+        // SAFETY: `device` is registered (a `&Device` is held) and `port` is
+        // one of its ports.
         let link = unsafe { bindings::rdma_port_get_link_layer(device.as_raw(), port) };
         let gid_type = match link {
             bindings::rdma_link_layer_IB_LINK_LAYER_ETHERNET if record.is_roce_v2() => {
