@@ -11,7 +11,7 @@ use crate::{
     sync::{Arc, Completion},
     workqueue::{OwnedQueue, Queue, QueueFlags},
 };
-use core::ptr::NonNull;
+use core::{mem::ManuallyDrop, ptr::NonNull};
 
 /// The caller's workqueue that destroys the ids whose [`CmId`](super::CmId) was dropped
 /// where `ib_destroy_cm_id` would wait for the caller itself (see
@@ -30,15 +30,15 @@ use core::ptr::NonNull;
 ///
 /// # Invariants
 ///
-/// `token` is `Some` until `drop`; every [`ReaperRef`] holds a clone of it,
-/// and the [`Token`]'s drop, when the last clone goes, completes `unused`.
+/// `token` is dropped only in `drop`; every [`ReaperRef`] holds a clone of it,
+/// and the `Token`'s drop, when the last clone goes, completes `unused`.
 #[pin_data(PinnedDrop)]
 pub struct Reaper {
     /// Ordered: the work a CM callback hands off ([`ReaperRef::spawn_job`]).
     /// Declared first: dropped (destroyed) before `wq`.
     jobs: OwnedQueue,
     wq: OwnedQueue,
-    token: Option<Arc<Token>>,
+    token: ManuallyDrop<Arc<Token>>,
     #[pin]
     unused: Completion,
 }
@@ -56,7 +56,9 @@ impl Reaper {
             try_pin_init!(&this in Self {
                 jobs,
                 wq,
-                token: Some(Arc::new(
+                // Before the token, whose drop completes it.
+                unused <- Completion::new(),
+                token: ManuallyDrop::new(Arc::new(
                     // INVARIANT: `this` is where the reaper is being made, pinned
                     // from here on; its drop waits for the last clone of the token.
                     Token {
@@ -64,7 +66,6 @@ impl Reaper {
                     },
                     GFP_KERNEL,
                 )?),
-                unused <- Completion::new(),
             }? Error),
             GFP_KERNEL,
         )?;
@@ -75,7 +76,7 @@ impl Reaper {
     pub fn get(self: Pin<&Self>) -> ReaperRef {
         // INVARIANT: A clone of the token, which is there until `drop`.
         ReaperRef {
-            token: self.token.clone().expect("Reaper::token is Some until drop"),
+            token: Arc::clone(&self.token),
         }
     }
 
@@ -94,9 +95,10 @@ impl PinnedDrop for Reaper {
         // its own; the others are with owners still being torn down (or
         // leaked, a bug: then this waits rather than free the queues under
         // them, and the hung task detector names it).
-        // SAFETY: `token` is not pinned (no `#[pin]`): taking it out moves
-        // nothing that is.
-        drop(unsafe { self.as_mut().get_unchecked_mut() }.token.take());
+        // SAFETY: `token` is not pinned (no `#[pin]`), and this is its only
+        // drop: nothing uses it after (`get` needs the reaper, which is being
+        // dropped).
+        unsafe { ManuallyDrop::drop(&mut self.as_mut().get_unchecked_mut().token) };
         self.unused.wait_for_completion();
         // The fields drop next: `jobs`, then `wq`, each destroyed after
         // running what is queued, including the tail of a work item that
