@@ -474,6 +474,38 @@ test_peer_held_within_bound() {
 }
 timeout_test_peer_held_within_bound=900
 
+# occupied_and_waiting MIN N: at least MIN of the N items of occupy_pollers
+# run and not all of them: the rest wait behind them on the pollers' queue.
+occupied_and_waiting() {
+	local o
+	o=$(rcd_stat pollers_occupiers)
+	[ "${o:-0}" -ge "$1" ] && [ "$o" -lt "$2" ]
+}
+
+# The sweepers never wait behind the rping pollers. The pollers' queue is
+# kept full (occupy_pollers: 1,100 items waiting, more than it runs at
+# once, 256 on 6.12 and 1,024 on 7.3), as as many endless `rping -C 0`
+# peers would; a peer's DREQ nobody answers must still be answered at its
+# listener's drep_after (1 s). With the sweepers on the pollers' queue
+# nothing answered it until the items were released.
+test_sweeper_not_behind_pollers() {
+	local rc
+	cm_pair 3 drep_after=1000 || return 1
+	ctl occupy_pollers 1100 || return 1
+	check "the pollers' queue is full: at least 256 of 1,100 items run, the rest wait" \
+		wait_for 120 occupied_and_waiting 256 1100 || return 1
+	log "$(rcd_stat pollers_occupiers) items run"
+	ctl dreq 3 && wait_event 20 $((3 + PASSIVE_BASE)) DREQ_RECEIVED || return 1
+	check "the DREQ answered at drep_after, the pollers' queue full" \
+		wait_event 20 3 DREP_RECEIVED; rc=$?
+	check "the items still wait: the queue stayed full" \
+		occupied_and_waiting 256 1100 || rc=1
+	ctl release_pollers || return 1
+	check "the items returned" wait_for 60 stat_is pollers_occupiers 0 || return 1
+	return $rc
+}
+timeout_test_sweeper_not_behind_pollers=300
+
 # One peer's unanswered REPs do not slow another peer's
 # handshakes (conn/pace.rs: each peer's REPs are paced by a window of its
 # own, keyed by its cma_hdr's source address). An earlier window,

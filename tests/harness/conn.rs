@@ -64,9 +64,10 @@
 //!   (`destroy_own_cm`);
 //! - flushing the reaper (its destroys and jobs take both locks): device
 //!   removal and unload flush it with no lock held; the work that runs as
-//!   long as a peer wants (the rping pollers, the sweeper of unanswered
-//!   DREQs) is on the core's `pollers` instead, which nothing flushes
-//!   while it may still be busy (it ends by itself: see `Core`);
+//!   long as a peer wants (the rping pollers; the sweepers of unanswered
+//!   DREQs and held REPs) is on the core's `pollers` and `sweepers`
+//!   instead, which nothing flushes while it may still be busy (it ends by
+//!   itself: see `Core`);
 //! - `rdma_addr_cancel()` at the end of an address resolution (`connect`
 //!   resolves with no lock held).
 //!

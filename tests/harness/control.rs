@@ -31,6 +31,9 @@
 //!                         RDMA READ/WRITE (fast registration)
 //! hold_id DEV MS          tests only: an id on DEV with no device handle of
 //!                         ours, used and dropped after MS ms (the write waits)
+//! occupy_pollers N       tests only: N work items on the rping pollers'
+//!                         queue, each waiting for `release_pollers`
+//! release_pollers         tests only: those items return
 //! mr      NUM inval IDX   invalidate MR IDX: its buffer comes back
 //! rdma    NUM read|write ADDR RKEY LEN [count=N] [data=DATA]
 //!                         RDMA READs of the peer's LEN bytes at ADDR, or
@@ -173,6 +176,18 @@ impl Control for Core {
             },
             "close" => match args.as_slice() {
                 [_] => for_each(&args, |num, _| core.close(num)),
+                _ => Err(EINVAL),
+            },
+            // Test-only: the pollers' queue kept full, then let go.
+            "occupy_pollers" => match args.as_slice() {
+                [n] => core.occupy_pollers(parse_u32(n)?),
+                _ => Err(EINVAL),
+            },
+            "release_pollers" => match args.as_slice() {
+                [] => {
+                    core.release_pollers();
+                    Ok(())
+                }
                 _ => Err(EINVAL),
             },
             // Test-only (`conn::TestHooks`): an id kept past its device's handle.

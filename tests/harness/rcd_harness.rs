@@ -67,16 +67,18 @@ struct RcdHarness {
     // and no callback or work item runs module code (see the `cm` module's
     // documentation for why).
     //
-    // The long-running work (the rping pollers, the sweeper of unanswered
-    // DREQs) runs on a queue of its own, `_pollers`, which neither device
-    // removal nor unload flushes while a peer may still keep it busy: each
-    // of its items ends by itself once its entry left the table, its QP was
-    // freed (device removal) or the core stopped (unload, `Owner`). Its drop
-    // then waits only for those ends (a millisecond's poll, a sweep).
+    // The long-running work runs on queues of its own, which neither device
+    // removal nor unload flushes while a peer may still keep them busy:
+    // `_pollers` (the rping pollers) and `_sweepers` (the sweepers of
+    // unanswered DREQs and held REPs, never behind a poller). Each item
+    // ends by itself once its entry left the table, its QP was freed
+    // (device removal) or the core stopped (unload, `Owner`). Their drops
+    // then wait only for those ends (a millisecond's poll, a sweep).
     _debugfs: kcompat::ControlDir<conn::Core>,
     _client: ib_client::Registration<conn::Core>,
     _owner: conn::Owner,
     _pollers: Pin<KBox<cm::Reaper>>,
+    _sweepers: Pin<KBox<cm::Reaper>>,
     _reaper: Pin<KBox<cm::Reaper>>,
 }
 
@@ -88,8 +90,13 @@ impl kernel::Module for RcdHarness {
         // Dropped before `reaper`: its items hold the core, and with it a
         // reference on `reaper`.
         let pollers = cm::Reaper::new(c_str!("rcd_pollers"), c_str!("rcd_pollers_jobs"))?;
+        let sweepers = cm::Reaper::new(c_str!("rcd_sweepers"), c_str!("rcd_sweepers_jobs"))?;
         let core = Arc::pin_init(
-            conn::Core::new(reaper.as_ref().get(), pollers.as_ref().get()),
+            conn::Core::new(
+                reaper.as_ref().get(),
+                pollers.as_ref().get(),
+                sweepers.as_ref().get(),
+            ),
             GFP_KERNEL,
         )?;
         // Before the client: the endpoints' callbacks reach the core
@@ -104,6 +111,7 @@ impl kernel::Module for RcdHarness {
             _client: client,
             _owner: owner,
             _pollers: pollers,
+            _sweepers: sweepers,
             _reaper: reaper,
         })
     }

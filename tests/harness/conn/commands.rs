@@ -5,8 +5,8 @@
 
 use super::{
     endpoint::{
-        copy, qp_size, rping_poller, Behaviour, Endpoint, EndpointState, EpHandle, EventKind, RcQp,
-        Role, PASSIVE_BASE, REQ_MAGIC, RESOLUTIONS,
+        copy, qp_size, Behaviour, Endpoint, EndpointState, EpHandle, EventKind, RcQp, Role,
+        PASSIVE_BASE, REQ_MAGIC, RESOLUTIONS,
     },
     table::Core,
 };
@@ -338,9 +338,7 @@ impl Core {
         if res.is_err() {
             drop(self.remove_own(&ep));
         } else if rping_role.is_some() {
-            // If this fails the protocol only runs on `poll`.
-            let core = self.clone();
-            let _ = self.bounds.pollers.spawn(move || rping_poller(core, ep));
+            self.spawn_poller(ep);
         }
         res
     }

@@ -8,7 +8,7 @@ use super::{
     commands::Post,
     pace,
     reports::{DataStats, WrStats},
-    table::Core,
+    table::{Core, MAX_POLLERS},
     test_hooks::{OnReq, TestHooks},
 };
 use crate::kcompat::{fmt, now_ns, sleep_ms};
@@ -827,12 +827,7 @@ impl Endpoint {
             }
             core.rep_times.add(now_ns() - rep.t_req);
             if self.st.lock().behaviour.rping.is_some() {
-                // If this fails the protocol only runs on `poll`.
-                let (poller_core, ep) = (core.clone(), self.clone());
-                let _ = core
-                    .bounds
-                    .pollers
-                    .spawn(move || rping_poller(poller_core, ep));
+                core.spawn_poller(self.clone());
             }
             return;
         }
@@ -1203,6 +1198,27 @@ pub(super) fn copy(data: &[u8]) -> Result<KVec<u8>> {
     Ok(v)
 }
 
+impl Core {
+    /// Starts `ep`'s rping poller, unless [`MAX_POLLERS`] run: then (or if
+    /// the work cannot be allocated) its protocol runs only on `poll`.
+    pub(super) fn spawn_poller(self: &Arc<Self>, ep: Arc<Endpoint>) {
+        let live = &self.bounds.pollers_live;
+        if live.fetch_add(1, Ordering::Relaxed) >= MAX_POLLERS {
+            live.fetch_sub(1, Ordering::Relaxed);
+            self.bounds.pollers_refused.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let core = self.clone();
+        let spawned = self.bounds.pollers.spawn(move || {
+            rping_poller(core.clone(), ep);
+            core.bounds.pollers_live.fetch_sub(1, Ordering::Relaxed);
+        });
+        if spawned.is_err() {
+            live.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
 /// Drives an rping endpoint: takes its completions as they come (its CQ is
 /// polled directly) until its protocol is over, its QP freed or its entry
 /// gone (unload, close) or the core stopping (unload). Runs on the core's
@@ -1210,7 +1226,7 @@ pub(super) fn copy(data: &[u8]) -> Result<KVec<u8>> {
 /// the QP (`take_verbs`, under the endpoint's lock, which this takes for
 /// each poll), unload takes the entry out and sets `stop`, and the poller
 /// returns at its next turn, within a millisecond's sleep.
-pub(super) fn rping_poller(core: Arc<Core>, ep: Arc<Endpoint>) {
+fn rping_poller(core: Arc<Core>, ep: Arc<Endpoint>) {
     loop {
         if ep.gone.load(Ordering::Relaxed) || core.bounds.stop.load(Ordering::Relaxed) {
             return;
@@ -1269,10 +1285,11 @@ impl Core {
         p.list.insert(node.into_node(key, ep.clone()));
         if !p.sweeping {
             let core = self.clone();
-            // On `pollers`: a sweep may send DREPs for the whole table, and
+            // On `sweepers`: a sweep may send DREPs for the whole table, and
             // device removal need not wait for it (it takes the table's
-            // lock to reach an id, and removal takes ids out under it).
-            if let Err(e) = self.bounds.pollers.spawn(move || sweep_dreqs(core)) {
+            // lock to reach an id, and removal takes ids out under it); nor
+            // does it wait behind the pollers.
+            if let Err(e) = self.bounds.sweepers.spawn(move || sweep_dreqs(core)) {
                 let ep = p.list.remove(&key);
                 drop(p);
                 drop(ep);

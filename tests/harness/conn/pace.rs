@@ -207,9 +207,14 @@ impl Core {
         }
         if !h.sweeping {
             let core = self.clone();
-            // On `pollers`, as the sweeper of unanswered DREQs: it sends
+            // On `sweepers`, as the sweeper of unanswered DREQs: it sends
             // REPs, which takes the table's lock.
-            if self.bounds.pollers.spawn(move || sweep_reps(core)).is_err() {
+            if self
+                .bounds
+                .sweepers
+                .spawn(move || sweep_reps(core))
+                .is_err()
+            {
                 return Some(rep);
             }
             h.sweeping = true;

@@ -349,6 +349,15 @@ impl Core {
             "prune_scans {}",
             self.bounds.prune_scans.load(Ordering::Relaxed)
         )?;
+        // The rping pollers running, those refused (`MAX_POLLERS`), and the
+        // test's items occupying their queue (`occupy_pollers`).
+        let b = &self.bounds;
+        let live = b.pollers_live.load(Ordering::Relaxed);
+        writeln!(out, "pollers_live {}", live)?;
+        let refused = b.pollers_refused.load(Ordering::Relaxed);
+        writeln!(out, "pollers_refused {}", refused)?;
+        let occupiers = b.occupiers.load(Ordering::Relaxed);
+        writeln!(out, "pollers_occupiers {}", occupiers)?;
         self.req_times.show(out, "req_callbacks", "req_callback")?;
         // From the REQ callback to the REP: the job queue's latency.
         self.rep_times.show(out, "reps_sent", "rep_latency")?;

@@ -18,8 +18,14 @@ use kernel::{
     prelude::*,
     rbtree::{RBTree, RBTreeNodeReservation},
     str::CStr,
-    sync::{Arc, CondVar, Mutex},
+    sync::{Arc, Completion, CondVar, Mutex},
 };
+
+/// Rping pollers at most at once: below the least `pollers` runs at once
+/// (`alloc_workqueue(WQ_UNBOUND, 0)`: 256 on 6.12, 1,024 on 7.3), so that a
+/// queued poller never waits for another to end, which an endless peer's
+/// (`rping -C 0`) never does. A session beyond them runs only on `poll`.
+pub(super) const MAX_POLLERS: usize = 128;
 
 /// An entry of the connection table: the endpoint, and its id until freed.
 pub(super) struct Conn {
@@ -93,10 +99,25 @@ pub(super) struct Jobs {
 #[pin_data]
 pub(super) struct Bounds {
     /// Runs the work that lasts as long as a peer wants (the rping
-    /// pollers, the sweeper of unanswered DREQs): never flushed by device
+    /// pollers, at most [`MAX_POLLERS`] at once): never flushed by device
     /// removal or unload, which instead make each item end by itself (its
     /// QP freed, its entry gone, `stop`).
     pub(super) pollers: ReaperRef,
+    /// Rping pollers running or queued on `pollers`.
+    pub(super) pollers_live: AtomicUsize,
+    /// Rping sessions left without a poller, [`MAX_POLLERS`] running.
+    pub(super) pollers_refused: AtomicU64,
+    /// Runs the two sweepers (unanswered DREQs, held REPs), one item each
+    /// at most: never behind the pollers, however many peers ping. Not
+    /// flushed either: a sweeper returns once its list is empty or at
+    /// `stop`.
+    pub(super) sweepers: ReaperRef,
+    /// Tests only (`occupy_pollers`): work items on `pollers` waiting for
+    /// this, completed by `release_pollers` or unload.
+    #[pin]
+    pub(super) occupied: Completion,
+    /// Tests only: how many of those items run now.
+    pub(super) occupiers: AtomicUsize,
     /// The peers' DREQs waiting for their deadline (see
     /// [`Core::answer_later`]): a leaf lock.
     #[pin]
@@ -144,9 +165,14 @@ impl Durations {
 }
 
 impl Bounds {
-    fn new(pollers: ReaperRef) -> impl PinInit<Self> {
+    fn new(pollers: ReaperRef, sweepers: ReaperRef) -> impl PinInit<Self> {
         pin_init!(Self {
             pollers,
+            pollers_live: AtomicUsize::new(0),
+            pollers_refused: AtomicU64::new(0),
+            sweepers,
+            occupied <- Completion::new(),
+            occupiers: AtomicUsize::new(0),
             pending <- new_mutex!(
                 PendingDreqs {
                     list: RBTree::new(),
@@ -170,7 +196,11 @@ impl Bounds {
 }
 
 impl Core {
-    pub(crate) fn new(reaper: ReaperRef, pollers: ReaperRef) -> impl PinInit<Self> {
+    pub(crate) fn new(
+        reaper: ReaperRef,
+        pollers: ReaperRef,
+        sweepers: ReaperRef,
+    ) -> impl PinInit<Self> {
         pin_init!(Self {
             inner <- new_mutex!(
                 CoreInner {
@@ -183,7 +213,7 @@ impl Core {
             ),
             closed <- new_condvar!("conn::Core::closed"),
             reaper,
-            bounds <- Bounds::new(pollers),
+            bounds <- Bounds::new(pollers, sweepers),
             next_foreign: AtomicUsize::new(0),
             lost_events: AtomicUsize::new(0),
             dreq_sent: AtomicU64::new(0),
@@ -530,6 +560,7 @@ impl Drop for Owner {
         // The pollers' work ends (also for endpoints no longer in the
         // table); their queue is drained by its reaper's drop, after this.
         self.0.bounds.stop.store(true, Ordering::Relaxed);
+        self.0.bounds.occupied.complete_all();
         self.0.take_each(
             |inner| {
                 let num = *inner.conns.keys().next()?;

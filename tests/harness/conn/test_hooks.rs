@@ -303,4 +303,30 @@ impl Core {
         drop(cm);
         Ok(())
     }
+
+    /// `occupy_pollers N`: `n` work items on the pollers' queue, each
+    /// waiting until `release_pollers` (or unload): the queue of the long
+    /// running work kept full, as enough endless rping peers would keep it
+    /// (more items than it runs at once: the rest wait).
+    pub(crate) fn occupy_pollers(self: &Arc<Self>, n: u32) -> Result {
+        if n > 4096 {
+            return Err(EINVAL);
+        }
+        for _ in 0..n {
+            let core = self.clone();
+            self.bounds.pollers.spawn(move || {
+                let b = &core.bounds;
+                b.occupiers.fetch_add(1, Ordering::Relaxed);
+                b.occupied.wait_for_completion();
+                b.occupiers.fetch_sub(1, Ordering::Relaxed);
+            })?;
+        }
+        Ok(())
+    }
+
+    /// `release_pollers`: the items of `occupy_pollers` return (for good:
+    /// a later `occupy_pollers` returns at once).
+    pub(crate) fn release_pollers(&self) {
+        self.bounds.occupied.complete_all();
+    }
 }
