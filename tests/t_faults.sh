@@ -162,7 +162,7 @@ statuses_are() {
 # connection was not over yet); the other ends hear the destroyed ids'
 # DREQs or get -ENODEV when rxe0 goes too. No hang, and the module unloads.
 test_device_deleted_under_100() {
-	local a=4200 b=4299 pa pb k
+	local a=4200 b=4299 pa pb k passes
 	pa=$((a + PASSIVE_BASE)); pb=$((b + PASSIVE_BASE))
 	pair2_range $a $b $FAST retries=3 || return 1
 	for ((k = 4225; k <= 4249; k++)); do ctl post $k 8 || return 1; done
@@ -174,7 +174,13 @@ test_device_deleted_under_100() {
 	log "before: $(state_count ESTABLISHED $a $b) established," \
 		"$(state_count DREQ_RCVD $a $b) DREQ_RCVD, $(state_count TIMEWAIT $a $b) +" \
 		"$(state_count FREED $a $b) disconnecting/freed"
+	passes=$(rcd_stat removal_passes)
 	link_del_frees rxe1 $pa $pb || return 1
+	# One pass over the table for all of rxe1's 100 ends and one that finds
+	# none left, not one per end (quadratic under the table's lock).
+	passes=$(( $(rcd_stat removal_passes) - passes ))
+	check "rxe1's removal: $passes passes over the table, 2 at most" test $passes -le 2 ||
+		return 1
 	# The status mix, by what each of rxe1's ends was doing: not over
 	# (idle, receives posted): -ENODEV; its own DREQ unanswered: -ETIMEDOUT
 	# if the DREQ had timed out (retries=3: about 2 s) before the deletion,

@@ -349,6 +349,8 @@ impl Core {
             "prune_scans {}",
             self.bounds.prune_scans.load(Ordering::Relaxed)
         )?;
+        let passes = self.bounds.removal_passes.load(Ordering::Relaxed);
+        writeln!(out, "removal_passes {}", passes)?;
         // The rping pollers running, those refused (`MAX_POLLERS`), and the
         // test's items occupying their queue (`occupy_pollers`).
         let b = &self.bounds;

@@ -131,6 +131,9 @@ pub(super) struct Bounds {
     pub(super) records_pruned: AtomicU64,
     /// Scans of the table for records to prune ([`prune_freed`]).
     pub(super) prune_scans: AtomicU64,
+    /// Passes of device removals over the table (`remove_all_on`): one
+    /// for all of a device's ends, and one that finds none left.
+    pub(super) removal_passes: AtomicU64,
     /// The passive ends' jobs: what a new REQ waits behind.
     pub(super) jobs: Jobs,
     /// Each peer's REPs in flight, and the REPs held until it has room
@@ -185,6 +188,7 @@ impl Bounds {
             dreq_answered_late: AtomicU64::new(0),
             records_pruned: AtomicU64::new(0),
             prune_scans: AtomicU64::new(0),
+            removal_passes: AtomicU64::new(0),
             jobs: Jobs {
                 queued: AtomicU64::new(0),
                 times: Durations::new(),
@@ -406,19 +410,41 @@ impl Core {
     /// endpoints keep their records (`state=FREED`): a connection that was
     /// not over yet gets its DISCONNECTED event, with `-ENODEV`.
     fn remove_all_on(&self, index: u32) {
-        self.take_each(
-            |inner| {
-                inner
-                    .conns
-                    .iter_mut()
-                    .find(|(_, c)| c.ep.dev_index == index && c.cm.is_some())
-                    .map(|(_, c)| {
-                        // The record stays: one more for `prune_freed`.
-                        inner.freed_at_most += usize::from(c.ep.role == Role::Passive);
-                        (c.ep.clone(), c.cm.take())
-                    })
-            },
-            |(ep, cm)| {
+        let on = |c: &Conn| c.ep.dev_index == index && c.cm.is_some();
+        loop {
+            let mut batch = KVec::new();
+            let mut one = None;
+            {
+                let mut inner = self.inner.lock();
+                let CoreInner {
+                    conns,
+                    freed_at_most,
+                    ..
+                } = &mut *inner;
+                let n = conns.values().filter(|c| on(c)).count();
+                self.bounds.removal_passes.fetch_add(1, Ordering::Relaxed);
+                if n == 0 {
+                    return;
+                }
+                // All of them in one pass (a scan of the table per entry
+                // was quadratic, under the lock every CM callback takes);
+                // without memory for the list, one per pass.
+                let room = batch.reserve(n, GFP_KERNEL).is_ok();
+                for (_, c) in conns.iter_mut().filter(|(_, c)| on(c)) {
+                    // The record stays: one more for `prune_freed`.
+                    *freed_at_most += usize::from(c.ep.role == Role::Passive);
+                    let item = (c.ep.clone(), c.cm.take());
+                    if !room {
+                        one = Some(item);
+                        break;
+                    }
+                    // Within the `n` reserved, all counted under this
+                    // lock: no allocation, so no failure (and no id
+                    // dropped under the lock).
+                    let _ = batch.push(item, GFP_KERNEL);
+                }
+            }
+            for (ep, cm) in Iterator::chain(batch.into_iter(), one) {
                 // Destroys the id, or (in a worker: a queued unregistration)
                 // queues its destroy, which the flush below waits for.
                 drop(cm);
@@ -431,8 +457,8 @@ impl Core {
                 };
                 drop(verbs);
                 drop(handshake);
-            },
-        );
+            }
+        }
     }
 
     /// Takes entries out of the table one at a time with `take`, under the
