@@ -30,6 +30,8 @@ EINVAL|listen 9 rxe0 0x1000 cma=2
 EINVAL|listen 9 rxe0 0x1000 on_dreq=sleep:10001
 EINVAL|listen 9 rxe0 0x1000 on_dreq=fly
 EINVAL|listen 9 rxe0 tcp:65536
+EINVAL|listen 9 rxe0 0x1000 auto_drep=pat:225
+EINVAL|listen 9 rxe0 0x1000 auto_drep=pat:1048576
 ENODEV|listen 9 nodev 0x1000
 EINVAL|connect 3 rxe0 10.77.0.1 10.77.0.1
 EINVAL|connect 3 rxe0 10.77.0.1 10.77.0.1.5 0x1000
@@ -40,6 +42,7 @@ EINVAL|connect 3 rxe0 10.77.0.1 10.77.0.1 0x1000 lifetime=32
 EINVAL|connect 3 rxe0 10.77.0.1 10.77.0.1 0x1000 resp=-1
 EINVAL|connect 3 rxe0 10.77.0.1 10.77.0.1 0x1000 nosuch=1
 EINVAL|connect 3 rxe0 10.77.0.1 10.77.0.1 0x1000 cma_port=65536
+EINVAL|connect 3 rxe0 10.77.0.1 10.77.0.1 0x1000 auto_drep=pat:225
 EINVAL|connect 1000003 rxe0 10.77.0.1 10.77.0.1 0x1000
 EEXIST|connect 2 rxe0 10.77.0.1 10.77.0.1 0x1000
 EINVAL|connect 3 rxe0 10.77.0.1 10.77.0.1 0x1000 resolve_ms=0

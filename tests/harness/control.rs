@@ -87,6 +87,7 @@
 //! their id's state: a handler that uses its id late) and `on_rep=ignore`
 //! or `on_rep=reject` (connect: no RTU, or a REJ, after the REP).
 //!
+//! `auto_drep`'s DATA is at most 224 bytes (a DREP's), `EINVAL` beyond.
 //! DATA is `-` (none), `hex:0a0b...`, `text:WORD`, `pat:N` (N bytes 1, 2,
 //! ..., 255, 1, ...) or `fill:N:XX` (N bytes of hex XX). A write fails with
 //! the command's errno and changes nothing when the command is malformed.
@@ -209,7 +210,7 @@ fn listen(core: &Arc<Core>, args: &[&str]) -> Result {
     let mut cma = false;
     for opt in opts {
         match opt.split_once('=') {
-            Some(("auto_drep", d)) => behaviour.auto_drep = Some(parse_data(d)?),
+            Some(("auto_drep", d)) => behaviour.auto_drep = Some(parse_drep(d)?),
             Some(("on_req", a)) => test.on_req = parse_on_req(a)?,
             Some((k, v)) if test_hook(&mut test, k, v)? => {}
             Some(("backlog", n)) => behaviour.backlog = parse_u32(n)?,
@@ -267,7 +268,7 @@ fn connect(core: &Arc<Core>, args: &[&str]) -> Result {
     for opt in opts {
         match opt.split_once('=').ok_or(EINVAL)? {
             ("port", v) => a.port = parse_u32(v)?,
-            ("auto_drep", d) => a.behaviour.auto_drep = Some(parse_data(d)?),
+            ("auto_drep", d) => a.behaviour.auto_drep = Some(parse_drep(d)?),
             ("on_rep", "ignore") => test.on_rep = OnRep::Ignore,
             ("on_rep", "reject") => test.on_rep = OnRep::Reject,
             (k, v) if test_hook(&mut test, k, v)? => {}
@@ -523,32 +524,44 @@ fn parse_service(s: &str) -> Result<u64> {
 }
 
 fn parse_ipv4(s: &str) -> Result<[u8; 4]> {
-    let mut ip = [0u8; 4];
-    let mut parts = s.split('.');
-    for b in ip.iter_mut() {
-        *b = parts.next().ok_or(EINVAL)?.parse().map_err(|_| EINVAL)?;
-    }
-    if parts.next().is_some() {
-        return Err(EINVAL);
-    }
-    Ok(ip)
+    parse_fixed(s, '.', |p| p.parse().map_err(|_| EINVAL))
 }
 
 /// `aa:bb:cc:dd:ee:ff`.
 fn parse_mac(s: &str) -> Result<[u8; 6]> {
-    let mut mac = [0u8; 6];
-    let mut parts = s.split(':');
-    for b in mac.iter_mut() {
-        *b = hex_byte(parts.next().ok_or(EINVAL)?)?;
+    parse_fixed(s, ':', hex_byte)
+}
+
+/// Exactly `N` parts of `s` separated by `sep`, each parsed by `one`.
+fn parse_fixed<const N: usize>(
+    s: &str,
+    sep: char,
+    one: impl Fn(&str) -> Result<u8>,
+) -> Result<[u8; N]> {
+    let mut out = [0u8; N];
+    let mut parts = s.split(sep);
+    for b in out.iter_mut() {
+        *b = one(parts.next().ok_or(EINVAL)?)?;
     }
     if parts.next().is_some() {
         return Err(EINVAL);
     }
-    Ok(mac)
+    Ok(out)
 }
 
 fn hex_byte(s: &str) -> Result<u8> {
     u8::from_str_radix(s, 16).map_err(|_| EINVAL)
+}
+
+/// A DREP's private data (`auto_drep=`): at most what a DREP carries, so
+/// that no end holds more than it can send (every passive end copies its
+/// listener's).
+fn parse_drep(s: &str) -> Result<KVec<u8>> {
+    let v = parse_data(s)?;
+    if v.len() > Message::Drep.private_data_size() {
+        return Err(EINVAL);
+    }
+    Ok(v)
 }
 
 /// DATA as described in the module documentation.
