@@ -506,6 +506,38 @@ test_sweeper_not_behind_pollers() {
 }
 timeout_test_sweeper_not_behind_pollers=300
 
+# state_is NUM STATE: for wait_for.
+state_is() { [ "$(conn_state "$1")" = "$2" ]; }
+
+# A passive end is freed free_after after its disconnect began, whatever
+# timewait its peer asked for. Connection 4's REQ asks for a packet life
+# time of 2^26 x 4.096 us: cm.c then keeps the passive end's id in
+# timewait for 2^19 ms (about 9 min), two MADs from any peer. The listener
+# answers the DREQ at once (auto_drep) and frees the end 5 s after
+# (free_after=5000), not when the CM's timewait ends. Before the deadline
+# the passive end held its id in TIMEWAIT for the whole 9 minutes.
+test_passive_end_freed_after_long_timewait() {
+	local p=$((4 + PASSIVE_BASE)) late
+	rxe_add rxe0 v0 && rcd_load || return 1
+	ctl listen 1 rxe0 0x1000 auto_drep=- free_after=5000 || return 1
+	ctl connect 4 rxe0 10.77.0.1 10.77.0.1 0x1000 lifetime=26 || return 1
+	wait_event 20 4 ESTABLISHED && wait_event 20 $p ESTABLISHED || return 1
+	late=$(rcd_stat ends_freed_late)
+	ctl dreq 4 && wait_event 20 4 DREP_RECEIVED || return 1
+	check "the passive end in TIMEWAIT first (got $(conn_state $p))" state_is $p TIMEWAIT ||
+		return 1
+	check "then freed at its deadline" wait_for 60 state_is $p FREED || return 1
+	check "by the deadline: ends_freed_late $late -> $(rcd_stat ends_freed_late)" \
+		stat_is ends_freed_late $((late + 1)) || return 1
+	check "no TIMEWAIT_EXIT on it: the CM's timewait lasts minutes" \
+		sh -c "! awk '\$1 == $p' $RCD_DBG/events | grep -q TIMEWAIT_EXIT" || return 1
+	check "the active end (the consumer's, no deadline) still in TIMEWAIT" \
+		state_is 4 TIMEWAIT || return 1
+	check "no deadline left" stat_is ends_to_free 0 || return 1
+	ctl close 4
+}
+timeout_test_passive_end_freed_after_long_timewait=180
+
 # One peer's unanswered REPs do not slow another peer's
 # handshakes (conn/pace.rs: each peer's REPs are paced by a window of its
 # own, keyed by its cma_hdr's source address). An earlier window,

@@ -14,7 +14,7 @@
 //! listen  NUM DEV SERVICE_ID [auto_drep=DATA] [on_dreq=ACTION] [cma=1]
 //!         [backlog=N] [on_req=close|job_delay:MS|job_sleep:MS|fail_job|rep_then_fail]
 //!         [on_timewait=sleep:MS|after:MS] [on_error=sleep:MS]
-//!         [recv=COUNT[:SIZE]] [drep_after=MS] [keep=N]
+//!         [recv=COUNT[:SIZE]] [drep_after=MS] [keep=N] [free_after=MS]
 //! connect NUM DEV SRC_IP DST_IP SERVICE_ID [port=N] [auto_drep=DATA]
 //!         [on_dreq=ACTION] [lifetime=N] [resp=N] [retries=N] [cma_port=N]
 //!         [req_data=DATA] [on_timewait=sleep:MS|after:MS] [on_error=sleep:MS]
@@ -65,7 +65,10 @@
 //! that nobody answers (no `auto_drep`, no `drep`, `disconnect` or `close`)
 //! is answered with a DREP after MS (1..600000, default 30000). `keep=N`:
 //! the listener keeps at most N records of its freed passive ends (default
-//! 1024); the lowest-numbered goes first. `recv=COUNT[:SIZE]`: COUNT
+//! 1024); the lowest-numbered goes first. `free_after=MS`: a passive end
+//! is freed MS (1..600000, default 60000) after its disconnect began (a
+//! DREP or a DREQ_ERROR received; a DREQ received: after its answer was
+//! due), whatever timewait its peer asked for. `recv=COUNT[:SIZE]`: COUNT
 //! receives with SIZE-byte buffers are posted before the REQ (connect) or
 //! each passive end's REP (listen), as a ULP does before it connects.
 //! `post`: buffers and SENDs up to 4096 bytes, SENDs up to the path MTU
@@ -221,6 +224,12 @@ fn listen(core: &Arc<Core>, args: &[&str]) -> Result {
                 }
             }
             Some(("keep", n)) => behaviour.keep = parse_u32(n)?,
+            Some(("free_after", ms)) => {
+                behaviour.free_after_ms = parse_u32(ms)?;
+                if !(1..=DREQ_ANSWER_MAX_MS).contains(&behaviour.free_after_ms) {
+                    return Err(EINVAL);
+                }
+            }
             Some(("recv", r)) => behaviour.pre_recv = Some(parse_recv(r)?),
             Some(("rping", "1")) => behaviour.rping = Some(rping::Role::Server),
             Some(("cma", "1")) => cma = true,

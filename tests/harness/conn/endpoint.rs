@@ -198,6 +198,15 @@ pub(crate) const DREQ_ANSWER_MS: u32 = 30_000;
 /// The longest `drep_after=MS` a listener may set (10 minutes).
 pub(crate) const DREQ_ANSWER_MAX_MS: u32 = 600_000;
 
+/// How long a passive end is held at most once its disconnect began (its
+/// DREQ answered, a DREP or a DREQ_ERROR received), unless `free_after=MS`
+/// on its listener says otherwise: then it is freed whatever the state of
+/// its id. Its peer sets how long the CM would keep it in timewait (from
+/// its REQ's packet life time: up to 2^23 ms, about 2.3 h, for two MADs).
+/// 60 s: beyond any timewait of the suite's peers, which the tests see
+/// end (`TIMEWAIT_EXIT`).
+pub(crate) const FREE_AFTER_MS: u32 = 60_000;
+
 /// How many records of freed passive ends a listener keeps, unless
 /// `keep=N` says otherwise: beyond that, the lowest-numbered goes (see
 /// `Core::destroy_own_cm`).
@@ -278,6 +287,9 @@ pub(crate) struct Behaviour {
     pub(crate) drep_after_ms: u32,
     /// A listener keeps at most this many records of freed passive ends.
     pub(crate) keep: u32,
+    /// A passive end is freed this long (ms) after its disconnect began
+    /// (see [`FREE_AFTER_MS`]).
+    pub(crate) free_after_ms: u32,
 }
 
 impl Default for Behaviour {
@@ -290,6 +302,7 @@ impl Default for Behaviour {
             rping: None,
             drep_after_ms: DREQ_ANSWER_MS,
             keep: DEFAULT_KEEP,
+            free_after_ms: FREE_AFTER_MS,
         }
     }
 }
@@ -310,6 +323,7 @@ impl Behaviour {
             rping: self.rping,
             drep_after_ms: self.drep_after_ms,
             keep: self.keep,
+            free_after_ms: self.free_after_ms,
         })
     }
 }
@@ -367,6 +381,9 @@ pub(super) struct EndpointState {
     /// A passive end's place in its listener's handshakes in flight, until
     /// the handshake is over (established, failed or freed).
     handshake: Option<Handshake>,
+    /// A passive end's deadline on the list of [`PendingDreqs`], once its
+    /// disconnect began (see [`Core::free_at`]).
+    deadline: Option<(i64, u64)>,
 }
 
 /// One handshake in flight on a listener: counted in its `handshakes`
@@ -584,6 +601,7 @@ impl Endpoint {
                         wr: WrStats::default(),
                         rping: None,
                         handshake: None,
+                        deadline: None,
                     },
                     "conn::Endpoint::st"
                 ),
@@ -626,10 +644,14 @@ impl Endpoint {
     /// here (in a CM callback, which holds up the CM's workqueue) at most
     /// [`CALLBACK_DRAIN_MS`]: see [`Endpoint::release_qp`].
     fn free_id(self: &Arc<Self>, core: &Core) {
-        let (verbs, handshake) = {
+        let (verbs, handshake, deadline) = {
             let mut st = self.st.lock();
-            (st.verbs.take(), st.handshake.take())
+            (st.verbs.take(), st.handshake.take(), st.deadline.take())
         };
+        if let Some(key) = deadline {
+            // Not the last reference (the caller's is alive).
+            drop(core.bounds.pending.lock().list.remove(&key));
+        }
         core.destroy_own_cm(self);
         drop(handshake);
         if let Some(verbs) = verbs {
@@ -1112,6 +1134,13 @@ impl Handler for EpHandle {
                 None => None,
             }
         };
+        // Freed at last once its answer is due and the peer's timewait is
+        // over, or would be had the peer not made it hours long.
+        let mut after = i64::from(st.behaviour.free_after_ms);
+        if answer.is_none() {
+            after += i64::from(st.behaviour.drep_after_ms);
+        }
+        core.free_at(&self.0, &mut st, after);
         // Nobody answers now: the sweeper does after the deadline, unless
         // the consumer does first (or it cannot be queued: then now).
         let answer = match answer {
@@ -1145,6 +1174,8 @@ impl Handler for EpHandle {
         st.record(&core, EventKind::DrepReceived, 0, private_data);
         st.record_disconnected(&core, 0);
         core.drep_received.fetch_add(1, Ordering::Relaxed);
+        let after = i64::from(st.behaviour.free_after_ms);
+        core.free_at(&self.0, &mut st, after);
     }
 
     fn dreq_error(&self, id: &CmIdRef, send_status: WcStatus) {
@@ -1159,6 +1190,8 @@ impl Handler for EpHandle {
             &[],
         );
         st.record_disconnected(&core, ETIMEDOUT.to_errno());
+        let after = i64::from(st.behaviour.free_after_ms);
+        core.free_at(&self.0, &mut st, after);
         drop(st);
         self.test_hooks().after_error(self.num, id);
     }
@@ -1256,13 +1289,23 @@ fn rping_poller(core: Arc<Core>, ep: Arc<Endpoint>) {
     }
 }
 
-/// The peers' DREQs nobody answered yet, each with its deadline (ns,
-/// `ktime_get()`), and whether a sweeper runs (see [`Core::answer_later`]).
-/// Its lock (`conn::Core::pending`) is a leaf: taken under an endpoint's
-/// (in the DREQ callback), nothing is taken under it.
+/// What is due at a deadline of [`PendingDreqs`].
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Due {
+    /// The DREP of a peer's DREQ nobody answered ([`Core::answer_later`]).
+    Drep,
+    /// A passive end freed whatever its id's state ([`Core::free_at`]).
+    Free,
+}
+
+/// The peers' DREQs nobody answered yet and the passive ends to free, each
+/// with its deadline (ns, `ktime_get()`), and whether a sweeper runs (see
+/// [`Core::answer_later`], [`Core::free_at`]). Its lock
+/// (`conn::Core::pending`) is a leaf: taken under an endpoint's (in the
+/// CM callbacks), nothing is taken under it.
 pub(super) struct PendingDreqs {
     /// By (deadline, a sequence number): the earliest first.
-    pub(super) list: RBTree<(i64, u64), Arc<Endpoint>>,
+    pub(super) list: RBTree<(i64, u64), (Arc<Endpoint>, Due)>,
     pub(super) next: u64,
     pub(super) sweeping: bool,
 }
@@ -1277,12 +1320,43 @@ impl Core {
     /// its DREP puts it in timewait, whose exit frees both. The list holds
     /// one entry (a tree node, about 64 bytes) per such end.
     pub(super) fn answer_later(self: &Arc<Self>, ep: &Arc<Endpoint>, due: i64) -> Result {
+        self.defer(ep, due, Due::Drep).map(|_| ())
+    }
+
+    /// Frees passive end `ep` (its state `st`, locked) `after` ms from now
+    /// if nothing else did first: from its callbacks once its disconnect
+    /// began, the first of them only. Without memory for the list the
+    /// peer's timers bound it, as without this.
+    ///
+    /// The bound: a passive end whose peer sent a DREQ is freed at most
+    /// its listener's `drep_after` plus `free_after` (60 s unless set) plus
+    /// a sweep later, one whose disconnect ended another way `free_after`
+    /// plus a sweep later, whatever timewait its peer asked for.
+    pub(super) fn free_at(
+        self: &Arc<Self>,
+        ep: &Arc<Endpoint>,
+        st: &mut EndpointState,
+        after: i64,
+    ) {
+        if ep.role != Role::Passive || st.deadline.is_some() {
+            return;
+        }
+        let due = now_ns().saturating_add(after.saturating_mul(1_000_000));
+        if let Ok(key) = self.defer(ep, due, Due::Free) {
+            st.deadline = Some(key);
+        }
+    }
+
+    /// Puts `ep` on the list for `what` at `due`, and starts the sweeper if
+    /// none runs: the entry's key, or the error (no memory) with nothing
+    /// on the list.
+    fn defer(self: &Arc<Self>, ep: &Arc<Endpoint>, due: i64, what: Due) -> Result<(i64, u64)> {
         // Allocated before the lock.
         let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
         let mut p = self.bounds.pending.lock();
         let key = (due, p.next);
         p.next = p.next.wrapping_add(1);
-        p.list.insert(node.into_node(key, ep.clone()));
+        p.list.insert(node.into_node(key, (ep.clone(), what)));
         if !p.sweeping {
             let core = self.clone();
             // On `sweepers`: a sweep may send DREPs for the whole table, and
@@ -1297,7 +1371,7 @@ impl Core {
             }
             p.sweeping = true;
         }
-        Ok(())
+        Ok(key)
     }
 }
 
@@ -1325,10 +1399,13 @@ fn sweep_dreqs(core: Arc<Core>) {
                     _ => None,
                 }
             };
-            let Some(ep) = due else {
+            let Some((ep, what)) = due else {
                 break;
             };
-            ep.answer_late_dreq(&core);
+            match what {
+                Due::Drep => ep.answer_late_dreq(&core),
+                Due::Free => ep.free_late(&core),
+            }
         }
         {
             let mut p = core.bounds.pending.lock();
@@ -1342,6 +1419,22 @@ fn sweep_dreqs(core: Arc<Core>) {
 }
 
 impl Endpoint {
+    /// A passive end's deadline passed ([`Core::free_at`]): freed if its id
+    /// is still held, its disconnect not over.
+    fn free_late(self: &Arc<Self>, core: &Core) {
+        self.st.lock().deadline = None;
+        let held = core.with_own_cm(self.num, self, |cm| {
+            Ok(matches!(
+                cm.state(),
+                cm::State::DreqSent | cm::State::DreqRcvd | cm::State::Timewait
+            ))
+        });
+        if let Ok(true) = held {
+            core.bounds.ends_freed_late.fetch_add(1, Ordering::Relaxed);
+            self.free_id(core);
+        }
+    }
+
     /// The deadline of a peer's DREQ passed: a DREP, if the id is still in
     /// DREQ_RCVD (nobody answered, nothing freed it).
     fn answer_late_dreq(self: &Arc<Self>, core: &Core) {

@@ -5,7 +5,8 @@
 
 use super::{
     endpoint::{
-        Endpoint, EpHandle, Event, Role, BUFS_MAPPED, CM_IDS, LIVE_ENDPOINTS, MRS_LIVE, RESOLUTIONS,
+        Due, Endpoint, EpHandle, Event, Role, BUFS_MAPPED, CM_IDS, LIVE_ENDPOINTS, MRS_LIVE,
+        RESOLUTIONS,
     },
     table::{Conn, Core, Durations},
 };
@@ -332,8 +333,16 @@ impl Core {
         // What a peer makes the module hold: DREQs
         // waiting for their deadline, those answered at it, and records of
         // freed passive ends dropped beyond their listener's `keep`.
-        let pending = self.bounds.pending.lock().list.keys().count();
+        let (pending, to_free) = {
+            let p = self.bounds.pending.lock();
+            let drep = p.list.values().filter(|(_, d)| *d == Due::Drep).count();
+            (drep, p.list.values().count() - drep)
+        };
         writeln!(out, "dreqs_pending {}", pending)?;
+        // Passive ends with a deadline, and those freed at it.
+        writeln!(out, "ends_to_free {}", to_free)?;
+        let late = self.bounds.ends_freed_late.load(Ordering::Relaxed);
+        writeln!(out, "ends_freed_late {}", late)?;
         writeln!(
             out,
             "dreq_answered_late {}",

@@ -5,7 +5,7 @@
 //! device add and removal (the `ib_client`), and emptying the table at unload
 //! ([`Owner`]).
 
-use super::endpoint::{Endpoint, EpHandle, PendingDreqs, Role};
+use super::endpoint::{Due, Endpoint, EpHandle, PendingDreqs, Role};
 use crate::{
     cm::{CmId, Message, ReaperRef},
     devices::{DeviceEntry, Devices},
@@ -131,6 +131,8 @@ pub(super) struct Bounds {
     pub(super) records_pruned: AtomicU64,
     /// Scans of the table for records to prune ([`prune_freed`]).
     pub(super) prune_scans: AtomicU64,
+    /// Passive ends freed at their deadline ([`Core::free_at`]).
+    pub(super) ends_freed_late: AtomicU64,
     /// Passes of device removals over the table (`remove_all_on`): one
     /// for all of a device's ends, and one that finds none left.
     pub(super) removal_passes: AtomicU64,
@@ -189,6 +191,7 @@ impl Bounds {
             records_pruned: AtomicU64::new(0),
             prune_scans: AtomicU64::new(0),
             removal_passes: AtomicU64::new(0),
+            ends_freed_late: AtomicU64::new(0),
             jobs: Jobs {
                 queued: AtomicU64::new(0),
                 times: Durations::new(),
@@ -308,21 +311,25 @@ impl Core {
             .fetch_add(n as u64, Ordering::Relaxed);
     }
 
-    /// Takes `ep`'s unanswered DREQ, if any, off the sweeper's list: an end
-    /// that is closed or pruned is nobody's to answer (destroying its id in
+    /// Takes `ep`'s unanswered DREQ and its deadline, if any, off the
+    /// sweeper's list: an end that is closed or pruned is nobody's to answer (destroying its id in
     /// DREQ_RCVD sends the DREP), and the list's reference would keep its
     /// record, and its QP, alive until the deadline.
     pub(super) fn forget_pending(&self, ep: &Endpoint) {
-        let gone = {
+        // Its DREQ to answer and its deadline to be freed: two at most.
+        let mut gone: [Option<(Arc<Endpoint>, Due)>; 2] = Default::default();
+        {
             let mut p = self.bounds.pending.lock();
-            let key = p
-                .list
-                .iter()
-                .find(|(_, e)| core::ptr::eq(&***e, ep))
-                .map(|(k, _)| *k);
-            key.and_then(|k| p.list.remove(&k))
-        };
-        // Not the last reference (the caller's is alive): dropped without
+            let mut keys = [None; 2];
+            let mine = p.list.iter().filter(|(_, (e, _))| core::ptr::eq(&**e, ep));
+            for (slot, (k, _)) in keys.iter_mut().zip(mine) {
+                *slot = Some(*k);
+            }
+            for (slot, k) in gone.iter_mut().zip(keys.iter()) {
+                *slot = k.and_then(|k| p.list.remove(&k));
+            }
+        }
+        // Not the last references (the caller's is alive): dropped without
         // the list's lock all the same.
         drop(gone);
     }
