@@ -1238,7 +1238,10 @@ impl Core {
         let live = &self.bounds.pollers_live;
         if live.fetch_add(1, Ordering::Relaxed) >= MAX_POLLERS {
             live.fetch_sub(1, Ordering::Relaxed);
-            self.bounds.pollers_refused.fetch_add(1, Ordering::Relaxed);
+            self.bounds
+                .counts
+                .pollers_refused
+                .fetch_add(1, Ordering::Relaxed);
             return;
         }
         let core = self.clone();
@@ -1430,7 +1433,10 @@ impl Endpoint {
             ))
         });
         if let Ok(true) = held {
-            core.bounds.ends_freed_late.fetch_add(1, Ordering::Relaxed);
+            core.bounds
+                .counts
+                .ends_freed_late
+                .fetch_add(1, Ordering::Relaxed);
             self.free_id(core);
         }
     }
@@ -1447,6 +1453,7 @@ impl Endpoint {
             core.count(Message::Drep, res.is_ok());
             if res.is_ok() {
                 core.bounds
+                    .counts
                     .dreq_answered_late
                     .fetch_add(1, Ordering::Relaxed);
             }

@@ -341,31 +341,34 @@ impl Core {
         writeln!(out, "dreqs_pending {}", pending)?;
         // Passive ends with a deadline, and those freed at it.
         writeln!(out, "ends_to_free {}", to_free)?;
-        let late = self.bounds.ends_freed_late.load(Ordering::Relaxed);
+        let late = self.bounds.counts.ends_freed_late.load(Ordering::Relaxed);
         writeln!(out, "ends_freed_late {}", late)?;
         writeln!(
             out,
             "dreq_answered_late {}",
-            self.bounds.dreq_answered_late.load(Ordering::Relaxed)
+            self.bounds
+                .counts
+                .dreq_answered_late
+                .load(Ordering::Relaxed)
         )?;
         writeln!(
             out,
             "records_pruned {}",
-            self.bounds.records_pruned.load(Ordering::Relaxed)
+            self.bounds.counts.records_pruned.load(Ordering::Relaxed)
         )?;
         writeln!(
             out,
             "prune_scans {}",
-            self.bounds.prune_scans.load(Ordering::Relaxed)
+            self.bounds.counts.prune_scans.load(Ordering::Relaxed)
         )?;
-        let passes = self.bounds.removal_passes.load(Ordering::Relaxed);
+        let passes = self.bounds.counts.removal_passes.load(Ordering::Relaxed);
         writeln!(out, "removal_passes {}", passes)?;
         // The rping pollers running, those refused (`MAX_POLLERS`), and the
         // test's items occupying their queue (`occupy_pollers`).
         let b = &self.bounds;
         let live = b.pollers_live.load(Ordering::Relaxed);
         writeln!(out, "pollers_live {}", live)?;
-        let refused = b.pollers_refused.load(Ordering::Relaxed);
+        let refused = b.counts.pollers_refused.load(Ordering::Relaxed);
         writeln!(out, "pollers_refused {}", refused)?;
         let occupiers = b.occupiers.load(Ordering::Relaxed);
         writeln!(out, "pollers_occupiers {}", occupiers)?;

@@ -105,8 +105,6 @@ pub(super) struct Bounds {
     pub(super) pollers: ReaperRef,
     /// Rping pollers running or queued on `pollers`.
     pub(super) pollers_live: AtomicUsize,
-    /// Rping sessions left without a poller, [`MAX_POLLERS`] running.
-    pub(super) pollers_refused: AtomicU64,
     /// Runs the two sweepers (unanswered DREQs, held REPs), one item each
     /// at most: never behind the pollers, however many peers ping. Not
     /// flushed either: a sweeper returns once its list is empty or at
@@ -124,6 +122,22 @@ pub(super) struct Bounds {
     pub(super) pending: Mutex<PendingDreqs>,
     /// Set at unload (`Owner`): the work on `pollers` returns.
     pub(super) stop: AtomicBool,
+    /// What the bounds did (`stats`).
+    pub(super) counts: BoundCounts,
+    /// The passive ends' jobs: what a new REQ waits behind.
+    pub(super) jobs: Jobs,
+    /// Each peer's REPs in flight, and the REPs held until it has room
+    /// (see [`super::pace`]): a leaf lock.
+    pub(super) peers: super::pace::Peers,
+    #[pin]
+    pub(super) held: Mutex<super::pace::HeldReps>,
+}
+
+/// The counts of what the module did to bound what a peer can make it
+/// hold (`stats`).
+pub(super) struct BoundCounts {
+    /// Rping sessions left without a poller, [`MAX_POLLERS`] running.
+    pub(super) pollers_refused: AtomicU64,
     /// DREQs the module answered at their deadline.
     pub(super) dreq_answered_late: AtomicU64,
     /// Records of freed passive ends dropped beyond their listener's
@@ -136,13 +150,19 @@ pub(super) struct Bounds {
     /// Passes of device removals over the table (`remove_all_on`): one
     /// for all of a device's ends, and one that finds none left.
     pub(super) removal_passes: AtomicU64,
-    /// The passive ends' jobs: what a new REQ waits behind.
-    pub(super) jobs: Jobs,
-    /// Each peer's REPs in flight, and the REPs held until it has room
-    /// (see [`super::pace`]): a leaf lock.
-    pub(super) peers: super::pace::Peers,
-    #[pin]
-    pub(super) held: Mutex<super::pace::HeldReps>,
+}
+
+impl BoundCounts {
+    const fn new() -> Self {
+        Self {
+            pollers_refused: AtomicU64::new(0),
+            dreq_answered_late: AtomicU64::new(0),
+            records_pruned: AtomicU64::new(0),
+            prune_scans: AtomicU64::new(0),
+            ends_freed_late: AtomicU64::new(0),
+            removal_passes: AtomicU64::new(0),
+        }
+    }
 }
 
 /// How many of something, their total and longest time in ns (`stats`).
@@ -174,7 +194,6 @@ impl Bounds {
         pin_init!(Self {
             pollers,
             pollers_live: AtomicUsize::new(0),
-            pollers_refused: AtomicU64::new(0),
             sweepers,
             occupied <- Completion::new(),
             occupiers: AtomicUsize::new(0),
@@ -187,11 +206,7 @@ impl Bounds {
                 "conn::Core::pending"
             ),
             stop: AtomicBool::new(false),
-            dreq_answered_late: AtomicU64::new(0),
-            records_pruned: AtomicU64::new(0),
-            prune_scans: AtomicU64::new(0),
-            removal_passes: AtomicU64::new(0),
-            ends_freed_late: AtomicU64::new(0),
+            counts: BoundCounts::new(),
             jobs: Jobs {
                 queued: AtomicU64::new(0),
                 times: Durations::new(),
@@ -299,7 +314,10 @@ impl Core {
         }
         let pruned = prune_freed(&mut inner, ep.listener, keep);
         drop(inner);
-        self.bounds.prune_scans.fetch_add(1, Ordering::Relaxed);
+        self.bounds
+            .counts
+            .prune_scans
+            .fetch_add(1, Ordering::Relaxed);
         // Their endpoints go without the lock, and off the sweeper's list.
         let n = pruned.iter().flatten().count();
         for conn in pruned.iter().flatten() {
@@ -307,6 +325,7 @@ impl Core {
         }
         drop(pruned);
         self.bounds
+            .counts
             .records_pruned
             .fetch_add(n as u64, Ordering::Relaxed);
     }
@@ -429,7 +448,10 @@ impl Core {
                     ..
                 } = &mut *inner;
                 let n = conns.values().filter(|c| on(c)).count();
-                self.bounds.removal_passes.fetch_add(1, Ordering::Relaxed);
+                self.bounds
+                    .counts
+                    .removal_passes
+                    .fetch_add(1, Ordering::Relaxed);
                 if n == 0 {
                     return;
                 }
