@@ -15,12 +15,13 @@ use crate::{
     bindings,
     error::{from_err_ptr, to_result},
     ffi::{c_int, c_void},
-    new_condvar, new_spinlock, new_work,
+    new_condvar, new_spinlock,
     prelude::*,
     rdma::{
         device::Device,
         verbs::{QpAttr, QpState},
     },
+    str::CStr,
     sync::aref::ARef,
     sync::{Arc, CondVar, SpinLock},
     types::Opaque,
@@ -325,6 +326,22 @@ kernel::impl_has_work! {
     impl{T: Handler} HasWork<Inner<T>> for Inner<T> { self.work }
 }
 
+// The lockdep names of `Inner`'s lock, condition variable and work, outside
+// the generic `Inner::new`: each then has one address whichever crate
+// instantiates `Inner<T>`. Their keys are statics, one for every `T`; a
+// name written in `new` is copied into every crate that instantiates it,
+// and lockdep warns about one key with two names as soon as a second
+// module uses `cm`.
+fn new_callbacks() -> impl PinInit<SpinLock<CallbackList>> {
+    new_spinlock!(CallbackList(core::ptr::null_mut()), "cm::Inner::callbacks")
+}
+
+fn new_idle() -> impl PinInit<CondVar> {
+    new_condvar!("cm::Inner::idle")
+}
+
+static WORK_NAME: &CStr = crate::c_str!("cm::Inner::work");
+
 impl<T: Handler> Inner<T> {
     pub(super) fn new(
         id: *mut bindings::ib_cm_id,
@@ -337,8 +354,8 @@ impl<T: Handler> Inner<T> {
             pin_init!(Self {
                 id: AtomicPtr::new(id),
                 device: device.into(),
-                callbacks <- new_spinlock!(CallbackList(core::ptr::null_mut())),
-                idle <- new_condvar!("cm::Inner::idle"),
+                callbacks <- new_callbacks(),
+                idle <- new_idle(),
                 req_task: AtomicPtr::new(if in_req {
                     current_task()
                 } else {
@@ -347,7 +364,7 @@ impl<T: Handler> Inner<T> {
                 in_req: AtomicBool::new(in_req),
                 destroy_on_return: AtomicBool::new(false),
                 dropped: AtomicBool::new(false),
-                work <- new_work!("cm::Inner::work"),
+                work <- Work::new(WORK_NAME, crate::static_lock_class!()),
                 reaper,
                 data,
             }),
