@@ -472,7 +472,8 @@ PY
 # cached kernel tree whose kernel/*.patch is reverse-applied (the fresh
 # source, with the test kernel's .config and objects, so each step builds
 # incrementally), and build bzImage and modules after each, with
-# CONFIG_RUST_CM_DISCONNECT=m once the series has it; after the last, the
+# CONFIG_RUST_CM_DISCONNECT=m and the sample (CONFIG_SAMPLE_RUST_RDMA_CM=m)
+# once the series has them; after the last, the
 # selftests' make, and the whole series with CLIPPY=1 and rustdoc. Stops at
 # the first step that does not build.
 series_build() {
@@ -487,10 +488,20 @@ series_build() {
 		if grep -qs RUST_CM_DISCONNECT "$t/$rel/Kconfig"; then
 			"$t/scripts/config" --file "$t/.config" --module RUST_CM_DISCONNECT
 		fi
+		# The sample user of kernel::rdma, once a patch adds it.
+		if grep -qs SAMPLE_RUST_RDMA_CM "$t/samples/rust/Kconfig"; then
+			"$t/scripts/config" --file "$t/.config" --enable SAMPLES \
+				--enable SAMPLES_RUST --module SAMPLE_RUST_RDMA_CM
+		fi
 		make -C "$t" -s "${KMAKE_VARS[@]}" olddefconfig
 		if ! grep -qs RUST_CM_DISCONNECT "$t/$rel/Kconfig" ||
 			grep -qx CONFIG_RUST_CM_DISCONNECT=m "$t/.config"; then :; else
 			echo "intree: series-build: $1: CONFIG_RUST_CM_DISCONNECT=m did not take" >&2
+			exit 1
+		fi
+		if grep -qs SAMPLE_RUST_RDMA_CM "$t/samples/rust/Kconfig" &&
+			! grep -qx CONFIG_SAMPLE_RUST_RDMA_CM=m "$t/.config"; then
+			echo "intree: series-build: $1: CONFIG_SAMPLE_RUST_RDMA_CM=m did not take" >&2
 			exit 1
 		fi
 		if ! make -C "$t" -s "${KMAKE_VARS[@]}" -j"$(nproc)" bzImage modules > "$log" 2>&1; then

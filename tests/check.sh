@@ -33,8 +33,8 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 #   REQ callback's bounds (req_to_rep_window: the MRA of the backport's
 #   ib_prepare_cm_mra());
 # - interop with rdma-core's ucmatose and rdma_server;
-# - the 6.12 kernel crate (its doctests, ArcSlot among them) and the
-#   series' debugfs (.owner);
+# - the 6.12 kernel crate (its doctests, ArcSlot among them), the
+#   series' debugfs (.owner) and its sample user of kernel::rdma;
 # and each guest's end tests (devices deleted, kmemleak, verbs leaks, dmesg,
 # detectors), as always.
 core612='^(dreq_drep_private_data|crossing_dreqs|dreq_unanswered|callback_disconnects_own'
@@ -48,7 +48,7 @@ core612+='|promise_failed_message_returned|promise_crossing_answered_with_drep'
 core612+='|rep_sent_then_dropped_in_req_callback|callback_closes_other_without_waiting'
 core612+='|req_to_rep_window'
 core612+='|interop_ucmatose_client|interop_rdma_server'
-core612+='|rdma_doctests|debugfs_open_file_holds_module)$'
+core612+='|rdma_doctests|debugfs_open_file_holds_module|sample_rdma_cm)$'
 
 echo "KTAP version 1"
 echo "1..2"

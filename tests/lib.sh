@@ -426,7 +426,7 @@ rxe_del() { rdma link del "$1" 2>/dev/null; }
 cleanup() {
 	local d p c m out bad= pids=
 	cm_trace_off
-	for m in rcd_consumer rcd_peer rcd_fuzzpeer; do
+	for m in rcd_consumer rcd_peer rcd_fuzzpeer rust_rdma_cm; do
 		[ -d /sys/module/$m ] || continue
 		out=$(rmmod $m 2>&1) || bad+="; rmmod $m: $out"
 	done

@@ -1,0 +1,255 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Rust RDMA connection manager sample.
+//!
+//! A passive side of the IB connection manager over `kernel::rdma`: on every
+//! RDMA device with an IB CM port it listens on [`SERVICE_ID`]; it accepts
+//! each REQ for a reliable connection with an RC QP of its own, moved to RTR
+//! with the attributes the CM computes, and a REP carrying [`REP_DATA`]; the
+//! RTU moves the QP to RTS. It answers the peer's DREQ by moving the QP to
+//! the error state and sending a DREP carrying [`DREP_DATA`], and frees the
+//! connection once it left timewait. Unloading it (or removing the device)
+//! disconnects whatever is still connected: dropping an id sends its DREQ.
+//!
+//! The private data a peer sends in its REQ and DREQ is logged, as text.
+
+use kernel::{
+    c_str, new_mutex,
+    prelude::*,
+    rbtree::RBTree,
+    rdma::{
+        client::{Client, Registration},
+        cm::{CmId, CmIdRef, Handler, Reaper, ReaperRef, Rep, Request},
+        device::Device,
+        verbs::{QpAttr, QpSize, QpState, RcQp},
+    },
+    str::BStr,
+    sync::{Arc, Mutex},
+};
+
+module! {
+    type: RustRdmaCm,
+    name: "rust_rdma_cm",
+    authors: ["Rust for Linux Contributors"],
+    description: "Rust RDMA connection manager sample",
+    license: "GPL",
+}
+
+/// The service id the sample listens on.
+const SERVICE_ID: u64 = 0x5253_0001;
+
+/// The REP's private data.
+const REP_DATA: &[u8] = b"rust_rdma_cm: accepted";
+
+/// The DREP's private data.
+const DREP_DATA: &[u8] = b"rust_rdma_cm: bye";
+
+/// The RDMA client: one listener per device, made by `add`.
+struct Sample {
+    reaper: ReaperRef,
+}
+
+kernel::rdma_client_slot!(Sample);
+
+/// A device's listener (until its removal) and its connections.
+struct Listening {
+    listener: Option<CmId<Endpoint>>,
+    conns: Arc<Conns>,
+}
+
+/// A device's accepted connections not yet freed, by local id.
+#[pin_data]
+struct Conns {
+    #[pin]
+    list: Mutex<RBTree<u32, CmId<Endpoint>>>,
+}
+
+impl Conns {
+    /// Takes the connection of `id` out of the list: its caller drops it
+    /// after the lock (dropping an id may wait for its callbacks, which may
+    /// take the lock).
+    fn take(&self, id: &CmIdRef) -> Option<CmId<Endpoint>> {
+        self.list.lock().remove(&id.local_id())
+    }
+}
+
+/// A listener (no QP) or an accepted connection (its QP): the CM gives a
+/// listener's new ids the listener's handler type.
+struct Endpoint {
+    conns: Arc<Conns>,
+    qp: Option<Arc<RcQp>>,
+}
+
+impl Endpoint {
+    /// Makes the connection's QP, takes the new id and sends the REP.
+    fn accept(&self, req: Request<'_, Self>) -> Result {
+        // A QP takes a while to make: a ULP under load makes it in a job
+        // (`ReaperRef::spawn_job`), after `CmIdRef::prepare_mra`.
+        let size = QpSize {
+            send: 16,
+            recv: 16,
+            max_mrs: 0,
+            caller: c_str!("rust_rdma_cm"),
+        };
+        let qp = Arc::new(RcQp::new(req.device(), size)?, GFP_KERNEL)?;
+        let (depth, resources) = (req.initiator_depth(), req.responder_resources());
+        let endpoint = Endpoint {
+            conns: self.conns.clone(),
+            qp: Some(qp.clone()),
+        };
+        let id = req.accept(endpoint)?;
+        // An error from here drops `id` in its own REQ callback: the CM
+        // destroys it, and rejects the REQ unless the REP went out.
+        qp.modify(&id.init_qp_attr(QpState::Init)?)?;
+        let mut rtr = id.init_qp_attr(QpState::Rtr)?;
+        // Our PSN, announced in the REP: the CM learns it only then.
+        rtr.set_rq_psn(qp.qp_num());
+        qp.modify(&rtr)?;
+        id.send_rep(&Rep {
+            qp_num: qp.qp_num(),
+            starting_psn: qp.qp_num(),
+            responder_resources: depth.min(1),
+            initiator_depth: resources.min(1),
+            flow_control: true,
+            rnr_retry_count: 7,
+            private_data: REP_DATA,
+        })?;
+        let local_id = id.local_id();
+        self.conns
+            .list
+            .lock()
+            .try_create_and_insert(local_id, id, GFP_KERNEL)?;
+        Ok(())
+    }
+
+    /// The connection is over: freed (its id's destroy is deferred, as this
+    /// runs in one of the id's callbacks).
+    fn free(&self, id: &CmIdRef) {
+        drop(self.conns.take(id));
+    }
+}
+
+#[vtable]
+impl Handler for Endpoint {
+    fn req_received(&self, req: Request<'_, Self>) -> Result {
+        if !req.is_rc() {
+            return Err(EINVAL);
+        }
+        pr_info!(
+            "REQ on {}: {}\n",
+            req.device().name(),
+            BStr::from_bytes(text(req.private_data()))
+        );
+        self.accept(req)
+    }
+
+    fn established(&self, id: &CmIdRef) {
+        let rts = match &self.qp {
+            Some(qp) => id
+                .init_qp_attr(QpState::Rts)
+                .and_then(|attr| qp.modify(&attr)),
+            None => Ok(()),
+        };
+        match rts {
+            Ok(()) => pr_info!("connection {:#x} established\n", id.local_id()),
+            Err(e) => pr_warn!("QP of {:#x} to RTS: {:?}\n", id.local_id(), e),
+        }
+    }
+
+    fn dreq_received(&self, id: &CmIdRef, private_data: &[u8]) {
+        pr_info!(
+            "DREQ on {:#x}: {}\n",
+            id.local_id(),
+            BStr::from_bytes(text(private_data))
+        );
+        // As rdma_disconnect() does: the QP to the error state first, so
+        // that what is posted on it is flushed, then the DREP.
+        if let Some(qp) = &self.qp {
+            if let Err(e) = qp.modify(&QpAttr::to_error()) {
+                pr_warn!("QP of {:#x} to error: {:?}\n", id.local_id(), e);
+            }
+        }
+        if let Err(e) = id.send_drep(DREP_DATA) {
+            pr_warn!("DREP on {:#x}: error {:?}\n", id.local_id(), e);
+        }
+    }
+
+    fn rej_received(&self, id: &CmIdRef, _reason: kernel::rdma::cm::RejReason, _pd: &[u8]) {
+        self.free(id);
+    }
+
+    fn connect_error(&self, id: &CmIdRef, _status: kernel::rdma::verbs::WcStatus) {
+        self.free(id);
+    }
+
+    fn timewait_exit(&self, id: &CmIdRef) {
+        pr_info!("connection {:#x} freed\n", id.local_id());
+        self.free(id);
+    }
+}
+
+/// `data` up to its first NUL: the text a peer sent, padded by the CM.
+fn text(data: &[u8]) -> &[u8] {
+    let end = data.iter().position(|&b| b == 0).unwrap_or(data.len());
+    &data[..end]
+}
+
+impl Client for Sample {
+    type DeviceData = KBox<Listening>;
+
+    fn add(&self, device: &Device) -> Result<KBox<Listening>> {
+        if !device.ports().any(|port| device.has_ib_cm(port)) {
+            return Err(EOPNOTSUPP);
+        }
+        let conns = Arc::pin_init(
+            pin_init!(Conns {
+                list <- new_mutex!(RBTree::new()),
+            }),
+            GFP_KERNEL,
+        )?;
+        let endpoint = Endpoint {
+            conns: conns.clone(),
+            qp: None,
+        };
+        let listener = CmId::new(device, &self.reaper, endpoint)?;
+        listener.listen(SERVICE_ID)?;
+        pr_info!("listening on {}\n", device.name());
+        let listening = Listening {
+            listener: Some(listener),
+            conns,
+        };
+        Ok(KBox::new(listening, GFP_KERNEL)?)
+    }
+
+    fn remove(&self, _device: &Device, mut listening: KBox<Listening>) {
+        // No new connection from here.
+        drop(listening.listener.take());
+        let gone = core::mem::replace(&mut *listening.conns.list.lock(), RBTree::new());
+        // Each drop sends the DREQ of a connection still up, waits for the
+        // id's callbacks, destroys it and frees its QP.
+        drop(gone);
+    }
+}
+
+struct RustRdmaCm {
+    _registration: Registration<Sample>,
+    _reaper: Pin<KBox<Reaper>>,
+}
+
+impl kernel::Module for RustRdmaCm {
+    fn init(_module: &'static ThisModule) -> Result<Self> {
+        // Made first, dropped last: it outlives every id.
+        let reaper = Reaper::new(c_str!("rust_rdma_cm"), c_str!("rust_rdma_cm_jobs"))?;
+        let sample = Arc::new(
+            Sample {
+                reaper: reaper.as_ref().get(),
+            },
+            GFP_KERNEL,
+        )?;
+        let registration = Registration::new(c_str!("rust_rdma_cm"), sample)?;
+        Ok(Self {
+            _registration: registration,
+            _reaper: reaper,
+        })
+    }
+}

@@ -1,0 +1,64 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# samples/rust/rust_rdma_cm.rs, the series' sample user of kernel::rdma,
+# with the harness as its peer: it accepts a REQ (its REP, then the RTU),
+# logs the REQ's and the DREQ's private data, answers the DREQ with its
+# DREP, frees the connection at timewait exit, and disconnects what is
+# still connected when it is unloaded.
+
+SAMPLE_KO=$RCD_MODS/rust_rdma_cm.ko
+SAMPLE_SID=0x52530001
+
+# text_hex TEXT BYTES: TEXT's bytes in hex, zeros up to BYTES.
+text_hex() {
+	local h
+	h=$(printf '%s' "$1" | od -An -tx1 | tr -d ' \n')
+	printf '%s' "$h"
+	printf '%0*d' $(($2 * 2 - ${#h})) 0
+}
+
+# dmesg_count_ge ERE N: at least N lines since the test began match ERE.
+dmesg_count_ge() {
+	[ "$(dmesg | RCD_ERE=$1 awk -v m="$RCD_DMESG_MARK" '
+		index($0, m) { seen = 1; n = 0; next }
+		seen && $0 ~ ENVIRON["RCD_ERE"] { n++ } END { print n + 0 }')" -ge "$2" ]
+}
+
+# sample_qps_are N: the sample's QPs (restrack names them after it).
+sample_qps_are() {
+	[ "$(rdma resource show qp 2>/dev/null | grep -c 'comm \[rust_rdma_cm\]')" = "$1" ]
+}
+
+test_sample_rdma_cm() {
+	local got want
+	[ -f "$SAMPLE_KO" ] || { fail "no $SAMPLE_KO (make builds it)"; return 1; }
+	rxe_add rxe0 v0 && rcd_load || return 1
+	insmod "$SAMPLE_KO" || { fail "insmod rust_rdma_cm"; return 1; }
+	check "the sample listens on rxe0" \
+		wait_for 10 dmesg_has 'rust_rdma_cm: listening on rxe0$' || return 1
+	ctl connect 2 rxe0 10.77.0.1 10.77.0.1 $SAMPLE_SID req_data=text:hello-sample &&
+		ctl connect 3 rxe0 10.77.0.1 10.77.0.1 $SAMPLE_SID req_data=text:second || return 1
+	wait_event 20 2 ESTABLISHED && wait_event 20 3 ESTABLISHED || return 1
+	check "the sample's two QPs" sample_qps_are 2 ||
+		{ rdma resource show qp | sed 's/^/# /'; return 1; }
+	check "the sample logged the REQ's private data" \
+		dmesg_has 'rust_rdma_cm: REQ on rxe0: hello-sample$' || return 1
+	check "the RTU reached the sample (its QP to RTS)" \
+		wait_for 10 dmesg_count_ge 'rust_rdma_cm: connection 0x[0-9a-f]+ established$' 2 ||
+		return 1
+	ctl dreq 2 text:bye-sample && wait_event 20 2 DREP_RECEIVED || return 1
+	got=$(event_field 2 DREP_RECEIVED data)
+	want=$(text_hex "rust_rdma_cm: bye" 224)
+	check "the sample's DREP carries its private data" test "$got" = "$want" ||
+		{ log "got ${got:0:80}..."; return 1; }
+	check "the sample logged the DREQ's" \
+		dmesg_has 'rust_rdma_cm: DREQ on 0x[0-9a-f]+: bye-sample$' || return 1
+	check "the sample freed it at timewait exit" \
+		wait_for 30 dmesg_has 'rust_rdma_cm: connection 0x[0-9a-f]+ freed$' || return 1
+	# Unloaded with connection 3 up: its id's destroy sends the DREQ.
+	rmmod rust_rdma_cm || { fail "rmmod rust_rdma_cm"; return 1; }
+	check "unload disconnected connection 3 (its DREQ)" wait_event 20 3 DREQ_RECEIVED ||
+		return 1
+	check "the sample left no QP" wait_for 10 sample_qps_are 0
+}
+timeout_test_sample_rdma_cm=120
