@@ -6,7 +6,11 @@
 //!
 //! By job:
 //! - [`endpoint`]: one end of a connection (or a listener), its state and
-//!   event record, and its CM handler (the callbacks, the passive end's job);
+//!   event record;
+//! - [`handler`]: its CM handler, what each CM event does to it;
+//! - [`passive`]: a listener's REQs and its passive ends' job (QP, REP);
+//! - [`deadlines`]: the DREPs and frees due whatever a peer does, and their
+//!   sweeper; [`pollers`]: the rping pollers;
 //! - [`table`]: the connection table ([`Core`]), the counters, the device
 //!   lifecycle (the `ib_client`'s add and remove) and unload ([`Owner`]);
 //! - [`commands`]: the control interface's commands on the table;
@@ -79,13 +83,18 @@
 //! `Core::inner` while it waits).
 
 mod commands;
+mod deadlines;
 mod endpoint;
+mod handler;
 mod pace;
+mod passive;
+mod pollers;
 mod reports;
 mod table;
 mod test_hooks;
 
 pub(crate) use commands::{ConnectArgs, GivenPath, Post, Rdma};
-pub(crate) use endpoint::{Behaviour, RcQp, DREQ_ANSWER_MAX_MS};
+pub(crate) use deadlines::DREQ_ANSWER_MAX_MS;
+pub(crate) use endpoint::{Behaviour, RcQp};
 pub(crate) use table::{Core, Owner};
 pub(crate) use test_hooks::{OnDreq, OnRep, OnReq, TestHooks};

@@ -5,9 +5,10 @@
 
 use super::{
     endpoint::{
-        copy, qp_size, Behaviour, Endpoint, EndpointState, EpHandle, EventKind, RcQp, Role,
-        PASSIVE_BASE, REQ_MAGIC, RESOLUTIONS,
+        copy, qp_size, Behaviour, Endpoint, EndpointState, EventKind, RcQp, Role, PASSIVE_BASE,
+        REQ_MAGIC, RESOLUTIONS,
     },
+    handler::EpHandle,
     table::Core,
 };
 use crate::kcompat::{now_ns, ARef};

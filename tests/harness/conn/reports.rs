@@ -4,10 +4,9 @@
 //! counts of work requests and payloads they print.
 
 use super::{
-    endpoint::{
-        Due, Endpoint, EpHandle, Event, Role, BUFS_MAPPED, CM_IDS, LIVE_ENDPOINTS, MRS_LIVE,
-        RESOLUTIONS,
-    },
+    deadlines::Due,
+    endpoint::{Endpoint, Event, Role, BUFS_MAPPED, CM_IDS, LIVE_ENDPOINTS, MRS_LIVE, RESOLUTIONS},
+    handler::EpHandle,
     table::{Conn, Core, Durations},
 };
 use crate::verbs::{Completion, MrState, RcQp, WcStatus, WrKind};

@@ -5,7 +5,11 @@
 //! device add and removal (the `ib_client`), and emptying the table at unload
 //! ([`Owner`]).
 
-use super::endpoint::{Due, Endpoint, EpHandle, PendingDreqs, Role};
+use super::{
+    deadlines::{Due, PendingDreqs},
+    endpoint::{Endpoint, Role},
+    handler::EpHandle,
+};
 use crate::{
     cm::{CmId, Message, ReaperRef},
     devices::{DeviceEntry, Devices},

@@ -11,7 +11,8 @@
 //! ([`Core::with_test_conn`]).
 
 use super::{
-    endpoint::{Behaviour, Endpoint, EpHandle, EventKind, Role},
+    endpoint::{Behaviour, Endpoint, EventKind, Role},
+    handler::EpHandle,
     table::Core,
 };
 use crate::kcompat::{now_ns, sleep_ms};

@@ -1,0 +1,223 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! What is due at a deadline whatever a peer does: the DREP of a peer's
+//! DREQ nobody answered, the freeing of a passive end whose disconnect
+//! began; their list and its sweeper.
+
+use super::{
+    endpoint::{Endpoint, EndpointState, EventKind, Role},
+    table::Core,
+};
+use crate::kcompat::{now_ns, sleep_ms};
+use crate::{
+    cm::{self, Message},
+    product,
+};
+use core::sync::atomic::Ordering;
+use kernel::{
+    prelude::*,
+    rbtree::{RBTree, RBTreeNodeReservation},
+    sync::Arc,
+};
+
+/// How long a peer's DREQ waits for its answer (`drep`, `disconnect`,
+/// `close`, or `auto_drep` at once) before the module sends the DREP itself
+/// (`drep_after=MS` on a listener sets its passive ends'). Without it an end
+/// in DREQ_RCVD would hold its id and QP for ever: cm.c has no timer in
+/// that state (`cm_dreq_handler` queues the event and nothing else), and
+/// rdma_cm has none either (`cma_ib_handler` turns the DREQ into
+/// DISCONNECTED and leaves the DREP to `rdma_disconnect` or the destroy).
+///
+/// 30 s: three times the longest any consumer here takes to answer (the
+/// tests' `on_dreq=sleep:10000`), and well inside what an rdma_cm peer waits
+/// for its DREP (its CM tries 16 times, about 4.5 s each with rdma_cm's
+/// response timeout on RoCE: 72 s), so the peer still gets a DREP, not a
+/// DREQ_ERROR.
+pub(crate) const DREQ_ANSWER_MS: u32 = 30_000;
+
+/// The longest `drep_after=MS` a listener may set (10 minutes).
+pub(crate) const DREQ_ANSWER_MAX_MS: u32 = 600_000;
+
+/// How long a passive end is held at most once its disconnect began (its
+/// DREQ answered, a DREP or a DREQ_ERROR received), unless `free_after=MS`
+/// on its listener says otherwise: then it is freed whatever the state of
+/// its id. Its peer sets how long the CM would keep it in timewait (from
+/// its REQ's packet life time: up to 2^23 ms, about 2.3 h, for two MADs).
+/// 60 s: beyond any timewait of the suite's peers, which the tests see
+/// end (`TIMEWAIT_EXIT`).
+pub(crate) const FREE_AFTER_MS: u32 = 60_000;
+
+/// How often the sweeper of unanswered DREQs looks at them, and so what it
+/// may add to the deadline and to unload.
+const SWEEP_MS: u32 = 100;
+/// What is due at a deadline of [`PendingDreqs`].
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Due {
+    /// The DREP of a peer's DREQ nobody answered ([`Core::answer_later`]).
+    Drep,
+    /// A passive end freed whatever its id's state ([`Core::free_at`]).
+    Free,
+}
+
+/// The peers' DREQs nobody answered yet and the passive ends to free, each
+/// with its deadline (ns, `ktime_get()`), and whether a sweeper runs (see
+/// [`Core::answer_later`], [`Core::free_at`]). Its lock
+/// (`conn::Core::pending`) is a leaf: taken under an endpoint's (in the
+/// CM callbacks), nothing is taken under it.
+pub(super) struct PendingDreqs {
+    /// By (deadline, a sequence number): the earliest first.
+    pub(super) list: RBTree<(i64, u64), (Arc<Endpoint>, Due)>,
+    pub(super) next: u64,
+    pub(super) sweeping: bool,
+}
+
+impl Core {
+    /// Answers `ep`'s DREQ at `due` unless someone does first: queued for
+    /// the sweeper, which is started if none runs. On an error (no memory)
+    /// the caller answers at once.
+    ///
+    /// The bound: an end in DREQ_RCVD holds its id and QP for its
+    /// listener's `drep_after` (30 s unless set) plus a sweep (100 ms), then
+    /// its DREP puts it in timewait, whose exit frees both. The list holds
+    /// one entry (a tree node, about 64 bytes) per such end.
+    pub(super) fn answer_later(self: &Arc<Self>, ep: &Arc<Endpoint>, due: i64) -> Result {
+        self.defer(ep, due, Due::Drep).map(|_| ())
+    }
+
+    /// Frees passive end `ep` (its state `st`, locked) `after` ms from now
+    /// if nothing else did first: from its callbacks once its disconnect
+    /// began, the first of them only. Without memory for the list the
+    /// peer's timers bound it, as without this.
+    ///
+    /// The bound: a passive end whose peer sent a DREQ is freed at most
+    /// its listener's `drep_after` plus `free_after` (60 s unless set) plus
+    /// a sweep later, one whose disconnect ended another way `free_after`
+    /// plus a sweep later, whatever timewait its peer asked for.
+    pub(super) fn free_at(
+        self: &Arc<Self>,
+        ep: &Arc<Endpoint>,
+        st: &mut EndpointState,
+        after: i64,
+    ) {
+        if ep.role != Role::Passive || st.deadline.is_some() {
+            return;
+        }
+        let due = now_ns().saturating_add(after.saturating_mul(1_000_000));
+        if let Ok(key) = self.defer(ep, due, Due::Free) {
+            st.deadline = Some(key);
+        }
+    }
+
+    /// Puts `ep` on the list for `what` at `due`, and starts the sweeper if
+    /// none runs: the entry's key, or the error (no memory) with nothing
+    /// on the list.
+    fn defer(self: &Arc<Self>, ep: &Arc<Endpoint>, due: i64, what: Due) -> Result<(i64, u64)> {
+        // Allocated before the lock.
+        let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
+        let mut p = self.bounds.pending.lock();
+        let key = (due, p.next);
+        p.next = p.next.wrapping_add(1);
+        p.list.insert(node.into_node(key, (ep.clone(), what)));
+        if !p.sweeping {
+            let core = self.clone();
+            // On `sweepers`: a sweep may send DREPs for the whole table, and
+            // device removal need not wait for it (it takes the table's
+            // lock to reach an id, and removal takes ids out under it); nor
+            // does it wait behind the pollers.
+            if let Err(e) = self.bounds.sweepers.spawn(move || sweep_dreqs(core)) {
+                let ep = p.list.remove(&key);
+                drop(p);
+                drop(ep);
+                return Err(e);
+            }
+            p.sweeping = true;
+        }
+        Ok(key)
+    }
+}
+
+/// The sweeper of unanswered DREQs: every [`SWEEP_MS`], answers those whose
+/// deadline passed; returns once none is left, or at unload (`stop`).
+fn sweep_dreqs(core: Arc<Core>) {
+    loop {
+        if core.bounds.stop.load(Ordering::Relaxed) {
+            let list = {
+                let mut p = core.bounds.pending.lock();
+                p.sweeping = false;
+                core::mem::replace(&mut p.list, RBTree::new())
+            };
+            // Endpoints dropped without the lock.
+            drop(list);
+            return;
+        }
+        let now = now_ns();
+        loop {
+            let due = {
+                let mut p = core.bounds.pending.lock();
+                let first = p.list.keys().next().copied();
+                match first {
+                    Some(key) if key.0 <= now => p.list.remove(&key),
+                    _ => None,
+                }
+            };
+            let Some((ep, what)) = due else {
+                break;
+            };
+            match what {
+                Due::Drep => ep.answer_late_dreq(&core),
+                Due::Free => ep.free_late(&core),
+            }
+        }
+        {
+            let mut p = core.bounds.pending.lock();
+            if p.list.keys().next().is_none() {
+                p.sweeping = false;
+                return;
+            }
+        }
+        sleep_ms(SWEEP_MS);
+    }
+}
+
+impl Endpoint {
+    /// A passive end's deadline passed ([`Core::free_at`]): freed if its id
+    /// is still held, its disconnect not over.
+    fn free_late(self: &Arc<Self>, core: &Core) {
+        self.st.lock().deadline = None;
+        let held = core.with_own_cm(self.num, self, |cm| {
+            Ok(matches!(
+                cm.state(),
+                cm::State::DreqSent | cm::State::DreqRcvd | cm::State::Timewait
+            ))
+        });
+        if let Ok(true) = held {
+            core.bounds
+                .counts
+                .ends_freed_late
+                .fetch_add(1, Ordering::Relaxed);
+            self.free_id(core);
+        }
+    }
+
+    /// The deadline of a peer's DREQ passed: a DREP, if the id is still in
+    /// DREQ_RCVD (nobody answered, nothing freed it).
+    fn answer_late_dreq(self: &Arc<Self>, core: &Core) {
+        let _ = core.with_own_cm(self.num, self, |cm| {
+            let mut st = self.st.lock();
+            if cm.state() != cm::State::DreqRcvd {
+                return Ok(());
+            }
+            let res = product::send(Message::Drep, cm, &[]);
+            core.count(Message::Drep, res.is_ok());
+            if res.is_ok() {
+                core.bounds
+                    .counts
+                    .dreq_answered_late
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+            let status = res.err().map_or(0, |e| e.to_errno());
+            st.record(core, EventKind::DrepSent, status, &[]);
+            Ok(())
+        });
+    }
+}
