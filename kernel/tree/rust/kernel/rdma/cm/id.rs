@@ -15,7 +15,6 @@ use crate::{
     bindings,
     error::{from_err_ptr, to_result},
     ffi::{c_int, c_void},
-    new_condvar, new_spinlock,
     prelude::*,
     rdma::{
         device::Device,
@@ -326,21 +325,22 @@ kernel::impl_has_work! {
     impl{T: Handler} HasWork<Inner<T>> for Inner<T> { self.work }
 }
 
-// The lockdep names of `Inner`'s lock, condition variable and work, outside
-// the generic `Inner::new`: each then has one address whichever crate
-// instantiates `Inner<T>`. Their keys are statics, one for every `T`; a
-// name written in `new` is copied into every crate that instantiates it,
-// and lockdep warns about one key with two names as soon as a second
-// module uses `cm`.
-fn new_callbacks() -> impl PinInit<SpinLock<CallbackList>> {
-    new_spinlock!(CallbackList(core::ptr::null_mut()), "cm::Inner::callbacks")
+/// The lockdep names of `Inner`'s lock, condition variable and work, made
+/// in this crate alone (`inline(never)`: rustc copies small functions,
+/// closures and their constants into the crates that call them), so that
+/// each name has one address whichever crate instantiates `Inner<T>`.
+/// Their keys are statics in `Inner::new`, one for every `T`; a name
+/// copied into each crate that instantiates it gives lockdep one key with
+/// two names as soon as a second module uses `cm` (it warns), and a name
+/// left in an unloaded module's memory.
+#[inline(never)]
+fn names() -> [&'static CStr; 3] {
+    [
+        crate::c_str!("cm::Inner::callbacks"),
+        crate::c_str!("cm::Inner::idle"),
+        crate::c_str!("cm::Inner::work"),
+    ]
 }
-
-fn new_idle() -> impl PinInit<CondVar> {
-    new_condvar!("cm::Inner::idle")
-}
-
-static WORK_NAME: &CStr = crate::c_str!("cm::Inner::work");
 
 impl<T: Handler> Inner<T> {
     pub(super) fn new(
@@ -350,12 +350,17 @@ impl<T: Handler> Inner<T> {
         reaper: ReaperRef,
         data: T,
     ) -> Result<Arc<Self>> {
+        let [callbacks, idle, work] = names();
         Arc::pin_init(
             pin_init!(Self {
                 id: AtomicPtr::new(id),
                 device: device.into(),
-                callbacks <- new_callbacks(),
-                idle <- new_idle(),
+                callbacks <- SpinLock::new(
+                    CallbackList(core::ptr::null_mut()),
+                    callbacks,
+                    crate::static_lock_class!()
+                ),
+                idle <- CondVar::new(idle, crate::static_lock_class!()),
                 req_task: AtomicPtr::new(if in_req {
                     current_task()
                 } else {
@@ -364,7 +369,7 @@ impl<T: Handler> Inner<T> {
                 in_req: AtomicBool::new(in_req),
                 destroy_on_return: AtomicBool::new(false),
                 dropped: AtomicBool::new(false),
-                work <- Work::new(WORK_NAME, crate::static_lock_class!()),
+                work <- Work::new(work, crate::static_lock_class!()),
                 reaper,
                 data,
             }),
