@@ -538,6 +538,24 @@ test_passive_end_freed_after_long_timewait() {
 }
 timeout_test_passive_end_freed_after_long_timewait=180
 
+# A listener holds at most max_ends passive ends with their id (and QP),
+# whatever its peers do: the REQ beyond is rejected, and a place comes back
+# once one of its ends is freed (here by close).
+test_listener_max_ends() {
+	rxe_add rxe0 v0 && rcd_load || return 1
+	ctl listen 1 rxe0 0x1000 max_ends=2 auto_drep=- || return 1
+	cm_pair 2 && cm_pair 3 || return 1
+	ctl connect 4 rxe0 10.77.0.1 10.77.0.1 0x1000 || return 1
+	check "the third REQ rejected" wait_event 20 4 REJ_RECEIVED || return 1
+	check "counted: ends_refused $(rcd_stat ends_refused)" stat_is ends_refused 1 || return 1
+	check "no third passive end" sh -c "! grep -q '^$((4 + PASSIVE_BASE)) ' $RCD_DBG/conns" ||
+		return 1
+	ctl close $((2 + PASSIVE_BASE)) || return 1
+	check "a place back once an end was freed: connection 5 up" cm_pair 5 || return 1
+	check "nothing more refused" stat_is ends_refused 1
+}
+timeout_test_listener_max_ends=120
+
 # One peer's unanswered REPs do not slow another peer's
 # handshakes (conn/pace.rs: each peer's REPs are paced by a window of its
 # own, keyed by its cma_hdr's source address). An earlier window,

@@ -15,6 +15,7 @@
 //!         [backlog=N] [on_req=close|job_delay:MS|job_sleep:MS|fail_job|rep_then_fail]
 //!         [on_timewait=sleep:MS|after:MS] [on_error=sleep:MS]
 //!         [recv=COUNT[:SIZE]] [drep_after=MS] [keep=N] [free_after=MS]
+//!         [max_ends=N]
 //! connect NUM DEV SRC_IP DST_IP SERVICE_ID [port=N] [auto_drep=DATA]
 //!         [on_dreq=ACTION] [lifetime=N] [resp=N] [retries=N] [cma_port=N]
 //!         [req_data=DATA] [on_timewait=sleep:MS|after:MS] [on_error=sleep:MS]
@@ -68,7 +69,9 @@
 //! 1024); the lowest-numbered goes first. `free_after=MS`: a passive end
 //! is freed MS (1..600000, default 60000) after its disconnect began (a
 //! DREP or a DREQ_ERROR received; a DREQ received: after its answer was
-//! due), whatever timewait its peer asked for. `recv=COUNT[:SIZE]`: COUNT
+//! due), whatever timewait its peer asked for. `max_ends=N`: the listener
+//! has at most N passive ends with their id and QP (default 16384); the
+//! REQs beyond are rejected. `recv=COUNT[:SIZE]`: COUNT
 //! receives with SIZE-byte buffers are posted before the REQ (connect) or
 //! each passive end's REP (listen), as a ULP does before it connects.
 //! `post`: buffers and SENDs up to 4096 bytes, SENDs up to the path MTU
@@ -217,6 +220,7 @@ fn listen(core: &Arc<Core>, args: &[&str]) -> Result {
             Some(("on_req", a)) => test.on_req = parse_on_req(a)?,
             Some((k, v)) if test_hook(&mut test, k, v)? => {}
             Some(("backlog", n)) => behaviour.backlog = parse_u32(n)?,
+            Some(("max_ends", n)) => behaviour.max_ends = parse_u32(n)?,
             Some(("drep_after", ms)) => {
                 behaviour.drep_after_ms = parse_u32(ms)?;
                 if !(1..=DREQ_ANSWER_MAX_MS).contains(&behaviour.drep_after_ms) {

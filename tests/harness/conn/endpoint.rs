@@ -46,6 +46,14 @@ pub(super) const FOREIGN_BASE: u32 = 2_000_000;
 /// on what a peer that never answers its REPs makes a listener hold.
 pub(crate) const DEFAULT_BACKLOG: u32 = 8192;
 
+/// Passive ends a listener has at most at once with their id (and QP),
+/// unless `max_ends=N` says otherwise: the REQs beyond are rejected. A
+/// handshake, a connection and its disconnect each hold an id and a QP
+/// for as long as its peer makes them last (the handshake's backlog and
+/// the deadline after the disconnect bound each kind; this bounds them
+/// all). 16,384: twice the backlog, room for the bench's 5,000.
+pub(crate) const DEFAULT_MAX_ENDS: u32 = 16384;
+
 /// Buffers mapped for a device over every QP of the module (`stats`:
 /// `wr_bufs_mapped`): see [`RcQp`].
 pub(super) static BUFS_MAPPED: AtomicUsize = AtomicUsize::new(0);
@@ -223,6 +231,9 @@ pub(crate) struct Behaviour {
     /// A listener's bound on handshakes in flight (REQ accepted, REP sent,
     /// no RTU yet): the excess is rejected (`backlog=N`).
     pub(crate) backlog: u32,
+    /// A listener's bound on its passive ends with an id (`max_ends=N`):
+    /// the REQs beyond are rejected.
+    pub(crate) max_ends: u32,
     /// Receives (count, buffer size) posted before the REQ or REP leaves
     /// (`recv=COUNT[:SIZE]`), as a ULP does before it connects or accepts.
     pub(crate) pre_recv: Option<(u32, usize)>,
@@ -244,6 +255,7 @@ impl Default for Behaviour {
             auto_drep: None,
             test: None,
             backlog: DEFAULT_BACKLOG,
+            max_ends: DEFAULT_MAX_ENDS,
             pre_recv: None,
             rping: None,
             drep_after_ms: DREQ_ANSWER_MS,
@@ -265,6 +277,7 @@ impl Behaviour {
                 None => None,
             },
             backlog: self.backlog,
+            max_ends: self.max_ends,
             pre_recv: self.pre_recv,
             rping: self.rping,
             drep_after_ms: self.drep_after_ms,
@@ -362,6 +375,30 @@ impl Handshake {
     /// Its peer's bucket.
     pub(super) fn peer(&self) -> Option<usize> {
         self.1
+    }
+}
+
+/// A passive end's place among its listener's `ends`, held by its id's
+/// data ([`EpHandle`](super::handler::EpHandle)): given back when the id
+/// is destroyed, whoever destroys it.
+pub(super) struct EndSlot(Arc<Endpoint>);
+
+impl EndSlot {
+    /// A place on `listener`, or `ENOSPC` if it has `max` ends already.
+    pub(super) fn new(listener: &Arc<Endpoint>, max: u32) -> Result<Self> {
+        let n = listener.ends.fetch_add(1, Ordering::AcqRel);
+        let slot = Self(listener.clone());
+        if n >= max as usize {
+            // Dropped: the count goes back.
+            return Err(ENOSPC);
+        }
+        Ok(slot)
+    }
+}
+
+impl Drop for EndSlot {
+    fn drop(&mut self) {
+        self.0.ends.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -507,6 +544,8 @@ pub(crate) struct Endpoint {
     pub(super) cma: bool,
     /// A listener's handshakes in flight (see [`Handshake`]).
     pub(super) handshakes: AtomicUsize,
+    /// A listener's passive ends whose id exists (see [`EndSlot`]).
+    pub(super) ends: AtomicUsize,
     /// The endpoint's lock (`conn::Endpoint::st`): taken after the table's,
     /// never before it (see the lock order in [`super`]).
     #[pin]
@@ -535,6 +574,7 @@ impl Endpoint {
                 listener,
                 cma,
                 handshakes: AtomicUsize::new(0),
+                ends: AtomicUsize::new(0),
                 st <- new_mutex!(
                     EndpointState {
                         // A connection's life is about eight events: reserved

@@ -4,7 +4,7 @@
 //! endpoint.
 
 use super::{
-    endpoint::{copy, Endpoint, EventKind, Role, CM_IDS},
+    endpoint::{copy, EndSlot, Endpoint, EventKind, Role, CM_IDS},
     table::Core,
 };
 use crate::kcompat::now_ns;
@@ -19,13 +19,23 @@ use kernel::{prelude::*, sync::Arc};
 /// An endpoint as the data of its `CmId`: a type of the module's own, so
 /// that it can implement the kernel crate's `Handler` (the orphan rule
 /// forbids an impl for `Arc<Endpoint>` outside the kernel crate).
-pub(crate) struct EpHandle(Arc<Endpoint>);
+pub(crate) struct EpHandle(
+    Arc<Endpoint>,
+    // Held for its drop: a passive end's place on its listener.
+    #[allow(dead_code)] Option<EndSlot>,
+);
 
 impl EpHandle {
     /// The data of a new id of `ep`'s, counted in [`CM_IDS`] until dropped.
     pub(crate) fn new(ep: Arc<Endpoint>) -> Self {
         CM_IDS.fetch_add(1, Ordering::Relaxed);
-        Self(ep)
+        Self(ep, None)
+    }
+
+    /// The same for a passive end, holding its place on its listener.
+    pub(super) fn passive(ep: Arc<Endpoint>, slot: EndSlot) -> Self {
+        CM_IDS.fetch_add(1, Ordering::Relaxed);
+        Self(ep, Some(slot))
     }
 }
 

@@ -7,7 +7,8 @@
 use super::{
     commands::Post,
     endpoint::{
-        qp_size, Endpoint, EventKind, Handshake, RcQp, Role, FOREIGN_BASE, PASSIVE_BASE, REQ_MAGIC,
+        qp_size, EndSlot, Endpoint, EventKind, Handshake, RcQp, Role, FOREIGN_BASE, PASSIVE_BASE,
+        REQ_MAGIC,
     },
     handler::EpHandle,
     pace,
@@ -92,10 +93,17 @@ impl Endpoint {
         let behaviour = self.st.lock().behaviour.try_clone()?;
         // Over the backlog: rejected (the CM sends the REJ).
         let handshake = Handshake::new(self, behaviour.backlog, peer)?;
+        // Over `max_ends`: rejected too.
+        let slot = EndSlot::new(self, behaviour.max_ends).inspect_err(|_| {
+            core.bounds
+                .counts
+                .ends_refused
+                .fetch_add(1, Ordering::Relaxed);
+        })?;
         let device = req.device();
         let ep = Endpoint::new(num, Role::Passive, device, self.num, false, behaviour)?;
         ep.st.lock().handshake = Some(handshake);
-        let cm = req.accept(EpHandle::new(ep.clone()))?;
+        let cm = req.accept(EpHandle::passive(ep.clone(), slot))?;
         // From here an error drops `cm` in its own callback: the CM destroys
         // the new id, and rejects the REQ unless the error is `ENOMEM` (the
         // CM's contract for a REQ handler: the peer retries; see

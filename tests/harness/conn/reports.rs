@@ -342,6 +342,8 @@ impl Core {
         writeln!(out, "ends_to_free {}", to_free)?;
         let late = self.bounds.counts.ends_freed_late.load(Ordering::Relaxed);
         writeln!(out, "ends_freed_late {}", late)?;
+        let refused = self.bounds.counts.ends_refused.load(Ordering::Relaxed);
+        writeln!(out, "ends_refused {}", refused)?;
         writeln!(
             out,
             "dreq_answered_late {}",
