@@ -272,10 +272,10 @@ write_series() {
 		-c commit.gpgsign=false -c core.abbrev=12)
 	# What the series touches, from a fresh tree, as a git repository.
 	subset="MAINTAINERS rust drivers/infiniband include/rdma scripts/checkpatch.pl scripts/get_maintainer.pl
-		scripts/spelling.txt scripts/const_structs.checkpatch Documentation/infiniband"
+		scripts/spelling.txt scripts/const_structs.checkpatch Documentation/infiniband samples/rust"
 	# What 7.3's fixes to upstream touch besides: SLUB's sheaves, and the
-	# users of kernel::debugfs its .owner fix updates.
-	[ "$KERNEL" = 6.12 ] || subset="$subset mm/slub.c samples/rust drivers/gpu/nova-core"
+	# users of kernel::debugfs its .owner fix updates (samples/rust too).
+	[ "$KERNEL" = 6.12 ] || subset="$subset mm/slub.c drivers/gpu/nova-core"
 	local version
 	case $KERNEL in
 	6.12) version=$(dpkg-query -W -f='${Version}' linux-source-6.12) ;;

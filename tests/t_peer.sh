@@ -484,8 +484,8 @@ occupied_and_waiting() {
 
 # The sweepers never wait behind the rping pollers. The pollers' queue is
 # kept full (occupy_pollers: 1,100 items waiting, more than it runs at
-# once, 256 on 6.12 and 1,024 on 7.3), as as many endless `rping -C 0`
-# peers would; a peer's DREQ nobody answers must still be answered at its
+# once, 256 on 6.12 and 1,024 on 7.3), as that many endless
+# `rping -C 0` peers would; a peer's DREQ nobody answers must still be answered at its
 # listener's drep_after (1 s). With the sweepers on the pollers' queue
 # nothing answered it until the items were released.
 test_sweeper_not_behind_pollers() {

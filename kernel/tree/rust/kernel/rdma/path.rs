@@ -371,8 +371,9 @@ impl Route {
     ///
     /// Errors: `EINVAL` if `port` is not one of the device's, the record's
     /// type is not the port's link layer (an InfiniBand path on a RoCE
-    /// port, or the reverse) or `timing` does not fit; `ENOENT` if the record's source GID is not in the port's
-    /// GID table with that type; the port query's error.
+    /// port, or the reverse) or `timing` does not fit; `ENOENT` if the
+    /// record's source GID is not in the port's GID table with that type;
+    /// the port query's error.
     pub fn new(device: &Device, port: u32, record: PathRecord, timing: Timing) -> Result<Self> {
         timing.check()?;
         // Drivers index their ports with it, unchecked.
