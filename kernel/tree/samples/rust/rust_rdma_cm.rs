@@ -16,7 +16,7 @@
 use kernel::{
     c_str, new_mutex,
     prelude::*,
-    rbtree::RBTree,
+    rbtree::{RBTree, RBTreeNodeReservation},
     rdma::{
         client::{Client, Registration},
         cm::{CmId, CmIdRef, Handler, Reaper, ReaperRef, Rep, Request},
@@ -92,6 +92,8 @@ impl Endpoint {
             caller: c_str!("rust_rdma_cm"),
         };
         let qp = Arc::new(RcQp::new(req.device(), size)?, GFP_KERNEL)?;
+        // The list's node, allocated before anything is sent.
+        let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
         let (depth, resources) = (req.initiator_depth(), req.responder_resources());
         let endpoint = Endpoint {
             conns: self.conns.clone(),
@@ -105,7 +107,7 @@ impl Endpoint {
         // Our PSN, announced in the REP: the CM learns it only then.
         rtr.set_rq_psn(qp.qp_num());
         qp.modify(&rtr)?;
-        id.send_rep(&Rep {
+        let rep = Rep {
             qp_num: qp.qp_num(),
             starting_psn: qp.qp_num(),
             responder_resources: depth.min(1),
@@ -113,13 +115,20 @@ impl Endpoint {
             flow_control: true,
             rnr_retry_count: 7,
             private_data: REP_DATA,
-        })?;
+        };
+        // In the list before the REP goes: its failure (REP_ERROR, from the
+        // MAD's completion, not serialised with this callback) frees the
+        // connection through the list.
         let local_id = id.local_id();
-        self.conns
-            .list
-            .lock()
-            .try_create_and_insert(local_id, id, GFP_KERNEL)?;
-        Ok(())
+        let mut conns = self.conns.list.lock();
+        let replaced = conns.insert(node.into_node(local_id, id));
+        let sent = conns.get(&local_id).ok_or(ENOENT)?.send_rep(&rep);
+        let failed = sent.is_err().then(|| conns.remove(&local_id)).flatten();
+        drop(conns);
+        // Dropped after the lock (this is the id's own REQ callback: the
+        // destroy is deferred).
+        drop((replaced, failed));
+        sent
     }
 
     /// The connection is over: freed (its id's destroy is deferred, as this
@@ -222,12 +231,16 @@ impl Client for Sample {
     }
 
     fn remove(&self, _device: &Device, mut listening: KBox<Listening>) {
-        // No new connection from here.
         drop(listening.listener.take());
+        // The device may be removed from a workqueue worker, where the
+        // listener's destroy is queued: run it, which waits for a REQ
+        // callback still running. No new connection from here.
+        self.reaper.flush();
         let gone = core::mem::replace(&mut *listening.conns.list.lock(), RBTree::new());
-        // Each drop sends the DREQ of a connection still up, waits for the
-        // id's callbacks, destroys it and frees its QP.
+        // Each drop sends the DREQ of a connection still up, destroys its id
+        // and frees its QP, or queues that: run as well.
         drop(gone);
+        self.reaper.flush();
     }
 }
 

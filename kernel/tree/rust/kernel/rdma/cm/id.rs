@@ -329,10 +329,12 @@ kernel::impl_has_work! {
 /// in this crate alone (`inline(never)`: rustc copies small functions,
 /// closures and their constants into the crates that call them), so that
 /// each name has one address whichever crate instantiates `Inner<T>`.
-/// Their keys are statics in `Inner::new`, one for every `T`; a name
-/// copied into each crate that instantiates it gives lockdep one key with
-/// two names as soon as a second module uses `cm` (it warns), and a name
-/// left in an unloaded module's memory.
+/// Their keys are statics in `Inner::new`, one item each (a static in a
+/// generic function is not instantiated per `T`): one key per lock for
+/// every `T` of every crate. A name copied into each crate that
+/// instantiates `Inner<T>` gives lockdep that key with two names as soon as
+/// a second module uses `cm` (it warns), and a name left in an unloaded
+/// module's memory.
 #[inline(never)]
 fn names() -> [&'static CStr; 3] {
     [
