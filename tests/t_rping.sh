@@ -150,14 +150,20 @@ test_rping_disconnect_mid_flight() {
 	log "rping -c exit $rc after the disconnect"
 	# rping ends a run cut by the peer's disconnect with 0 (its test loop
 	# returns 0 once its state is DISCONNECTED); 124 would be timeout's.
-	# But rping_test_client() sets its state to RDMA_READ_ADV (6) at the top
-	# of every ping: a DISCONNECTED that lands between two pings is
-	# overwritten, its sem_post then ends the next wait with state 6, and
-	# rping returns -1 (255) from its own race. That exact signature, after
-	# the DISCONNECT EVENT, is the disconnect too; any other failure is not.
+	# But its CM thread and its CQ thread share one state word, which two
+	# races overwrite, and rping then returns -1 (255):
+	# - rping_test_client() sets RDMA_READ_ADV (6) at the top of every
+	#   ping: a DISCONNECTED that lands between two pings is overwritten,
+	#   its sem_post ends the next wait with state 6;
+	# - client_recv() makes any state but RDMA_READ_ADV into
+	#   RDMA_WRITE_COMPLETE (9): the server's go-ahead, sent before its
+	#   DREQ but taken from the CQ after the DISCONNECTED event, turns the
+	#   DISCONNECTED into 9 at the RDMA_WRITE_ADV wait.
+	# Those exact signatures, after the DISCONNECT EVENT, are the
+	# disconnect too; any other failure is not.
 	if [ "$rc" = 255 ] && grep -q 'DISCONNECT EVENT' /tmp/rping-c0.out &&
-		tail -3 /tmp/rping-c0.out | grep -qx 'wait for RDMA_WRITE_ADV state 6'; then
-		log "rping -c lost the DISCONNECTED state to its next ping (its own race): exit 255"
+		tail -3 /tmp/rping-c0.out | grep -qx 'wait for RDMA_WRITE_ADV state [69]'; then
+		log "rping -c lost the DISCONNECTED state (its own race: $(grep "^wait for" /tmp/rping-c0.out | tail -1)): exit 255"
 	else
 		check "rping -c exits 0 after the disconnect (got $rc)" test $rc = 0 || return 1
 	fi

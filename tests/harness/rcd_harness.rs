@@ -31,7 +31,7 @@ use kernel::rdma::{cm, path};
 mod verbs {
     pub(crate) use crate::conn::RcQp;
     pub(crate) use kernel::rdma::verbs::{
-        Access, Completion, MrState, QpAttr, QpRef, QpSize, QpState, WcStatus, WrKind,
+        Access, Completion, MrState, QpAttr, QpRef, QpSize, QpState, Waker, WcStatus, WrKind,
         MAX_REG_BYTES,
     };
 }

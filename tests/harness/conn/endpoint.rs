@@ -15,7 +15,7 @@ use crate::{
     ib_client::Device,
     product,
     rping::{self, Rping},
-    verbs::{Completion, QpAttr, QpSize, QpState, WrKind},
+    verbs::{Completion, QpAttr, QpSize, QpState, Waker, WrKind},
 };
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use kernel::{
@@ -337,6 +337,9 @@ pub(super) struct EndpointState {
     pub(super) wr: WrStats,
     /// The rping protocol, if the connection speaks it.
     pub(super) rping: Option<KBox<Rping>>,
+    /// Queues the rping protocol's next step (its QP's waker, see
+    /// `pollers`).
+    pub(super) rping_wake: Option<Waker>,
     /// A passive end's place in its listener's handshakes in flight, until
     /// the handshake is over (established, failed or freed).
     pub(super) handshake: Option<Handshake>,
@@ -586,6 +589,7 @@ impl Endpoint {
                         disconnected: false,
                         wr: WrStats::default(),
                         rping: None,
+                        rping_wake: None,
                         handshake: None,
                         deadline: None,
                     },

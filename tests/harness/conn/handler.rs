@@ -110,8 +110,13 @@ impl Handler for EpHandle {
         st.record(&core, EventKind::Established, status, &[]);
         // The handshake is over: its place on the listener is free.
         let handshake = st.handshake.take();
+        // rping's server: what came before the RTU is answered now.
+        let wake = st.rping_wake.clone();
         drop(st);
         drop(handshake);
+        if let Some(w) = wake {
+            w();
+        }
         core.established.fetch_add(1, Ordering::Relaxed);
     }
 

@@ -364,13 +364,11 @@ impl Core {
         )?;
         let passes = self.bounds.counts.removal_passes.load(Ordering::Relaxed);
         writeln!(out, "removal_passes {}", passes)?;
-        // The rping pollers running, those refused (`MAX_POLLERS`), and the
-        // test's items occupying their queue (`occupy_pollers`).
+        // The rping steps queued or running, and the test's items
+        // occupying their queue (`occupy_pollers`).
         let b = &self.bounds;
         let live = b.pollers_live.load(Ordering::Relaxed);
         writeln!(out, "pollers_live {}", live)?;
-        let refused = b.counts.pollers_refused.load(Ordering::Relaxed);
-        writeln!(out, "pollers_refused {}", refused)?;
         let occupiers = b.occupiers.load(Ordering::Relaxed);
         writeln!(out, "pollers_occupiers {}", occupiers)?;
         self.req_times.show(out, "req_callbacks", "req_callback")?;

@@ -25,12 +25,6 @@ use kernel::{
     sync::{Arc, Completion, CondVar, Mutex},
 };
 
-/// Rping pollers at most at once: below the least `pollers` runs at once
-/// (`alloc_workqueue(WQ_UNBOUND, 0)`: 256 on 6.12, 1,024 on 7.3), so that a
-/// queued poller never waits for another to end, which an endless peer's
-/// (`rping -C 0`) never does. A session beyond them runs only on `poll`.
-pub(super) const MAX_POLLERS: usize = 128;
-
 /// An entry of the connection table: the endpoint, and its id until freed.
 pub(super) struct Conn {
     pub(super) ep: Arc<Endpoint>,
@@ -102,12 +96,12 @@ pub(super) struct Jobs {
 /// bound what a peer can make it hold (`stats`).
 #[pin_data]
 pub(super) struct Bounds {
-    /// Runs the work that lasts as long as a peer wants (the rping
-    /// pollers, at most [`MAX_POLLERS`] at once): never flushed by device
-    /// removal or unload, which instead make each item end by itself (its
-    /// QP freed, its entry gone, `stop`).
+    /// Runs the rping endpoints' steps (one queued per endpoint at most,
+    /// by its completions): never flushed by device removal or unload,
+    /// which instead make each step end by itself (its QP freed, its entry
+    /// gone, `stop`).
     pub(super) pollers: ReaperRef,
-    /// Rping pollers running or queued on `pollers`.
+    /// Rping steps running or queued on `pollers`.
     pub(super) pollers_live: AtomicUsize,
     /// Runs the two sweepers (unanswered DREQs, held REPs), one item each
     /// at most: never behind the pollers, however many peers ping. Not
@@ -140,8 +134,6 @@ pub(super) struct Bounds {
 /// The counts of what the module did to bound what a peer can make it
 /// hold (`stats`).
 pub(super) struct BoundCounts {
-    /// Rping sessions left without a poller, [`MAX_POLLERS`] running.
-    pub(super) pollers_refused: AtomicU64,
     /// DREQs the module answered at their deadline.
     pub(super) dreq_answered_late: AtomicU64,
     /// Records of freed passive ends dropped beyond their listener's
@@ -161,7 +153,6 @@ pub(super) struct BoundCounts {
 impl BoundCounts {
     const fn new() -> Self {
         Self {
-            pollers_refused: AtomicU64::new(0),
             dreq_answered_late: AtomicU64::new(0),
             records_pruned: AtomicU64::new(0),
             prune_scans: AtomicU64::new(0),

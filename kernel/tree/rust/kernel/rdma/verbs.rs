@@ -31,6 +31,7 @@ mod qp;
 mod wc;
 
 pub use attr::{Access, QpAttr, QpRef, QpState};
+pub use cq::Waker;
 pub use mr::{MrInfo, MrState, MAX_REG_BYTES};
 pub use qp::{QpSize, RcQp};
 pub use wc::{Completion, WcStatus, WrKind};

@@ -103,7 +103,7 @@ impl RcQp {
             }
             None => return Err(ENOSPC),
         };
-        let slot = self.free_slot()?;
+        let (slot, cqe) = self.free_slot()?;
         let len = u32::try_from(buf.len()).map_err(|_| EINVAL)?;
         // SAFETY: By the type invariant the PD is live; its device is fixed.
         let dev = unsafe { (*self.pd.as_ptr()).device };
@@ -161,7 +161,7 @@ impl RcQp {
             key: unsafe { (*m.mr.as_ptr()).rkey },
             access: access as c_int,
         };
-        wr.wr.__bindgen_anon_1.wr_id = slot as u64;
+        wr.wr.__bindgen_anon_1.wr_cqe = cqe;
         let mut bad: *const bindings::ib_send_wr = core::ptr::null();
         // SAFETY: By the type invariant the QP is live; `wr.wr` is the first
         // member of an `ib_reg_wr`, as the driver reads it for REG_MR. The
@@ -171,7 +171,7 @@ impl RcQp {
         m.key = key;
         m.buf = Some(map);
         m.state = MrState::Registering;
-        // INVARIANT: the posted request is in the table at its `wr_id`.
+        // INVARIANT: the posted request is in the table at its slot.
         self.wrs[slot] = Some(Posted {
             kind: WrKind::RegMr,
             buf: Mapping::none(),
@@ -191,14 +191,14 @@ impl RcQp {
         if !self.has_room(WrKind::LocalInv, 1) {
             return Err(ENOMEM);
         }
-        let slot = self.free_slot()?;
+        let (slot, cqe) = self.free_slot()?;
         let m = &mut self.mrs[idx];
         let mut wr = bindings::ib_send_wr {
             opcode: bindings::ib_wr_opcode_IB_WR_LOCAL_INV,
             send_flags: bindings::ib_send_flags_IB_SEND_SIGNALED as c_int,
             ..Default::default()
         };
-        wr.__bindgen_anon_1.wr_id = slot as u64;
+        wr.__bindgen_anon_1.wr_cqe = cqe;
         // SAFETY: By the type invariant the MR is live; `rkey` is its key.
         wr.ex.invalidate_rkey = unsafe { (*m.mr.as_ptr()).rkey };
         let mut bad: *const bindings::ib_send_wr = core::ptr::null();

@@ -5,7 +5,7 @@
 
 use super::{
     attr::{QpAttr, QpRef},
-    cq::CqEvents,
+    cq::{alloc_cq, CqShared, WrCqe},
     mapping::{Mapping, Posted},
     mr::MrSlot,
     wc::WrKind,
@@ -20,7 +20,7 @@ use crate::{
     sync::aref::ARef,
     types::ScopeGuard,
 };
-use core::{mem::ManuallyDrop, ptr::NonNull};
+use core::{mem::ManuallyDrop, pin::Pin, ptr::NonNull};
 
 /// What an [`RcQp`] is made with: its queue sizes and the user's choices,
 /// all of them the caller's (there is no default).
@@ -47,25 +47,27 @@ pub struct QpSize {
     pub caller: &'static CStr,
 }
 
-/// A protection domain, a CQ polled directly, an RC QP using both, and the
-/// work requests posted on the QP with their buffers.
+/// A protection domain, a CQ the RDMA core polls, an RC QP using both, and
+/// the work requests posted on the QP with their buffers.
 ///
 /// # Invariants
 ///
 /// `pd`, `cq` and `qp` are live objects of `device`; `qp` was created on
-/// `pd` with `cq` as its send and receive CQ. They are destroyed in the
-/// order QP, CQ, PD, each exactly once, in `drop`. Every work request posted
-/// on `qp` and not yet taken from `cq` is in `wrs`, at the index that is its
-/// `wr_id`, with the buffer it was posted with (mapped for the device):
-/// nothing else reaches those buffers until the request's completion is
-/// polled or the QP is destroyed. `cq`'s completion handler is
-/// `CqEvents::handler` with `events` as its context, which is freed
-/// after the CQ. `device` (a reference) is released after them, and never
-/// if the QP could not be destroyed (it is leaked with it).
+/// `pd` with `cq` as its send and receive CQ, and `cq`'s context is
+/// `shared`. They are destroyed in the order QP, CQ, PD, each exactly once,
+/// in `drop`. `wrs` and `cqes` have one entry per slot, `send + recv` of
+/// them, and are never resized. Every work request posted on `qp` and not
+/// yet taken from `shared` is in `wrs` at its slot, with the buffer it was
+/// posted with (mapped for the device), and carries its slot's `cqes`
+/// entry as its `wr_cqe`: nothing else reaches those buffers until the
+/// request's completion is taken or the QP is destroyed. `shared` and
+/// `cqes` are freed after the CQ. `device` (a reference) is released after
+/// them, and never if the QP could not be destroyed (it is leaked with it).
 pub struct RcQp {
     pub(super) pd: NonNull<bindings::ib_pd>,
     pub(super) cq: NonNull<bindings::ib_cq>,
-    pub(super) events: ManuallyDrop<KBox<CqEvents>>,
+    pub(super) shared: ManuallyDrop<Pin<KBox<CqShared>>>,
+    pub(super) cqes: ManuallyDrop<KVec<WrCqe>>,
     pub(super) qp: NonNull<bindings::ib_qp>,
     pub(super) size: QpSize,
     pub(super) wrs: KVec<Option<Posted>>,
@@ -91,30 +93,21 @@ impl RcQp {
 
         let cqe = size.send.checked_add(size.recv).ok_or(EINVAL)?;
         c_int::try_from(cqe).map_err(|_| EINVAL)?;
-        let events = CqEvents::new()?;
-        let cq_attr = bindings::ib_cq_init_attr {
-            cqe,
-            comp_vector: 0,
-            flags: 0,
-        };
-        // SAFETY: As above. Polled directly by `poll_one` (the consumer's
-        // own polling, as `ib_create_cq()` leaves it); its events complete
-        // `events`, which outlives the CQ (freed after it, here and in
-        // `drop`); no asynchronous event handler.
-        let cq = from_err_ptr(unsafe {
-            bindings::__ib_create_cq(
-                device.as_raw(),
-                Some(CqEvents::handler),
-                None,
-                events.0.get().cast(),
-                &cq_attr,
-                size.caller.as_char_ptr(),
-            )
-        })?;
-        // Declared after `events`, so dropped (on an error below) before it.
+        let slots = usize::try_from(cqe).map_err(|_| EINVAL)?;
+        let shared = CqShared::new(slots)?;
+        let mut cqes = KVec::with_capacity(slots, GFP_KERNEL)?;
+        let mut wrs = KVec::with_capacity(slots, GFP_KERNEL)?;
+        for slot in 0..cqe {
+            cqes.push(WrCqe::new(slot), GFP_KERNEL)?;
+            wrs.push(None, GFP_KERNEL)?;
+        }
+        // SAFETY: As above; `shared` outlives the CQ (freed after it, here
+        // and in `drop`).
+        let cq = unsafe { alloc_cq(device.as_raw(), &shared, cqe, size.caller)? };
+        // Declared after `shared`, so dropped (on an error below) before it.
         let cq = ScopeGuard::new_with_data(NonNull::new(cq).ok_or(ENOMEM)?, |cq| {
             // SAFETY: A live CQ with no users left (its QP was not created).
-            unsafe { bindings::ib_destroy_cq_user(cq.as_ptr(), core::ptr::null_mut()) };
+            unsafe { bindings::ib_free_cq(cq.as_ptr()) };
         });
 
         let mut attr = bindings::ib_qp_init_attr {
@@ -142,10 +135,11 @@ impl RcQp {
             device: ManuallyDrop::new(device.into()),
             pd: pd.dismiss(),
             cq: cq.dismiss(),
-            events: ManuallyDrop::new(events),
+            shared: ManuallyDrop::new(shared),
+            cqes: ManuallyDrop::new(cqes),
             qp,
             size,
-            wrs: KVec::new(),
+            wrs,
             mrs: KVec::new(),
         })
     }
@@ -231,13 +225,12 @@ impl RcQp {
         used.saturating_add(n) <= cap
     }
 
-    /// A free index of the table, for a new work request's `wr_id`.
-    pub(super) fn free_slot(&mut self) -> Result<usize> {
-        if let Some(i) = self.wrs.iter().position(|p| p.is_none()) {
-            return Ok(i);
-        }
-        self.wrs.push(None, GFP_KERNEL)?;
-        Ok(self.wrs.len() - 1)
+    /// A free slot of the table for a new work request, and the `ib_cqe`
+    /// the request carries.
+    pub(super) fn free_slot(&mut self) -> Result<(usize, *mut bindings::ib_cqe)> {
+        let slot = self.wrs.iter().position(|p| p.is_none()).ok_or(ENOMEM)?;
+        let cqe = self.cqes.get_mut(slot).ok_or(ENOMEM)?.as_raw();
+        Ok((slot, cqe))
     }
 
     /// Maps `buf` for `kind`, and gives its free slot and scatter entry.
@@ -245,12 +238,12 @@ impl RcQp {
         &mut self,
         kind: WrKind,
         buf: KVec<u8>,
-    ) -> Result<(usize, Mapping, bindings::ib_sge)> {
+    ) -> Result<(usize, *mut bindings::ib_cqe, Mapping, bindings::ib_sge)> {
         if !self.has_room(kind, 1) {
             return Err(ENOMEM);
         }
         let length = u32::try_from(buf.len()).map_err(|_| EINVAL)?;
-        let slot = self.free_slot()?;
+        let (slot, cqe) = self.free_slot()?;
         // SAFETY: By the type invariant the PD is live; its device is fixed.
         let (dev, lkey) = unsafe {
             let pd = self.pd.as_ptr();
@@ -268,7 +261,7 @@ impl RcQp {
             length,
             lkey,
         };
-        Ok((slot, map, sge))
+        Ok((slot, cqe, map, sge))
     }
 
     /// Posts a receive work request into `buf` (all of its `len()` bytes; an
@@ -276,9 +269,9 @@ impl RcQp {
     /// request's completion (see [`RcQp::poll_one`]); on an error it is
     /// freed. `ENOMEM` if the receive queue is full.
     pub fn post_recv(&mut self, buf: KVec<u8>) -> Result {
-        let (slot, map, mut sge) = self.prepare(WrKind::Recv, buf)?;
+        let (slot, cqe, map, mut sge) = self.prepare(WrKind::Recv, buf)?;
         let mut wr = bindings::ib_recv_wr::default();
-        wr.__bindgen_anon_1.wr_id = slot as u64;
+        wr.__bindgen_anon_1.wr_cqe = cqe;
         if map.len > 0 {
             wr.sg_list = &mut sge;
             wr.num_sge = 1;
@@ -288,7 +281,7 @@ impl RcQp {
         // only read during the call; the buffer `sge` names is mapped and,
         // from here, owned by the table until the completion is polled.
         to_result(unsafe { bindings::ib_post_recv(self.qp.as_ptr(), &wr, &mut bad) })?;
-        // INVARIANT: the posted request is in the table at its `wr_id`.
+        // INVARIANT: the posted request is in the table at its slot.
         self.wrs[slot] = Some(Posted {
             kind: WrKind::Recv,
             buf: map,
@@ -301,13 +294,13 @@ impl RcQp {
     /// zero-length SEND). The buffer comes back with the completion; on an
     /// error it is freed. `ENOMEM` if the send queue is full.
     pub fn post_send(&mut self, buf: KVec<u8>) -> Result {
-        let (slot, map, mut sge) = self.prepare(WrKind::Send, buf)?;
+        let (slot, cqe, map, mut sge) = self.prepare(WrKind::Send, buf)?;
         let mut wr = bindings::ib_send_wr {
             opcode: bindings::ib_wr_opcode_IB_WR_SEND,
             send_flags: bindings::ib_send_flags_IB_SEND_SIGNALED as c_int,
             ..Default::default()
         };
-        wr.__bindgen_anon_1.wr_id = slot as u64;
+        wr.__bindgen_anon_1.wr_cqe = cqe;
         if map.len > 0 {
             wr.sg_list = &mut sge;
             wr.num_sge = 1;
@@ -341,7 +334,7 @@ impl RcQp {
             WrKind::RdmaWrite => bindings::ib_wr_opcode_IB_WR_RDMA_WRITE,
             _ => return Err(EINVAL),
         };
-        let (slot, map, mut sge) = self.prepare(kind, buf)?;
+        let (slot, cqe, map, mut sge) = self.prepare(kind, buf)?;
         let mut wr = bindings::ib_rdma_wr {
             wr: bindings::ib_send_wr {
                 opcode,
@@ -351,7 +344,7 @@ impl RcQp {
             remote_addr,
             rkey,
         };
-        wr.wr.__bindgen_anon_1.wr_id = slot as u64;
+        wr.wr.__bindgen_anon_1.wr_cqe = cqe;
         if map.len > 0 {
             wr.wr.sg_list = &mut sge;
             wr.wr.num_sge = 1;
@@ -393,7 +386,8 @@ impl Drop for RcQp {
             // a use after free).
             core::mem::forget(core::mem::take(&mut self.mrs));
             core::mem::forget(core::mem::take(&mut self.wrs));
-            // `events` too: the CQ's handler may still complete it.
+            // `shared` and `cqes` too (left in their `ManuallyDrop`): the
+            // CQ's work may still reach them.
             return;
         }
         // The QP is gone: the device no longer touches the buffers of the
@@ -406,11 +400,13 @@ impl Drop for RcQp {
             drop(m.buf);
         }
         drop(core::mem::take(&mut self.wrs));
-        // SAFETY: As above; the CQ's events go after it, nothing completes
+        // SAFETY: As above. `ib_free_cq()` waits for the CQ's work: its
+        // context and the requests' `ib_cqe`s go after it, nothing reaches
         // them any more.
         unsafe {
-            bindings::ib_destroy_cq_user(self.cq.as_ptr(), core::ptr::null_mut());
-            ManuallyDrop::drop(&mut self.events);
+            bindings::ib_free_cq(self.cq.as_ptr());
+            ManuallyDrop::drop(&mut self.shared);
+            ManuallyDrop::drop(&mut self.cqes);
             bindings::ib_dealloc_pd_user(self.pd.as_ptr(), core::ptr::null_mut());
         }
         // SAFETY: Released once, here, last: nothing of the device is used
