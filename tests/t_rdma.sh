@@ -68,6 +68,53 @@ test_rdma_read_write_mr() {
 	check "MRs deregistered, buffers unmapped" wait_for 10 nothing_mapped
 }
 
+# mrhold_is V: rcd_mrhold's held parameter is V.
+mrhold_is() {
+	local v
+	read -r v 2>/dev/null < /sys/module/rcd_mrhold/parameters/held && [ "$v" = "$1" ]
+}
+
+# A peer's RDMA WRITE that passed rxe's key check before the MR's
+# LOCAL_INV completed, copied after it: the buffer handed back must not
+# change. rxe checks each packet's rkey, then copies its payload on the
+# QP's receive task, while LOCAL_INV runs on its send task and only
+# changes the MR's state; rcd_mrhold holds the 333-byte copy between the
+# two until the test releases it. kernel::rdma exposes a page of the MR's
+# own, copies the caller's bytes in at registration and out at the
+# LOCAL_INV, and keeps the page until the QP is freed. Before, it handed
+# the registered buffer itself back, and the held copy then wrote the
+# peer's bytes into memory the caller owned.
+test_mr_late_write_not_handed_back() {
+	local n=420 p=$((420 + PASSIVE_BASE)) addr rkey fill11 last now rc=0
+	cm_pair $n || return 1
+	ctl mr $n reg fill:1024:11 || return 1
+	check "MR registered" wait_for 20 mr_valid $n 0 || return 1
+	addr=$(mr_field $n 0 addr); rkey=$(mr_field $n 0 rkey)
+	insmod "$RCD_MODS/rcd_mrhold.ko" len=333 || return 1
+	ctl rdma $p write $addr $rkey 0 data=fill:333:ee || { rmmod rcd_mrhold; return 1; }
+	if ! check "the WRITE's copy is held after its key check" wait_for 30 mrhold_is 1; then
+		rmmod rcd_mrhold; return 1
+	fi
+	ctl mr $n inval 0 &&
+		check "LOCAL_INV completed, the copy still held" \
+			wait_for 20 polled_is $n mr_back 1 || rc=1
+	check "the window: the buffer came back before the copy" mrhold_is 1 || rc=1
+	echo 1 > /sys/module/rcd_mrhold/parameters/release
+	check "the held copy done" wait_for 30 mrhold_is 2 || rc=1
+	rmmod rcd_mrhold || rc=1
+	[ $rc = 0 ] || return 1
+	fill11=$(printf '11%.0s' $(seq 16))
+	last=$(conn_field $n mr_last); now=$(conn_field $n mr_now)
+	log "handed back: $last; read again after the copy: $now"
+	check "handed back with the bytes registered" test "$last" = "$fill11" || return 1
+	check "nothing wrote into it afterwards (got $now)" test "$now" = "$last" || return 1
+	check "the WRITE itself completed" wait_for 20 polled_is $p completed 1 || return 1
+	ctl disconnect $n || return 1
+	wait_event 20 $p DISCONNECTED && ctl disconnect $p || return 1
+	wait_event 30 $n TIMEWAIT_EXIT && wait_event 30 $p TIMEWAIT_EXIT || return 1
+	check "MRs deregistered, buffers unmapped" wait_for 10 nothing_mapped
+}
+
 # Each end registers a 4096-byte MR and posts 30 RDMA READs and 30 RDMA
 # WRITEs of 4096 bytes at the other's; the active end disconnects at once,
 # with them in flight on both sides. Every request comes back (completed,

@@ -9,8 +9,8 @@
 SAMPLE_KO=$RCD_MODS/rust_rdma_cm.ko
 SAMPLE_SID=0x52530001
 
-# text_hex TEXT BYTES: TEXT's bytes in hex, zeros up to BYTES.
-text_hex() {
+# text_hex_padded TEXT BYTES: TEXT's bytes in hex, zeros up to BYTES.
+text_hex_padded() {
 	local h
 	h=$(printf '%s' "$1" | od -An -tx1 | tr -d ' \n')
 	printf '%s' "$h"
@@ -54,7 +54,7 @@ test_sample_rdma_cm() {
 		return 1
 	ctl dreq 2 text:bye-sample && wait_event 20 2 DREP_RECEIVED || return 1
 	got=$(event_field 2 DREP_RECEIVED data)
-	want=$(text_hex "rust_rdma_cm: bye" 224)
+	want=$(text_hex_padded "rust_rdma_cm: bye" 224)
 	check "the sample's DREP carries its private data" test "$got" = "$want" ||
 		{ log "got ${got:0:80}..."; return 1; }
 	check "the sample logged the DREQ's" \

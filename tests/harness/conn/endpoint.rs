@@ -445,6 +445,8 @@ impl EndpointState {
                 if a != rping::Action::Nothing {
                     action = a;
                 }
+            } else if c.kind == Some(WrKind::LocalInv) {
+                self.wr.keep_mr(core::mem::take(&mut c.buf));
             }
         }
         Ok(action)

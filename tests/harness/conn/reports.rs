@@ -50,6 +50,10 @@ pub(super) struct DataStats {
     mr_back: u64,
     mr_sum: u32,
     mr_last: [u8; 16],
+    /// The last buffer handed back (outside rping), kept: `mr_now` reads
+    /// its first bytes again, so that a test sees whether anything wrote
+    /// into it after it came back.
+    mr_kept: Option<KVec<u8>>,
 }
 
 pub(super) const FNV_OFFSET: u32 = 0x811c_9dc5;
@@ -107,6 +111,13 @@ impl WrStats {
         }
     }
 
+    /// Keeps `buf`, the buffer a LOCAL_INV handed back (see `mr_kept`).
+    pub(super) fn keep_mr(&mut self, buf: KVec<u8>) {
+        if let Some(d) = self.data.as_mut() {
+            d.mr_kept = Some(buf);
+        }
+    }
+
     /// Prints the counters for `conns`.
     fn show(&self, out: &mut impl Write) -> core::fmt::Result {
         write!(
@@ -139,6 +150,17 @@ impl WrStats {
                 d.mr_back, d.mr_sum
             )?;
             for b in d.mr_last.iter() {
+                write!(out, "{:02x}", b)?;
+            }
+            write!(out, " mr_now=")?;
+            let (p, n) = match d.mr_kept.as_ref() {
+                Some(v) => (v.as_ptr(), v.len()),
+                None => (core::ptr::null(), 0),
+            };
+            for i in 0..n.min(d.mr_last.len()) {
+                // SAFETY: `i` is within the buffer. Read through a pointer:
+                // the point is to see whether a device still writes there.
+                let b = unsafe { core::ptr::read_volatile(p.add(i)) };
                 write!(out, "{:02x}", b)?;
             }
         }

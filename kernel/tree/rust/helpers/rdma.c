@@ -49,6 +49,22 @@ rust_helper_ib_dma_unmap_single(struct ib_device *dev, u64 addr, size_t size,
 	ib_dma_unmap_single(dev, addr, size, direction);
 }
 
+__rust_helper void
+rust_helper_ib_dma_sync_single_for_cpu(struct ib_device *dev, u64 addr,
+				       size_t size,
+				       enum dma_data_direction dir)
+{
+	ib_dma_sync_single_for_cpu(dev, addr, size, dir);
+}
+
+__rust_helper void
+rust_helper_ib_dma_sync_single_for_device(struct ib_device *dev, u64 addr,
+					  size_t size,
+					  enum dma_data_direction dir)
+{
+	ib_dma_sync_single_for_device(dev, addr, size, dir);
+}
+
 __rust_helper void rust_helper_ib_update_fast_reg_key(struct ib_mr *mr,
 						      u8 newkey)
 {

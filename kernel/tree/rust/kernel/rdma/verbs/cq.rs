@@ -7,7 +7,6 @@
 //! user sets ([`RcQp::set_waker`]) is called for each.
 
 use super::{
-    mapping::Mapping,
     mr::MrState,
     wc::{Completion, WcStatus, WrKind},
     RcQp,
@@ -198,9 +197,13 @@ impl RcQp {
                     match (p.kind, status) {
                         (WrKind::RegMr, WcStatus::Success) => m.state = MrState::Valid,
                         // Invalidated: the peer's rkey no longer reaches the
-                        // buffer, which goes back with this completion.
+                        // page, whose bytes go back in the caller's buffer.
                         (WrKind::LocalInv, WcStatus::Success) => {
-                            buf = m.buf.take().map_or_else(KVec::new, Mapping::into_buf);
+                            buf = m.user.take().unwrap_or_else(KVec::new);
+                            if let Some(page) = m.page.as_ref() {
+                                // Never longer than the page (`reg_mr`).
+                                let _ = page.read_for_cpu(&mut buf);
+                            }
                         }
                         (WrKind::RegMr | WrKind::LocalInv, _) => m.state = MrState::Failed,
                         _ => {}

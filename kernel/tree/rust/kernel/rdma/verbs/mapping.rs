@@ -75,6 +75,45 @@ impl Mapping {
         }
     }
 
+    /// Copies `src` to the start of the mapped buffer, for the device
+    /// (`EMSGSIZE` if it does not fit).
+    pub(super) fn write_for_device(&mut self, src: &[u8]) -> Result {
+        if src.len() > self.len {
+            return Err(EMSGSIZE);
+        }
+        // SAFETY: `src.len()` bytes fit in `buf`'s allocation (its first
+        // `len` bytes are initialised and ours); written through a pointer,
+        // as the device may still write there too (a peer's late RDMA
+        // WRITE: see `RcQp::reg_mr`).
+        unsafe { core::ptr::copy_nonoverlapping(src.as_ptr(), self.buf.as_mut_ptr(), src.len()) };
+        // SAFETY: By the type invariant the range is mapped on `dev`.
+        unsafe {
+            bindings::ib_dma_sync_single_for_device(
+                self.dev.as_ptr(),
+                self.addr,
+                src.len(),
+                self.dir,
+            )
+        };
+        Ok(())
+    }
+
+    /// Copies the start of the mapped buffer into `dst`, from the device
+    /// (`EMSGSIZE` if `dst` is longer).
+    pub(super) fn read_for_cpu(&self, dst: &mut [u8]) -> Result {
+        if dst.len() > self.len {
+            return Err(EMSGSIZE);
+        }
+        // SAFETY: By the type invariant the range is mapped on `dev`.
+        unsafe {
+            bindings::ib_dma_sync_single_for_cpu(self.dev.as_ptr(), self.addr, dst.len(), self.dir)
+        };
+        // SAFETY: As in `write_for_device`: read through a pointer, never
+        // as a reference the device's writes could change under.
+        unsafe { core::ptr::copy_nonoverlapping(self.buf.as_ptr(), dst.as_mut_ptr(), dst.len()) };
+        Ok(())
+    }
+
     /// Unmaps the buffer and gives it back.
     pub(super) fn into_buf(mut self) -> KVec<u8> {
         let buf = core::mem::take(&mut self.buf);

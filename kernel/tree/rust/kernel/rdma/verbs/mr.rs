@@ -47,14 +47,24 @@ pub struct MrInfo {
     pub state: MrState,
 }
 
-/// A fast-registration MR of the QP's PD, with the buffer it exposes.
+/// A fast-registration MR of the QP's PD, with the page it exposes.
 ///
-/// `buf` is the buffer registered, from its REG_MR's post until its
-/// LOCAL_INV completes with success (then it goes back to the caller) or the
-/// QP is destroyed; `None` while the MR is free for a new registration.
+/// The peer reaches `page`, never the caller's buffer: registration copies
+/// the caller's bytes in, a successful LOCAL_INV copies them out into the
+/// caller's buffer (`user`), which goes back. The page itself stays mapped
+/// and the MR's until the QP is destroyed: a device may still be writing
+/// a peer's RDMA WRITE that passed its key check before the invalidation
+/// (rxe's LOCAL_INV only changes the MR's state, its responder copies a
+/// packet after checking it), and the QP's destruction is the one point
+/// from which nothing writes there any more.
+///
+/// `user` is the caller's buffer from its REG_MR's post until its
+/// LOCAL_INV completes with success (then it goes back) or the QP is
+/// destroyed; `None` while the MR is free for a new registration.
 pub(super) struct MrSlot {
     pub(super) mr: NonNull<bindings::ib_mr>,
-    pub(super) buf: Option<Mapping>,
+    pub(super) page: Option<Mapping>,
+    pub(super) user: Option<KVec<u8>>,
     pub(super) state: MrState,
     pub(super) key: u8,
 }
@@ -64,9 +74,11 @@ impl RcQp {
     /// registration MR of the QP's PD (`ib_alloc_mr`, `ib_map_mr_sg`, an
     /// `IB_WR_REG_MR` on the send queue, a new key each time an MR is
     /// reused). Returns the MR's index; [`RcQp::mrs`] says when it is valid
-    /// and what to tell the peer. The buffer belongs to the MR until
+    /// and what to tell the peer. The MR exposes a page of its own, which
+    /// `buf`'s bytes are copied to; `buf` is kept until
     /// [`RcQp::invalidate_mr`]'s LOCAL_INV completes (the completion hands it
-    /// back) or the QP is freed. At most [`QpSize::max_mrs`](super::QpSize::max_mrs) MRs (`ENOSPC`)
+    /// back with the page's bytes, the peer's writes included) or the QP is
+    /// freed. At most [`QpSize::max_mrs`](super::QpSize::max_mrs) MRs (`ENOSPC`)
     /// and [`MAX_REG_BYTES`] bytes (`EMSGSIZE`).
     pub fn reg_mr(&mut self, buf: KVec<u8>) -> Result<usize> {
         if buf.is_empty() || buf.len() > MAX_REG_BYTES {
@@ -75,7 +87,7 @@ impl RcQp {
         if !self.has_room(WrKind::RegMr, 1) {
             return Err(ENOMEM);
         }
-        let idx = match self.mrs.iter().position(|m| m.buf.is_none()) {
+        let idx = match self.mrs.iter().position(|m| m.user.is_none()) {
             Some(i) => i,
             None if self.mrs.len() < self.size.max_mrs => {
                 // SAFETY: By the type invariant the PD is live. Two pages
@@ -90,7 +102,8 @@ impl RcQp {
                 let mr = NonNull::new(mr).ok_or(ENOMEM)?;
                 let slot = MrSlot {
                     mr,
-                    buf: None,
+                    page: None,
+                    user: None,
                     state: MrState::Failed,
                     key: 0,
                 };
@@ -105,18 +118,25 @@ impl RcQp {
         };
         let (slot, cqe) = self.free_slot()?;
         let len = u32::try_from(buf.len()).map_err(|_| EINVAL)?;
-        // SAFETY: By the type invariant the PD is live; its device is fixed.
-        let dev = unsafe { (*self.pd.as_ptr()).device };
-        // SAFETY: The PD's device is registered; the mapping is kept by the
-        // MR slot, freed before the device goes (see `Mapping`).
-        let map = unsafe {
-            Mapping::new(
-                NonNull::new(dev).ok_or(EINVAL)?,
-                buf,
-                bindings::dma_data_direction::DMA_BIDIRECTIONAL,
-            )?
-        };
         let m = &mut self.mrs[idx];
+        if m.page.is_none() {
+            let page = KVec::from_elem(0u8, MAX_REG_BYTES, GFP_KERNEL)?;
+            // SAFETY: By the type invariant the PD is live; its device is
+            // fixed.
+            let dev = unsafe { (*self.pd.as_ptr()).device };
+            // SAFETY: The PD's device is registered; the mapping is kept by
+            // the MR slot, freed after the QP and before the device goes
+            // (see `Mapping`).
+            m.page = Some(unsafe {
+                Mapping::new(
+                    NonNull::new(dev).ok_or(EINVAL)?,
+                    page,
+                    bindings::dma_data_direction::DMA_BIDIRECTIONAL,
+                )?
+            });
+        }
+        let map = m.page.as_mut().ok_or(EINVAL)?;
+        map.write_for_device(&buf)?;
         let key = m.key.wrapping_add(1);
         // The one range already mapped, as a scatterlist of one entry (on
         // the stack: the driver copies the page addresses out of it).
@@ -165,11 +185,10 @@ impl RcQp {
         let mut bad: *const bindings::ib_send_wr = core::ptr::null();
         // SAFETY: By the type invariant the QP is live; `wr.wr` is the first
         // member of an `ib_reg_wr`, as the driver reads it for REG_MR. The
-        // buffer the MR maps is owned by the slot from here until its
-        // LOCAL_INV completes or the QP is destroyed.
+        // page the MR maps is the slot's until the QP is destroyed.
         to_result(unsafe { bindings::ib_post_send(self.qp.as_ptr(), &wr.wr, &mut bad) })?;
         m.key = key;
-        m.buf = Some(map);
+        m.user = Some(buf);
         m.state = MrState::Registering;
         // INVARIANT: the posted request is in the table at its slot.
         self.wrs[slot] = Some(Posted {
@@ -217,7 +236,8 @@ impl RcQp {
     /// The MRs holding a buffer, for the peer and for `conns`.
     pub fn mrs(&self) -> impl Iterator<Item = MrInfo> + '_ {
         self.mrs.iter().enumerate().filter_map(|(index, m)| {
-            let b = m.buf.as_ref()?;
+            let len = m.user.as_ref()?.len();
+            let b = m.page.as_ref()?;
             // SAFETY: By the type invariant the MR is live; `rkey` is a plain
             // field, changed only under `&mut self`.
             let rkey = unsafe { (*m.mr.as_ptr()).rkey };
@@ -225,7 +245,7 @@ impl RcQp {
                 index,
                 addr: b.addr,
                 rkey,
-                len: b.len,
+                len,
                 state: m.state,
             })
         })

@@ -199,12 +199,13 @@ impl RcQp {
         self.wrs.iter().flatten().count() as u32
     }
 
-    /// Buffers this QP holds mapped for its device now: those of its posted
-    /// work requests and those its MRs expose. 0 once every request came
-    /// back and every MR was invalidated.
+    /// The caller's buffers this QP holds now: those of its posted work
+    /// requests (mapped for its device) and those registered with its MRs
+    /// (copied to the MRs' own pages, which stay mapped until the QP is
+    /// freed). 0 once every request came back and every MR was invalidated.
     pub fn bufs_mapped(&self) -> usize {
         let posted = self.wrs.iter().flatten().filter(|p| p.buf.len > 0);
-        let mrs = self.mrs.iter().filter(|m| m.buf.is_some());
+        let mrs = self.mrs.iter().filter(|m| m.user.is_some());
         posted.count() + mrs.count()
     }
 
@@ -397,7 +398,8 @@ impl Drop for RcQp {
         for m in core::mem::take(&mut self.mrs).into_iter() {
             // SAFETY: The MR is live and ours; nothing uses it any more.
             unsafe { bindings::ib_dereg_mr_user(m.mr.as_ptr(), core::ptr::null_mut()) };
-            drop(m.buf);
+            drop(m.page);
+            drop(m.user);
         }
         drop(core::mem::take(&mut self.wrs));
         // SAFETY: As above. `ib_free_cq()` waits for the CQ's work: its
