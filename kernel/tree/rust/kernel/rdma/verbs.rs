@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The verbs objects a connection needs: a protection domain, a completion
-//! queue and an RC queue pair, owned together and freed in that order's
-//! reverse; and the buffers of the work requests posted on the QP.
+//! The verbs objects a connection needs: a protection domain ([`Pd`]), a
+//! completion queue the RDMA core polls ([`Cq`]) and an RC queue pair
+//! ([`RcQp`]) that owns both and frees them after itself; and the buffers
+//! of the work requests posted on the QP.
 //!
 //! A posted work request owns its buffer: the buffer is DMA-mapped for the
 //! device when it is posted, kept in the QP's table of posted work requests
@@ -27,11 +28,13 @@ mod attr;
 mod cq;
 mod mapping;
 mod mr;
+mod pd;
 mod qp;
 mod wc;
 
 pub use attr::{Access, QpAttr, QpRef, QpState};
-pub use cq::Waker;
+pub use cq::{Cq, Waker};
 pub use mr::{MrInfo, MrState, MAX_REG_BYTES};
+pub use pd::Pd;
 pub use qp::{QpSize, RcQp};
 pub use wc::{Completion, WcStatus, WrKind};

@@ -1,30 +1,28 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The CQ of an [`RcQp`]: allocated with `ib_alloc_cq()` and polled by the
-//! RDMA core on its workqueue, which hands each completion to its request's
-//! `ib_cqe`. Completions wait in the QP's queue until the user takes them
-//! ([`RcQp::poll_one`]) or sleeps for them ([`RcQp::drain`]); a waker the
-//! user sets ([`RcQp::set_waker`]) is called for each.
+//! [`Cq`]: a completion queue from `ib_alloc_cq()`, polled by the RDMA
+//! core on its workqueue, which hands each completion to its request's
+//! `ib_cqe`. Completions wait in the CQ's ring until its QP's user takes
+//! them ([`RcQp::poll_one`](super::RcQp::poll_one)); a waker the user sets
+//! ([`Cq::set_waker`]) is called for each.
 
-use super::{
-    mr::MrState,
-    wc::{Completion, WcStatus, WrKind},
-    RcQp,
-};
 use crate::{
     bindings, new_condvar, new_mutex,
     prelude::*,
-    sync::{Arc, CondVar, Mutex},
-    time::{msecs_to_jiffies, Instant, Monotonic},
+    rdma::device::Device,
+    str::CStr,
+    sync::{Arc, CondVar, CondVarTimeoutResult, Mutex},
+    time::msecs_to_jiffies,
 };
+use core::ptr::NonNull;
 
 /// What the CQ's handler hands to the user for a completion: the request's
 /// slot in the QP's table, its status and byte count.
 #[derive(Clone, Copy, Default)]
 pub(super) struct Done {
-    slot: u32,
-    status: u32,
-    byte_len: u32,
+    pub(super) slot: u32,
+    pub(super) status: u32,
+    pub(super) byte_len: u32,
 }
 
 /// The user's waker: called once per completion, in the CQ's work (process
@@ -72,7 +70,7 @@ impl Ring {
 /// The CQ's context: the ring its handler fills and the condition a drain
 /// sleeps on.
 #[pin_data]
-pub(super) struct CqShared {
+struct CqShared {
     #[pin]
     ring: Mutex<Ring>,
     #[pin]
@@ -80,7 +78,7 @@ pub(super) struct CqShared {
 }
 
 impl CqShared {
-    pub(super) fn new(slots: usize) -> Result<Pin<KBox<Self>>> {
+    fn new(slots: usize) -> Result<Pin<KBox<Self>>> {
         let mut buf = KVec::with_capacity(slots, GFP_KERNEL)?;
         for _ in 0..slots {
             buf.push(Done::default(), GFP_KERNEL)?;
@@ -129,12 +127,12 @@ impl WrCqe {
     }
 }
 
-/// The `done` of every request of an [`RcQp`], called by the RDMA core in
+/// The `done` of every request of an [`RcQp`](super::RcQp), called by the RDMA core in
 /// the CQ's work for each completion.
 ///
 /// # Safety
 ///
-/// `cq` is an [`RcQp`]'s CQ, whose context is its live [`CqShared`]; `wc` is
+/// `cq` is a [`Cq`], whose context is its live [`CqShared`]; `wc` is
 /// a completion of one of its requests, whose `wr_cqe` is a live [`WrCqe`]
 /// of that QP (both are freed after the CQ).
 unsafe extern "C" fn wr_done(cq: *mut bindings::ib_cq, wc: *mut bindings::ib_wc) {
@@ -165,127 +163,90 @@ unsafe extern "C" fn wr_done(cq: *mut bindings::ib_cq, wc: *mut bindings::ib_wc)
     }
 }
 
-impl RcQp {
+/// A completion queue of `nr` entries for the requests of one QP, each of
+/// which carries its slot's `ib_cqe`: the RDMA core polls it on its
+/// workqueue and queues each completion in the CQ's ring.
+///
+/// # Invariants
+///
+/// `cq` is a live CQ (`IB_POLL_WORKQUEUE`) whose context is `shared`; it is
+/// freed exactly once, in `drop`, which waits for its work: `shared` (a
+/// field, dropped after `drop`) outlives every call of the handler.
+pub struct Cq {
+    cq: NonNull<bindings::ib_cq>,
+    shared: Pin<KBox<CqShared>>,
+}
+
+impl Cq {
+    /// Allocates a CQ of `nr` entries on `device`, with a ring of as many
+    /// (a QP posts at most that many requests at once). May sleep.
+    pub(super) fn new(device: &Device, nr: u32, caller: &'static CStr) -> Result<Self> {
+        let n = crate::ffi::c_int::try_from(nr).map_err(|_| EINVAL)?;
+        let shared = CqShared::new(usize::try_from(nr).map_err(|_| EINVAL)?)?;
+        let ctx = &*shared as *const CqShared as *mut crate::ffi::c_void;
+        // SAFETY: `device` is registered; `caller` is static; `ctx` is
+        // `shared`, which `Self` frees after the CQ.
+        let cq = crate::error::from_err_ptr(unsafe {
+            bindings::__ib_alloc_cq(
+                device.as_raw(),
+                ctx,
+                n,
+                0,
+                bindings::ib_poll_context_IB_POLL_WORKQUEUE,
+                caller.as_char_ptr(),
+            )
+        })?;
+        // INVARIANT: allocated above with `shared` as its context.
+        Ok(Self {
+            cq: NonNull::new(cq).ok_or(ENOMEM)?,
+            shared,
+        })
+    }
+
+    /// The raw CQ, live as long as `self`.
+    pub fn as_raw(&self) -> *mut bindings::ib_cq {
+        self.cq.as_ptr()
+    }
+
     /// Sets (or clears) the function called for each completion, in the
     /// CQ's work: it may sleep, and must not wait for anything that polls
-    /// or drains this QP.
+    /// or drains the QP.
     pub fn set_waker(&self, waker: Option<Waker>) {
         let old = core::mem::replace(&mut self.shared.ring.lock().waker, waker);
         drop(old);
     }
 
-    /// Takes one completion, if there is one, with its work request's
-    /// buffer back.
-    pub fn poll_one(&mut self) -> Result<Option<Completion>> {
-        let Some(d) = self.shared.ring.lock().pop() else {
-            return Ok(None);
-        };
-        let status = WcStatus::from_raw(d.status);
-        let posted = usize::try_from(d.slot)
-            .ok()
-            .and_then(|i| self.wrs.get_mut(i))
-            .and_then(Option::take);
-        // The request is over: its buffer is unmapped and handed back.
-        let mut mr = None;
-        let (kind, buf) = match posted {
-            Some(p) => {
-                if matches!(p.kind, WrKind::RegMr | WrKind::LocalInv) {
-                    mr = Some(p.mr);
-                }
-                let mut buf = p.buf.into_buf();
-                if let Some(m) = self.mrs.get_mut(p.mr) {
-                    match (p.kind, status) {
-                        (WrKind::RegMr, WcStatus::Success) => m.state = MrState::Valid,
-                        // Invalidated: the peer's rkey no longer reaches the
-                        // page, whose bytes go back in the caller's buffer.
-                        (WrKind::LocalInv, WcStatus::Success) => {
-                            buf = m.user.take().unwrap_or_else(KVec::new);
-                            if let Some(page) = m.page.as_ref() {
-                                // Never longer than the page (`reg_mr`).
-                                let _ = page.read_for_cpu(&mut buf);
-                            }
-                        }
-                        (WrKind::RegMr | WrKind::LocalInv, _) => m.state = MrState::Failed,
-                        _ => {}
-                    }
-                }
-                (Some(p.kind), buf)
-            }
-            None => (None, KVec::new()),
-        };
-        Ok(Some(Completion {
-            status,
-            kind,
-            byte_len: d.byte_len,
-            buf,
-            mr,
-        }))
+    /// The oldest completion not yet taken.
+    pub(super) fn pop(&self) -> Option<Done> {
+        self.shared.ring.lock().pop()
     }
 
-    /// Ends every posted work request before the QP is freed: moves the QP
-    /// to the error state if anything is posted, so that the device flushes
-    /// it, and hands each completion to `f`, sleeping until the next one
-    /// comes for at most `wait_ms` in all (less if a signal is pending).
-    /// Returns how many requests did not come back (their buffers are
-    /// freed with the QP, after it is destroyed). May sleep.
-    pub fn drain(&mut self, wait_ms: u32, mut f: impl FnMut(Completion)) -> u32 {
-        if self.outstanding_all() > 0 {
-            // Failing, the QP is already in error or gone with the device:
-            // what comes back is taken below, the rest is counted.
-            let _ = self.qp().to_error();
+    /// Sleeps until a completion is in the ring, for at most `ms`; `false`
+    /// if a signal is pending (the caller stops waiting).
+    pub(super) fn wait(&self, ms: u32) -> bool {
+        let mut ring = self.shared.ring.lock();
+        if ring.len > 0 {
+            return true;
         }
-        let start = Instant::<Monotonic>::now();
-        loop {
-            while let Ok(Some(c)) = self.poll_one() {
-                f(c);
-            }
-            let left = self.outstanding_all();
-            let rest = i64::from(wait_ms).saturating_sub(start.elapsed().as_millis());
-            if left == 0 || rest <= 0 {
-                return left;
-            }
-            let jiffies = msecs_to_jiffies(u32::try_from(rest).unwrap_or(u32::MAX));
-            let mut ring = self.shared.ring.lock();
-            if ring.len == 0 {
-                let r = self
-                    .shared
-                    .more
-                    .wait_interruptible_timeout(&mut ring, jiffies);
-                if matches!(r, crate::sync::CondVarTimeoutResult::Signal { .. }) {
-                    drop(ring);
-                    while let Ok(Some(c)) = self.poll_one() {
-                        f(c);
-                    }
-                    return self.outstanding_all();
-                }
-            }
-        }
+        let r = self
+            .shared
+            .more
+            .wait_interruptible_timeout(&mut ring, msecs_to_jiffies(ms));
+        !matches!(r, CondVarTimeoutResult::Signal { .. })
     }
 }
 
-/// The new CQ, polled by the core on its workqueue, its completions queued
-/// in `shared`.
-///
-/// # Safety
-///
-/// `device` is registered; `shared` outlives the CQ.
-pub(super) unsafe fn alloc_cq(
-    device: *mut bindings::ib_device,
-    shared: &CqShared,
-    cqe: u32,
-    caller: &'static crate::str::CStr,
-) -> Result<*mut bindings::ib_cq> {
-    let nr = crate::ffi::c_int::try_from(cqe).map_err(|_| EINVAL)?;
-    let ctx = shared as *const CqShared as *mut crate::ffi::c_void;
-    // SAFETY: By the function's safety requirements; `caller` is static.
-    crate::error::from_err_ptr(unsafe {
-        bindings::__ib_alloc_cq(
-            device,
-            ctx,
-            nr,
-            0,
-            bindings::ib_poll_context_IB_POLL_WORKQUEUE,
-            caller.as_char_ptr(),
-        )
-    })
+impl Drop for Cq {
+    fn drop(&mut self) {
+        // SAFETY: By the type invariant the CQ is live and freed only here;
+        // its QP (the one user) was destroyed first. `ib_free_cq()` waits
+        // for the CQ's work: nothing reaches `shared` after it.
+        unsafe { bindings::ib_free_cq(self.cq.as_ptr()) };
+    }
 }
+
+// SAFETY: The CQ is used through the RDMA core, which locks it itself; the
+// ring is behind its mutex.
+unsafe impl Send for Cq {}
+// SAFETY: As for `Send`.
+unsafe impl Sync for Cq {}

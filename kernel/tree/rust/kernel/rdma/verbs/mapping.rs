@@ -16,9 +16,9 @@ use core::ptr::NonNull;
 /// and are unmapped exactly once, in `drop`; `buf`'s allocation does not move
 /// or shrink meanwhile (only `into_buf` takes it, and the unmap follows at
 /// once). A `Mapping` with `len > 0` lives only in the tables of an
-/// [`RcQp`] of `dev` (or on the stack of its methods), so `dev` outlives it:
-/// the [`RcQp`] holds a reference on its device, put after it has freed its
-/// mappings. With `len == 0`, `dev` is never used.
+/// [`RcQp`](super::RcQp) of `dev` (or on the stack of its methods), so `dev`
+/// outlives it: the QP's PD holds a reference on its device, put after the
+/// QP has freed its mappings. With `len == 0`, `dev` is never used.
 pub(super) struct Mapping {
     buf: KVec<u8>,
     pub(super) len: usize,

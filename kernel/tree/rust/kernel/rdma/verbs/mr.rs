@@ -1,15 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Fast-registration MRs of an [`RcQp`]'s PD: a buffer registered for the
+//! Fast-registration MRs of an [`RcQp`](super::RcQp)'s PD: a buffer registered for the
 //! peer's RDMA READ and WRITE with an `IB_WR_REG_MR`, and handed back by
 //! the completion of its `IB_WR_LOCAL_INV`.
 
-use super::{
-    mapping::{Mapping, Posted},
-    wc::WrKind,
-    RcQp,
-};
-use crate::{bindings, error::from_err_ptr, error::to_result, ffi::c_int, prelude::*};
+use super::{mapping::Mapping, pd::Pd, wc::WcStatus, wc::WrKind};
+use crate::{bindings, error::from_err_ptr, ffi::c_int, prelude::*};
 use core::ptr::NonNull;
 
 /// The largest buffer an MR registers: a page, which the two entries of
@@ -35,7 +31,7 @@ pub enum MrState {
 /// What the peer needs to use an MR, and its state (for `conns`).
 #[derive(Clone, Copy, Debug)]
 pub struct MrInfo {
-    /// Its index among the QP's MRs (what [`RcQp::invalidate_mr`] takes).
+    /// Its index among the QP's MRs (what [`RcQp::invalidate_mr`](super::RcQp::invalidate_mr) takes).
     pub index: usize,
     /// The address the peer's RDMA READ and WRITE use.
     pub addr: u64,
@@ -61,82 +57,107 @@ pub struct MrInfo {
 /// `user` is the caller's buffer from its REG_MR's post until its
 /// LOCAL_INV completes with success (then it goes back) or the QP is
 /// destroyed; `None` while the MR is free for a new registration.
-pub(super) struct MrSlot {
-    pub(super) mr: NonNull<bindings::ib_mr>,
-    pub(super) page: Option<Mapping>,
-    pub(super) user: Option<KVec<u8>>,
-    pub(super) state: MrState,
-    pub(super) key: u8,
+struct MrSlot {
+    mr: NonNull<bindings::ib_mr>,
+    page: Option<Mapping>,
+    user: Option<KVec<u8>>,
+    state: MrState,
+    key: u8,
 }
 
-impl RcQp {
-    /// Registers `buf` for the peer's RDMA READ and WRITE with a fast
-    /// registration MR of the QP's PD (`ib_alloc_mr`, `ib_map_mr_sg`, an
-    /// `IB_WR_REG_MR` on the send queue, a new key each time an MR is
-    /// reused). Returns the MR's index; [`RcQp::mrs`] says when it is valid
-    /// and what to tell the peer. The MR exposes a page of its own, which
-    /// `buf`'s bytes are copied to; `buf` is kept until
-    /// [`RcQp::invalidate_mr`]'s LOCAL_INV completes (the completion hands it
-    /// back with the page's bytes, the peer's writes included) or the QP is
-    /// freed. At most [`QpSize::max_mrs`](super::QpSize::max_mrs) MRs (`ENOSPC`)
-    /// and [`MAX_REG_BYTES`] bytes (`EMSGSIZE`).
-    pub fn reg_mr(&mut self, buf: KVec<u8>) -> Result<usize> {
-        if buf.is_empty() || buf.len() > MAX_REG_BYTES {
+/// The MRs of a QP's PD: at most `max`, allocated on first use and reused,
+/// deregistered when dropped, which their QP does after it is destroyed
+/// (the peer reaches them only through it).
+///
+/// # Invariants
+///
+/// Each slot's `mr` is a live MR of the QP's PD, deregistered exactly once,
+/// in `drop`; its `page`, once set, is mapped on the PD's device, which
+/// outlives `self` (the QP drops its PD last).
+pub(super) struct Mrs {
+    slots: KVec<MrSlot>,
+    max: usize,
+}
+
+impl Mrs {
+    pub(super) fn new(max: usize) -> Self {
+        Self {
+            slots: KVec::new(),
+            max,
+        }
+    }
+
+    /// MRs allocated (reused, freed with the QP).
+    pub(super) fn allocated(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// MRs holding a caller's buffer.
+    pub(super) fn holding(&self) -> usize {
+        self.slots.iter().filter(|m| m.user.is_some()).count()
+    }
+
+    /// A free MR for a registration of `len` bytes (`EMSGSIZE`, `ENOSPC`),
+    /// allocated on `pd` if none is free.
+    pub(super) fn free_mr(&mut self, pd: &Pd, len: usize) -> Result<usize> {
+        if len == 0 || len > MAX_REG_BYTES {
             return Err(EMSGSIZE);
         }
-        if !self.has_room(WrKind::RegMr, 1) {
-            return Err(ENOMEM);
+        if let Some(i) = self.slots.iter().position(|m| m.user.is_none()) {
+            return Ok(i);
         }
-        let idx = match self.mrs.iter().position(|m| m.user.is_none()) {
-            Some(i) => i,
-            None if self.mrs.len() < self.size.max_mrs => {
-                // SAFETY: By the type invariant the PD is live. Two pages
-                // hold any buffer of up to a page, wherever it starts.
-                let mr = from_err_ptr(unsafe {
-                    bindings::ib_alloc_mr(
-                        self.pd.as_ptr(),
-                        bindings::ib_mr_type_IB_MR_TYPE_MEM_REG,
-                        2,
-                    )
-                })?;
-                let mr = NonNull::new(mr).ok_or(ENOMEM)?;
-                let slot = MrSlot {
-                    mr,
-                    page: None,
-                    user: None,
-                    state: MrState::Failed,
-                    key: 0,
-                };
-                if let Err(e) = self.mrs.push(slot, GFP_KERNEL) {
-                    // SAFETY: Just allocated, never used.
-                    unsafe { bindings::ib_dereg_mr_user(mr.as_ptr(), core::ptr::null_mut()) };
-                    return Err(e.into());
-                }
-                self.mrs.len() - 1
-            }
-            None => return Err(ENOSPC),
+        if self.slots.len() >= self.max {
+            return Err(ENOSPC);
+        }
+        // SAFETY: The PD is live. Two pages hold any buffer of up to a
+        // page, wherever it starts.
+        let mr = from_err_ptr(unsafe {
+            bindings::ib_alloc_mr(pd.as_raw(), bindings::ib_mr_type_IB_MR_TYPE_MEM_REG, 2)
+        })?;
+        let mr = NonNull::new(mr).ok_or(ENOMEM)?;
+        let slot = MrSlot {
+            mr,
+            page: None,
+            user: None,
+            state: MrState::Failed,
+            key: 0,
         };
-        let (slot, cqe) = self.free_slot()?;
+        if let Err(e) = self.slots.push(slot, GFP_KERNEL) {
+            // SAFETY: Just allocated, never used.
+            unsafe { bindings::ib_dereg_mr_user(mr.as_ptr(), core::ptr::null_mut()) };
+            return Err(e.into());
+        }
+        // INVARIANT: a live MR of the PD, in its slot.
+        Ok(self.slots.len() - 1)
+    }
+
+    /// The REG_MR of free MR `idx` for `buf`: its page (mapped on the PD's
+    /// device at first use) gets `buf`'s bytes and the MR a new key. The
+    /// caller sets the request's `wr_cqe`, posts it, then calls
+    /// [`Mrs::registered`].
+    pub(super) fn prepare_reg(
+        &mut self,
+        pd: &Pd,
+        idx: usize,
+        buf: &[u8],
+    ) -> Result<bindings::ib_reg_wr> {
         let len = u32::try_from(buf.len()).map_err(|_| EINVAL)?;
-        let m = &mut self.mrs[idx];
+        let m = self.slots.get_mut(idx).ok_or(ENOENT)?;
+        if m.user.is_some() {
+            return Err(EBUSY);
+        }
         if m.page.is_none() {
             let page = KVec::from_elem(0u8, MAX_REG_BYTES, GFP_KERNEL)?;
-            // SAFETY: By the type invariant the PD is live; its device is
-            // fixed.
-            let dev = unsafe { (*self.pd.as_ptr()).device };
+            let (dev, _) = pd.dma()?;
             // SAFETY: The PD's device is registered; the mapping is kept by
-            // the MR slot, freed after the QP and before the device goes
-            // (see `Mapping`).
+            // the slot, freed after the QP and before the device goes (see
+            // `Mapping`).
             m.page = Some(unsafe {
-                Mapping::new(
-                    NonNull::new(dev).ok_or(EINVAL)?,
-                    page,
-                    bindings::dma_data_direction::DMA_BIDIRECTIONAL,
-                )?
+                Mapping::new(dev, page, bindings::dma_data_direction::DMA_BIDIRECTIONAL)?
             });
         }
         let map = m.page.as_mut().ok_or(EINVAL)?;
-        map.write_for_device(&buf)?;
+        map.write_for_device(buf)?;
         let key = m.key.wrapping_add(1);
         // The one range already mapped, as a scatterlist of one entry (on
         // the stack: the driver copies the page addresses out of it).
@@ -152,8 +173,9 @@ impl RcQp {
         {
             sg.length = len;
         }
-        // SAFETY: The MR is ours and not registered (free slot): its key and
-        // page list may change. `sg` names a mapping of `len` bytes.
+        // SAFETY: The MR is live and not registered (no caller's buffer):
+        // its key and page list may change. `sg` names a mapping of `len`
+        // bytes.
         let n = unsafe {
             bindings::ib_update_fast_reg_key(m.mr.as_ptr(), key);
             bindings::ib_map_mr_sg(
@@ -167,10 +189,11 @@ impl RcQp {
         if n != 1 {
             return Err(if n < 0 { Error::from_errno(n) } else { EINVAL });
         }
+        m.key = key;
         let access = bindings::ib_access_flags_IB_ACCESS_LOCAL_WRITE
             | bindings::ib_access_flags_IB_ACCESS_REMOTE_READ
             | bindings::ib_access_flags_IB_ACCESS_REMOTE_WRITE;
-        let mut wr = bindings::ib_reg_wr {
+        Ok(bindings::ib_reg_wr {
             wr: bindings::ib_send_wr {
                 opcode: bindings::ib_wr_opcode_IB_WR_REG_MR,
                 send_flags: bindings::ib_send_flags_IB_SEND_SIGNALED as c_int,
@@ -180,62 +203,72 @@ impl RcQp {
             // SAFETY: As above; `rkey` was just set.
             key: unsafe { (*m.mr.as_ptr()).rkey },
             access: access as c_int,
-        };
-        wr.wr.__bindgen_anon_1.wr_cqe = cqe;
-        let mut bad: *const bindings::ib_send_wr = core::ptr::null();
-        // SAFETY: By the type invariant the QP is live; `wr.wr` is the first
-        // member of an `ib_reg_wr`, as the driver reads it for REG_MR. The
-        // page the MR maps is the slot's until the QP is destroyed.
-        to_result(unsafe { bindings::ib_post_send(self.qp.as_ptr(), &wr.wr, &mut bad) })?;
-        m.key = key;
-        m.user = Some(buf);
-        m.state = MrState::Registering;
-        // INVARIANT: the posted request is in the table at its slot.
-        self.wrs[slot] = Some(Posted {
-            kind: WrKind::RegMr,
-            buf: Mapping::none(),
-            mr: idx,
-        });
-        Ok(idx)
+        })
     }
 
-    /// Posts the LOCAL_INV of MR `idx` (`EINVAL` unless it is valid): the
-    /// peer's rkey stops working, and the completion hands the MR's buffer
-    /// back (with what the peer wrote into it) and frees the MR for reuse.
-    pub fn invalidate_mr(&mut self, idx: usize) -> Result {
-        let m = self.mrs.get(idx).ok_or(ENOENT)?;
+    /// MR `idx`'s REG_MR was posted: it holds `buf` until its LOCAL_INV
+    /// completes.
+    pub(super) fn registered(&mut self, idx: usize, buf: KVec<u8>) {
+        if let Some(m) = self.slots.get_mut(idx) {
+            m.user = Some(buf);
+            m.state = MrState::Registering;
+        }
+    }
+
+    /// The LOCAL_INV of MR `idx` (`ENOENT`; `EINVAL` unless it is valid).
+    /// The caller sets the request's `wr_cqe`, posts it, then calls
+    /// [`Mrs::invalidating`].
+    pub(super) fn prepare_inv(&self, idx: usize) -> Result<bindings::ib_send_wr> {
+        let m = self.slots.get(idx).ok_or(ENOENT)?;
         if m.state != MrState::Valid {
             return Err(EINVAL);
         }
-        if !self.has_room(WrKind::LocalInv, 1) {
-            return Err(ENOMEM);
-        }
-        let (slot, cqe) = self.free_slot()?;
-        let m = &mut self.mrs[idx];
         let mut wr = bindings::ib_send_wr {
             opcode: bindings::ib_wr_opcode_IB_WR_LOCAL_INV,
             send_flags: bindings::ib_send_flags_IB_SEND_SIGNALED as c_int,
             ..Default::default()
         };
-        wr.__bindgen_anon_1.wr_cqe = cqe;
         // SAFETY: By the type invariant the MR is live; `rkey` is its key.
         wr.ex.invalidate_rkey = unsafe { (*m.mr.as_ptr()).rkey };
-        let mut bad: *const bindings::ib_send_wr = core::ptr::null();
-        // SAFETY: By the type invariant the QP is live; `wr` is only read.
-        to_result(unsafe { bindings::ib_post_send(self.qp.as_ptr(), &wr, &mut bad) })?;
-        m.state = MrState::Invalidating;
-        // INVARIANT: as in `reg_mr`.
-        self.wrs[slot] = Some(Posted {
-            kind: WrKind::LocalInv,
-            buf: Mapping::none(),
-            mr: idx,
-        });
-        Ok(())
+        Ok(wr)
     }
 
-    /// The MRs holding a buffer, for the peer and for `conns`.
-    pub fn mrs(&self) -> impl Iterator<Item = MrInfo> + '_ {
-        self.mrs.iter().enumerate().filter_map(|(index, m)| {
+    /// MR `idx`'s LOCAL_INV was posted.
+    pub(super) fn invalidating(&mut self, idx: usize) {
+        if let Some(m) = self.slots.get_mut(idx) {
+            m.state = MrState::Invalidating;
+        }
+    }
+
+    /// A REG_MR or LOCAL_INV of MR `idx` completed with `status`: a
+    /// successful LOCAL_INV gives the caller's buffer back with the page's
+    /// bytes (the peer's rkey no longer reaches the page).
+    pub(super) fn completed(
+        &mut self,
+        kind: WrKind,
+        status: WcStatus,
+        idx: usize,
+    ) -> Option<KVec<u8>> {
+        let m = self.slots.get_mut(idx)?;
+        match (kind, status) {
+            (WrKind::RegMr, WcStatus::Success) => m.state = MrState::Valid,
+            (WrKind::LocalInv, WcStatus::Success) => {
+                let mut buf = m.user.take()?;
+                if let Some(page) = m.page.as_ref() {
+                    // Never longer than the page (`free_mr`).
+                    let _ = page.read_for_cpu(&mut buf);
+                }
+                return Some(buf);
+            }
+            (WrKind::RegMr | WrKind::LocalInv, _) => m.state = MrState::Failed,
+            _ => {}
+        }
+        None
+    }
+
+    /// The MRs holding a buffer, for the peer.
+    pub(super) fn infos(&self) -> impl Iterator<Item = MrInfo> + '_ {
+        self.slots.iter().enumerate().filter_map(|(index, m)| {
             let len = m.user.as_ref()?.len();
             let b = m.page.as_ref()?;
             // SAFETY: By the type invariant the MR is live; `rkey` is a plain
@@ -249,5 +282,17 @@ impl RcQp {
                 state: m.state,
             })
         })
+    }
+}
+
+impl Drop for Mrs {
+    fn drop(&mut self) {
+        for m in core::mem::take(&mut self.slots).into_iter() {
+            // SAFETY: By the type invariant the MR is live and deregistered
+            // only here; its QP is destroyed (see the type's doc).
+            unsafe { bindings::ib_dereg_mr_user(m.mr.as_ptr(), core::ptr::null_mut()) };
+            drop(m.page);
+            drop(m.user);
+        }
     }
 }

@@ -1,14 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! [`RcQp`]: a protection domain, a CQ and an RC QP owned together, and
-//! the work requests posted on the QP with their buffers.
+//! [`RcQp`]: an RC QP with the PD and CQ it owns, the work requests posted
+//! on it with their buffers, and its MRs.
 
 use super::{
     attr::{QpAttr, QpRef},
-    cq::{alloc_cq, CqShared, WrCqe},
+    cq::{Cq, Waker, WrCqe},
     mapping::{Mapping, Posted},
-    mr::MrSlot,
-    wc::WrKind,
+    mr::{MrInfo, Mrs, MAX_REG_BYTES},
+    pd::Pd,
+    wc::{Completion, WcStatus, WrKind},
 };
 use crate::{
     bindings,
@@ -17,10 +18,9 @@ use crate::{
     prelude::*,
     rdma::device::Device,
     str::CStr,
-    sync::aref::ARef,
-    types::ScopeGuard,
+    time::{Instant, Monotonic},
 };
-use core::{mem::ManuallyDrop, pin::Pin, ptr::NonNull};
+use core::{mem::ManuallyDrop, ptr::NonNull};
 
 /// What an [`RcQp`] is made with: its queue sizes and the user's choices,
 /// all of them the caller's (there is no default).
@@ -47,72 +47,49 @@ pub struct QpSize {
     pub caller: &'static CStr,
 }
 
-/// A protection domain, a CQ the RDMA core polls, an RC QP using both, and
-/// the work requests posted on the QP with their buffers.
+/// An RC QP, the [`Pd`] it was created on and the [`Cq`] it uses for both
+/// queues (owned by it), the work requests posted on it with their
+/// buffers, and the MRs of its PD.
 ///
 /// # Invariants
 ///
-/// `pd`, `cq` and `qp` are live objects of `device`; `qp` was created on
-/// `pd` with `cq` as its send and receive CQ, and `cq`'s context is
-/// `shared`. They are destroyed in the order QP, CQ, PD, each exactly once,
-/// in `drop`. `wrs` and `cqes` have one entry per slot, `send + recv` of
-/// them, and are never resized. Every work request posted on `qp` and not
-/// yet taken from `shared` is in `wrs` at its slot, with the buffer it was
-/// posted with (mapped for the device), and carries its slot's `cqes`
-/// entry as its `wr_cqe`: nothing else reaches those buffers until the
-/// request's completion is taken or the QP is destroyed. `shared` and
-/// `cqes` are freed after the CQ. `device` (a reference) is released after
-/// them, and never if the QP could not be destroyed (it is leaked with it).
+/// `qp` is a live RC QP on `pd` with `cq` as its send and receive CQ,
+/// destroyed exactly once, in `drop`, before the MRs, the CQ and the PD
+/// are freed (in that order), which are leaked with it if it could not be
+/// destroyed. `wrs` and `cqes` have one entry per slot, `send + recv` of
+/// them, and are never resized. Every work request posted on `qp` whose
+/// completion was not yet taken from `cq` is in `wrs` at its slot, with
+/// the buffer it was posted with (mapped for the device), and carries its
+/// slot's `cqes` entry as its `wr_cqe`: nothing else reaches those buffers
+/// until the request's completion is taken or the QP is destroyed.
 pub struct RcQp {
-    pub(super) pd: NonNull<bindings::ib_pd>,
-    pub(super) cq: NonNull<bindings::ib_cq>,
-    pub(super) shared: ManuallyDrop<Pin<KBox<CqShared>>>,
-    pub(super) cqes: ManuallyDrop<KVec<WrCqe>>,
-    pub(super) qp: NonNull<bindings::ib_qp>,
-    pub(super) size: QpSize,
-    pub(super) wrs: KVec<Option<Posted>>,
-    pub(super) mrs: KVec<MrSlot>,
-    // Released by `drop` after it has freed the objects and mappings above;
-    // leaked with them if the QP could not be destroyed.
-    pub(super) device: ManuallyDrop<ARef<Device>>,
+    qp: NonNull<bindings::ib_qp>,
+    size: QpSize,
+    wrs: KVec<Option<Posted>>,
+    mrs: ManuallyDrop<Mrs>,
+    cqes: ManuallyDrop<KVec<WrCqe>>,
+    cq: ManuallyDrop<Cq>,
+    pd: ManuallyDrop<Pd>,
 }
 
 impl RcQp {
     /// Allocates a PD, a CQ and an RC QP on `device`. May sleep.
     pub fn new(device: &Device, size: QpSize) -> Result<Self> {
-        // SAFETY: `device` is registered; `caller` is a static string. No
-        // flags: no unsafe global rkey.
-        let pd = from_err_ptr(unsafe {
-            bindings::__ib_alloc_pd(device.as_raw(), 0, size.caller.as_char_ptr())
-        })?;
-        // Released on the error paths below, until the QP exists.
-        let pd = ScopeGuard::new_with_data(NonNull::new(pd).ok_or(ENOMEM)?, |pd| {
-            // SAFETY: A live PD with no users left (its QP was not created).
-            unsafe { bindings::ib_dealloc_pd_user(pd.as_ptr(), core::ptr::null_mut()) };
-        });
-
         let cqe = size.send.checked_add(size.recv).ok_or(EINVAL)?;
         c_int::try_from(cqe).map_err(|_| EINVAL)?;
         let slots = usize::try_from(cqe).map_err(|_| EINVAL)?;
-        let shared = CqShared::new(slots)?;
         let mut cqes = KVec::with_capacity(slots, GFP_KERNEL)?;
         let mut wrs = KVec::with_capacity(slots, GFP_KERNEL)?;
         for slot in 0..cqe {
             cqes.push(WrCqe::new(slot), GFP_KERNEL)?;
             wrs.push(None, GFP_KERNEL)?;
         }
-        // SAFETY: As above; `shared` outlives the CQ (freed after it, here
-        // and in `drop`).
-        let cq = unsafe { alloc_cq(device.as_raw(), &shared, cqe, size.caller)? };
-        // Declared after `shared`, so dropped (on an error below) before it.
-        let cq = ScopeGuard::new_with_data(NonNull::new(cq).ok_or(ENOMEM)?, |cq| {
-            // SAFETY: A live CQ with no users left (its QP was not created).
-            unsafe { bindings::ib_free_cq(cq.as_ptr()) };
-        });
-
+        let pd = Pd::new(device, size.caller)?;
+        // Declared after `pd`, so dropped (on an error below) before it.
+        let cq = Cq::new(device, cqe, size.caller)?;
         let mut attr = bindings::ib_qp_init_attr {
-            send_cq: cq.as_ptr(),
-            recv_cq: cq.as_ptr(),
+            send_cq: cq.as_raw(),
+            recv_cq: cq.as_raw(),
             cap: bindings::ib_qp_cap {
                 max_send_wr: size.send,
                 max_recv_wr: size.recv,
@@ -126,27 +103,30 @@ impl RcQp {
         };
         // SAFETY: `pd` and `cq` are live objects of `device`; `attr` is valid.
         let qp = from_err_ptr(unsafe {
-            bindings::ib_create_qp_kernel(pd.as_ptr(), &mut attr, size.caller.as_char_ptr())
+            bindings::ib_create_qp_kernel(pd.as_raw(), &mut attr, size.caller.as_char_ptr())
         })?;
         let qp = NonNull::new(qp).ok_or(ENOMEM)?;
-        // INVARIANT: all three live, the QP on `pd` with `cq`, nothing posted;
-        // ownership moves from the guards to `Self`.
+        // INVARIANT: the QP on `pd` with `cq`, nothing posted.
         Ok(Self {
-            device: ManuallyDrop::new(device.into()),
-            pd: pd.dismiss(),
-            cq: cq.dismiss(),
-            shared: ManuallyDrop::new(shared),
-            cqes: ManuallyDrop::new(cqes),
             qp,
             size,
             wrs,
-            mrs: KVec::new(),
+            mrs: ManuallyDrop::new(Mrs::new(size.max_mrs)),
+            cqes: ManuallyDrop::new(cqes),
+            cq: ManuallyDrop::new(cq),
+            pd: ManuallyDrop::new(pd),
         })
     }
 
     /// The device the QP is on.
     pub fn device(&self) -> &Device {
-        &self.device
+        self.pd.device()
+    }
+
+    /// Sets (or clears) the function called for each completion (see
+    /// [`Cq::set_waker`]).
+    pub fn set_waker(&self, waker: Option<Waker>) {
+        self.cq.set_waker(waker);
     }
 
     /// The QP number, for the REQ or REP.
@@ -205,14 +185,13 @@ impl RcQp {
     /// freed). 0 once every request came back and every MR was invalidated.
     pub fn bufs_mapped(&self) -> usize {
         let posted = self.wrs.iter().flatten().filter(|p| p.buf.len > 0);
-        let mrs = self.mrs.iter().filter(|m| m.user.is_some());
-        posted.count() + mrs.count()
+        posted.count() + self.mrs.holding()
     }
 
     /// MRs this QP has allocated (they are reused, and freed with the QP):
     /// at most [`QpSize::max_mrs`].
     pub fn mrs_allocated(&self) -> usize {
-        self.mrs.len()
+        self.mrs.allocated()
     }
 
     /// Room for `n` more work requests of `kind` (the QP's queue size).
@@ -228,14 +207,14 @@ impl RcQp {
 
     /// A free slot of the table for a new work request, and the `ib_cqe`
     /// the request carries.
-    pub(super) fn free_slot(&mut self) -> Result<(usize, *mut bindings::ib_cqe)> {
+    fn free_slot(&mut self) -> Result<(usize, *mut bindings::ib_cqe)> {
         let slot = self.wrs.iter().position(|p| p.is_none()).ok_or(ENOMEM)?;
         let cqe = self.cqes.get_mut(slot).ok_or(ENOMEM)?.as_raw();
         Ok((slot, cqe))
     }
 
     /// Maps `buf` for `kind`, and gives its free slot and scatter entry.
-    pub(super) fn prepare(
+    fn prepare(
         &mut self,
         kind: WrKind,
         buf: KVec<u8>,
@@ -245,18 +224,14 @@ impl RcQp {
         }
         let length = u32::try_from(buf.len()).map_err(|_| EINVAL)?;
         let (slot, cqe) = self.free_slot()?;
-        // SAFETY: By the type invariant the PD is live; its device is fixed.
-        let (dev, lkey) = unsafe {
-            let pd = self.pd.as_ptr();
-            ((*pd).device, (*pd).local_dma_lkey)
-        };
+        let (dev, lkey) = self.pd.dma()?;
         let dir = match kind {
             WrKind::Recv | WrKind::RdmaRead => bindings::dma_data_direction::DMA_FROM_DEVICE,
             _ => bindings::dma_data_direction::DMA_TO_DEVICE,
         };
         // SAFETY: The PD's device is registered; the mapping goes into our
         // table, freed before the device goes (see `Mapping`).
-        let map = unsafe { Mapping::new(NonNull::new(dev).ok_or(EINVAL)?, buf, dir)? };
+        let map = unsafe { Mapping::new(dev, buf, dir)? };
         let sge = bindings::ib_sge {
             addr: map.addr,
             length,
@@ -363,57 +338,176 @@ impl RcQp {
         });
         Ok(())
     }
+
+    /// Registers `buf` for the peer's RDMA READ and WRITE with a fast
+    /// registration MR of the QP's PD (`ib_alloc_mr`, `ib_map_mr_sg`, an
+    /// `IB_WR_REG_MR` on the send queue, a new key each time an MR is
+    /// reused). Returns the MR's index; [`RcQp::mrs`] says when it is valid
+    /// and what to tell the peer. The MR exposes a page of its own, which
+    /// `buf`'s bytes are copied to; `buf` is kept until
+    /// [`RcQp::invalidate_mr`]'s LOCAL_INV completes (the completion hands it
+    /// back with the page's bytes, the peer's writes included) or the QP is
+    /// freed. At most [`QpSize::max_mrs`] MRs (`ENOSPC`) and
+    /// [`MAX_REG_BYTES`] bytes (`EMSGSIZE`).
+    pub fn reg_mr(&mut self, buf: KVec<u8>) -> Result<usize> {
+        if buf.is_empty() || buf.len() > MAX_REG_BYTES {
+            return Err(EMSGSIZE);
+        }
+        if !self.has_room(WrKind::RegMr, 1) {
+            return Err(ENOMEM);
+        }
+        let idx = self.mrs.free_mr(&self.pd, buf.len())?;
+        let (slot, cqe) = self.free_slot()?;
+        let mut wr = self.mrs.prepare_reg(&self.pd, idx, &buf)?;
+        wr.wr.__bindgen_anon_1.wr_cqe = cqe;
+        let mut bad: *const bindings::ib_send_wr = core::ptr::null();
+        // SAFETY: By the type invariant the QP is live; `wr.wr` is the first
+        // member of an `ib_reg_wr`, as the driver reads it for REG_MR. The
+        // page the MR maps is the MR's until the QP is destroyed.
+        to_result(unsafe { bindings::ib_post_send(self.qp.as_ptr(), &wr.wr, &mut bad) })?;
+        self.mrs.registered(idx, buf);
+        // INVARIANT: the posted request is in the table at its slot.
+        self.wrs[slot] = Some(Posted {
+            kind: WrKind::RegMr,
+            buf: Mapping::none(),
+            mr: idx,
+        });
+        Ok(idx)
+    }
+
+    /// Posts the LOCAL_INV of MR `idx` (`EINVAL` unless it is valid): the
+    /// peer's rkey stops working, and the completion hands the MR's buffer
+    /// back (with what the peer wrote into it) and frees the MR for reuse.
+    pub fn invalidate_mr(&mut self, idx: usize) -> Result {
+        let mut wr = self.mrs.prepare_inv(idx)?;
+        if !self.has_room(WrKind::LocalInv, 1) {
+            return Err(ENOMEM);
+        }
+        let (slot, cqe) = self.free_slot()?;
+        wr.__bindgen_anon_1.wr_cqe = cqe;
+        let mut bad: *const bindings::ib_send_wr = core::ptr::null();
+        // SAFETY: By the type invariant the QP is live; `wr` is only read.
+        to_result(unsafe { bindings::ib_post_send(self.qp.as_ptr(), &wr, &mut bad) })?;
+        self.mrs.invalidating(idx);
+        // INVARIANT: as in `reg_mr`.
+        self.wrs[slot] = Some(Posted {
+            kind: WrKind::LocalInv,
+            buf: Mapping::none(),
+            mr: idx,
+        });
+        Ok(())
+    }
+
+    /// The MRs holding a buffer, for the peer.
+    pub fn mrs(&self) -> impl Iterator<Item = MrInfo> + '_ {
+        self.mrs.infos()
+    }
+
+    /// Takes one completion, if there is one, with its work request's
+    /// buffer back.
+    pub fn poll_one(&mut self) -> Result<Option<Completion>> {
+        let Some(d) = self.cq.pop() else {
+            return Ok(None);
+        };
+        let status = WcStatus::from_raw(d.status);
+        let posted = usize::try_from(d.slot)
+            .ok()
+            .and_then(|i| self.wrs.get_mut(i))
+            .and_then(Option::take);
+        // The request is over: its buffer is unmapped and handed back.
+        let (kind, buf, mr) = match posted {
+            Some(p) => {
+                let mut buf = p.buf.into_buf();
+                let mut mr = None;
+                if matches!(p.kind, WrKind::RegMr | WrKind::LocalInv) {
+                    mr = Some(p.mr);
+                    if let Some(b) = self.mrs.completed(p.kind, status, p.mr) {
+                        buf = b;
+                    }
+                }
+                (Some(p.kind), buf, mr)
+            }
+            None => (None, KVec::new(), None),
+        };
+        Ok(Some(Completion {
+            status,
+            kind,
+            byte_len: d.byte_len,
+            buf,
+            mr,
+        }))
+    }
+
+    /// Ends every posted work request before the QP is freed: moves the QP
+    /// to the error state if anything is posted, so that the device flushes
+    /// it, and hands each completion to `f`, sleeping until the next one
+    /// comes for at most `wait_ms` in all (less if a signal is pending).
+    /// Returns how many requests did not come back (their buffers are
+    /// freed with the QP, after it is destroyed). May sleep.
+    ///
+    /// Not `ib_drain_qp()`, which waits without a bound: a CM callback that
+    /// frees its QP must not wait longer than it chooses.
+    pub fn drain(&mut self, wait_ms: u32, mut f: impl FnMut(Completion)) -> u32 {
+        if self.outstanding_all() > 0 {
+            // Failing, the QP is already in error or gone with the device:
+            // what comes back is taken below, the rest is counted.
+            let _ = self.qp().to_error();
+        }
+        let start = Instant::<Monotonic>::now();
+        loop {
+            while let Ok(Some(c)) = self.poll_one() {
+                f(c);
+            }
+            let left = self.outstanding_all();
+            let rest = i64::from(wait_ms).saturating_sub(start.elapsed().as_millis());
+            if left == 0 || rest <= 0 {
+                return left;
+            }
+            if !self.cq.wait(u32::try_from(rest).unwrap_or(u32::MAX)) {
+                while let Ok(Some(c)) = self.poll_one() {
+                    f(c);
+                }
+                return self.outstanding_all();
+            }
+        }
+    }
 }
 
 impl Drop for RcQp {
     fn drop(&mut self) {
-        // SAFETY: By the type invariant each object is live and destroyed only
-        // here, users first: the QP, then its CQ, then their PD.
+        // SAFETY: By the type invariant the QP is live and destroyed only
+        // here, before its MRs, CQ and PD.
         let ret = unsafe { bindings::ib_destroy_qp_user(self.qp.as_ptr(), core::ptr::null_mut()) };
         if ret != 0 {
             // The QP still exists (a driver refused, as rxe does for a QP
             // with multicast attachments): the device may still write into
             // the buffers of its posted requests and complete on the CQ,
             // and the peer may still reach its MRs. Leaking them, the
-            // buffers, the CQ and the PD is the only safe choice.
+            // buffers, the CQ and the PD (with its device reference: the
+            // device's unregistration then waits, a hang rather than a use
+            // after free) is the only safe choice; all but `wrs` are in
+            // their `ManuallyDrop`.
             pr_warn!(
                 "QP {} not destroyed ({}): its MRs, buffers, CQ, PD and device reference are leaked\n",
                 self.qp_num(),
                 ret
             );
-            // The device too: the leaked QP, CQ and PD are its objects,
-            // which its unregistration would tear down under the driver
-            // (its reference is never put, so it waits; a hang rather than
-            // a use after free).
-            core::mem::forget(core::mem::take(&mut self.mrs));
             core::mem::forget(core::mem::take(&mut self.wrs));
-            // `shared` and `cqes` too (left in their `ManuallyDrop`): the
-            // CQ's work may still reach them.
             return;
         }
-        // The QP is gone: the device no longer touches the buffers of the
-        // requests still in the table, and the peer no longer reaches the
-        // MRs (RC: only through this QP). Deregistered, unmapped and freed
-        // here, while the device is still ours.
-        for m in core::mem::take(&mut self.mrs).into_iter() {
-            // SAFETY: The MR is live and ours; nothing uses it any more.
-            unsafe { bindings::ib_dereg_mr_user(m.mr.as_ptr(), core::ptr::null_mut()) };
-            drop(m.page);
-            drop(m.user);
-        }
-        drop(core::mem::take(&mut self.wrs));
-        // SAFETY: As above. `ib_free_cq()` waits for the CQ's work: its
-        // context and the requests' `ib_cqe`s go after it, nothing reaches
-        // them any more.
+        // SAFETY: Each dropped once, here. The QP is gone: the device no
+        // longer touches the buffers of the requests still in the table,
+        // and the peer no longer reaches the MRs (RC: only through this
+        // QP). They are freed while the device is still ours (the PD holds
+        // its reference); the CQ's `ib_free_cq()` waits for its work, after
+        // which nothing reaches the requests' `ib_cqe`s; the PD goes last.
         unsafe {
-            bindings::ib_free_cq(self.cq.as_ptr());
-            ManuallyDrop::drop(&mut self.shared);
+            ManuallyDrop::drop(&mut self.mrs);
+            drop(core::mem::take(&mut self.wrs));
+            ManuallyDrop::drop(&mut self.cq);
             ManuallyDrop::drop(&mut self.cqes);
-            bindings::ib_dealloc_pd_user(self.pd.as_ptr(), core::ptr::null_mut());
+            ManuallyDrop::drop(&mut self.pd);
         }
-        // SAFETY: Released once, here, last: nothing of the device is used
-        // after this.
-        unsafe { ManuallyDrop::drop(&mut self.device) };
     }
 }
 
