@@ -538,6 +538,32 @@ test_passive_end_freed_after_long_timewait() {
 }
 timeout_test_passive_end_freed_after_long_timewait=180
 
+# A passive end frees its QP once its connection is over, as an rdma_cm
+# consumer does at DISCONNECTED: at the DREP it sends, not at timewait
+# exit, whose length the peer chooses (lifetime=24: minutes). Its receives
+# come back flushed first. The active end, ours, keeps its QP until its own
+# timewait exit. Before, the passive end held its QP through the whole
+# timewait.
+test_passive_qp_freed_at_drep() {
+	local p=$((5 + PASSIVE_BASE)) rc=0
+	rxe_add rxe0 v0 && rcd_load || return 1
+	ctl listen 1 rxe0 0x1000 auto_drep=- free_after=20000 recv=4 || return 1
+	ctl connect 5 rxe0 10.77.0.1 10.77.0.1 0x1000 lifetime=24 || return 1
+	wait_event 20 5 ESTABLISHED && wait_event 20 $p ESTABLISHED || return 1
+	check "the passive end has its QP while connected" test -n "$(conn_field $p qpn)" ||
+		return 1
+	ctl dreq 5 && wait_event 20 5 DREP_RECEIVED || return 1
+	check "the passive end in TIMEWAIT" state_is $p TIMEWAIT || rc=1
+	check "its QP freed at its DREP (qpn '$(conn_field $p qpn)')" \
+		wait_for 10 sh -c "! grep -q '^$p .* qpn=' $RCD_DBG/conns" || rc=1
+	check "its 4 receives came back flushed ($(conn_field $p flushed))" \
+		test "$(conn_field $p flushed)" = 4 || rc=1
+	check "the active end keeps its QP in TIMEWAIT" test -n "$(conn_field 5 qpn)" || rc=1
+	ctl close 5
+	return $rc
+}
+timeout_test_passive_qp_freed_at_drep=120
+
 # A listener holds at most max_ends passive ends with their id (and QP),
 # whatever its peers do: the REQ beyond is rejected, and a place comes back
 # once one of its ends is freed (here by close).

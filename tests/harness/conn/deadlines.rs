@@ -202,6 +202,7 @@ impl Endpoint {
     /// The deadline of a peer's DREQ passed: a DREP, if the id is still in
     /// DREQ_RCVD (nobody answered, nothing freed it).
     fn answer_late_dreq(self: &Arc<Self>, core: &Core) {
+        let mut over = None;
         let _ = core.with_own_cm(self.num, self, |cm| {
             let mut st = self.st.lock();
             if cm.state() != cm::State::DreqRcvd {
@@ -217,7 +218,11 @@ impl Endpoint {
             }
             let status = res.err().map_or(0, |e| e.to_errno());
             st.record(core, EventKind::DrepSent, status, &[]);
+            over = st.connection_over(self.role);
             Ok(())
         });
+        if let Some(verbs) = over {
+            self.release_qp(core, verbs);
+        }
     }
 }

@@ -466,6 +466,18 @@ impl EndpointState {
         Ok(())
     }
 
+    /// A passive end's connection is over (its DREP sent or received, or
+    /// its DREQ unanswered): its QP is taken out to be freed now, as an
+    /// rdma_cm consumer frees its QP at DISCONNECTED, not at timewait exit,
+    /// whose length the peer chooses. An end of ours keeps its QP until
+    /// then: tests read its state after a disconnect.
+    pub(super) fn connection_over(&mut self, role: Role) -> Option<RcQp> {
+        if role != Role::Passive {
+            return None;
+        }
+        self.verbs.take()
+    }
+
     /// Takes the QP out to be freed, its posted work requests ended first
     /// (flushed, and counted with the completions still on its CQ).
     pub(super) fn take_verbs(&mut self) -> Option<RcQp> {

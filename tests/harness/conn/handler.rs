@@ -182,15 +182,20 @@ impl Handler for EpHandle {
             }
             answer => answer,
         };
+        let mut over = None;
         if let Some(data) = answer {
             let res = product::send(Message::Drep, id, &data);
             core.count(Message::Drep, res.is_ok());
             let status = res.err().map_or(0, |e| e.to_errno());
             st.record(&core, EventKind::DrepSent, status, &data);
+            over = st.connection_over(self.role);
         }
         // Without our lock: `disconnect` takes the table's and ours.
         drop(st);
         drop(handshake);
+        if let Some(verbs) = over {
+            self.release_qp(&core, verbs);
+        }
         test.after_dreq(&core, self, id);
     }
 
@@ -204,6 +209,11 @@ impl Handler for EpHandle {
         core.drep_received.fetch_add(1, Ordering::Relaxed);
         let after = i64::from(st.behaviour.free_after_ms);
         core.free_at(&self.0, &mut st, after);
+        let over = st.connection_over(self.role);
+        drop(st);
+        if let Some(verbs) = over {
+            self.release_qp(&core, verbs);
+        }
     }
 
     fn dreq_error(&self, id: &CmIdRef, send_status: WcStatus) {
@@ -220,7 +230,11 @@ impl Handler for EpHandle {
         st.record_disconnected(&core, ETIMEDOUT.to_errno());
         let after = i64::from(st.behaviour.free_after_ms);
         core.free_at(&self.0, &mut st, after);
+        let over = st.connection_over(self.role);
         drop(st);
+        if let Some(verbs) = over {
+            self.release_qp(&core, verbs);
+        }
         self.test_hooks().after_error(self.num, id);
     }
 
