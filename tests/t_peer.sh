@@ -564,6 +564,26 @@ test_passive_qp_freed_at_drep() {
 }
 timeout_test_passive_qp_freed_at_drep=120
 
+# Device removal forgets what the sweeper had to do for the ends it took:
+# a passive end's unanswered DREQ (drep_after: 10 minutes) and its
+# deadline leave the list with the device, not at their deadlines, which
+# kept the endpoints (and their records) for up to 20 minutes after.
+test_device_removal_forgets_deadlines() {
+	local p=$((6 + PASSIVE_BASE))
+	rxe_add rxe0 v0 && rcd_load || return 1
+	ctl listen 1 rxe0 0x1000 drep_after=600000 free_after=600000 || return 1
+	ctl connect 6 rxe0 10.77.0.1 10.77.0.1 0x1000 || return 1
+	wait_event 20 6 ESTABLISHED && wait_event 20 $p ESTABLISHED || return 1
+	ctl dreq 6 && wait_event 20 $p DREQ_RECEIVED || return 1
+	check "the DREQ waits for its answer, the end for its deadline" \
+		stat_is dreqs_pending 1 && stat_is ends_to_free 1 || return 1
+	rxe_del rxe0
+	check "rxe0 removed" wait_for 60 sh -c '! [ -e /sys/class/infiniband/rxe0 ]' || return 1
+	check "both forgotten with the device ($(rcd_stat dreqs_pending), $(rcd_stat ends_to_free))" \
+		wait_for 10 sh -c "grep -qx 'dreqs_pending 0' $RCD_DBG/stats &&
+			grep -qx 'ends_to_free 0' $RCD_DBG/stats"
+}
+
 # A listener holds at most max_ends passive ends with their id (and QP),
 # whatever its peers do: the REQ beyond is rejected, and a place comes back
 # once one of its ends is freed (here by close).

@@ -351,6 +351,43 @@ impl Core {
         drop(gone);
     }
 
+    /// Forgets the DREQs to answer and the deadlines of every endpoint on
+    /// device `index` (its removal destroyed their ids and QPs): one pass
+    /// over the list, or one entry per pass without memory for the keys.
+    fn forget_pending_on(&self, index: u32) {
+        loop {
+            let mut gone = KVec::new();
+            {
+                let mut p = self.bounds.pending.lock();
+                let on = |e: &Arc<Endpoint>| e.dev_index == index;
+                let n = p.list.values().filter(|(e, _)| on(e)).count();
+                if n == 0 {
+                    return;
+                }
+                let mut keys = KVec::new();
+                let room =
+                    keys.reserve(n, GFP_KERNEL).is_ok() && gone.reserve(n, GFP_KERNEL).is_ok();
+                for (k, _) in p.list.iter().filter(|(_, (e, _))| on(e)) {
+                    // Within the `n` reserved: no allocation, no failure.
+                    let _ = keys.push(*k, GFP_KERNEL);
+                    if !room {
+                        break;
+                    }
+                }
+                for k in keys.iter() {
+                    if let Some(item) = p.list.remove(k) {
+                        // Failing (one key per pass, nothing reserved), the
+                        // item is dropped under the lock: not the last
+                        // reference, the table's entry keeps the endpoint.
+                        let _ = gone.push(item, GFP_KERNEL);
+                    }
+                }
+            }
+            // The endpoints' references dropped without the list's lock.
+            drop(gone);
+        }
+    }
+
     /// Takes `ep`'s own entry out of the table (none if its number now
     /// belongs to another endpoint).
     pub(super) fn remove_own(&self, ep: &Endpoint) -> Option<Conn> {
@@ -485,6 +522,7 @@ impl Core {
                 drop(verbs);
                 drop(handshake);
             }
+            self.forget_pending_on(index);
         }
     }
 
