@@ -27,8 +27,8 @@ type WithConnFn = extern "C" fn(id: &CmIdRef, qp: &QpRef, arg: *mut c_void) -> c
 /// `f` is the C caller's function, which the header asks not to keep the
 /// id or QP past its return, not to call `rcd_test_with_conn()`, not to wait
 /// for the connection's callbacks, and neither to post on the QP nor to poll
-/// its CQ (the harness trusts every completion's `wr_id` to be one of its
-/// own requests: `RcQp::poll_one`). `#[no_mangle]` makes the name the C
+/// its CQ (the RDMA core calls every completion's `wr_cqe`, which must be
+/// one of the QP's own: `kernel::rdma::verbs`). `#[no_mangle]` makes the name the C
 /// wrapper's to call (RFC 3325: the programmer vouches that no other symbol
 /// has it).
 #[no_mangle]

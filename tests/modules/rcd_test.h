@@ -38,9 +38,9 @@ struct ib_qp;
  * The QP is lent for its state only (rcd_disconnect() moves it to the
  * error state): @fn must not post work requests on it, poll its CQ, or
  * destroy or re-create anything of it. The harness owns every work request
- * on that QP and takes each completion's wr_id as the index of one of its
- * own requests (kernel::rdma::verbs, RcQp::poll_one): a foreign wr_id
- * would make it unmap and hand back a buffer the device still owns.
+ * on that QP: the RDMA core polls its CQ and calls each completion's
+ * wr_cqe, which must be one of the harness's own (kernel::rdma::verbs); a
+ * request posted here would make it call through a foreign cookie.
  *
  * Context: process context, may sleep (it takes mutexes).
  * Return: @fn's return value; -EINVAL for a NULL @fn; -ENOENT if there is

@@ -374,6 +374,11 @@ impl Core {
                         break;
                     }
                 }
+                if keys.is_empty() {
+                    // Not even one key's memory: what is left goes at its
+                    // deadline, as before.
+                    return;
+                }
                 for k in keys.iter() {
                     if let Some(item) = p.list.remove(k) {
                         // Failing (one key per pass, nothing reserved), the

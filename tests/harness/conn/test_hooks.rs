@@ -258,7 +258,7 @@ impl Core {
     /// (timewait exit frees the QP under the endpoint's lock and the id
     /// under the table's; close, device removal and unload take the entry
     /// out under the table's). `f` must neither post on the QP nor poll its
-    /// CQ (`rcd_test.h`): `RcQp::poll_one` trusts every `wr_id` to be ours.
+    /// CQ (`rcd_test.h`): every request on it carries one of our `ib_cqe`s.
     pub(crate) fn with_test_conn<R>(
         &self,
         num: u32,

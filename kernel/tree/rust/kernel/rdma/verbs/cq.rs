@@ -121,9 +121,14 @@ impl WrCqe {
         }
     }
 
-    /// The pointer a work request of this slot carries.
-    pub(super) fn as_raw(&mut self) -> *mut bindings::ib_cqe {
-        &mut self.cqe
+    /// The pointer a work request of the slot at `this` carries.
+    ///
+    /// # Safety
+    ///
+    /// `this` points to a live `WrCqe`.
+    pub(super) unsafe fn raw_cqe(this: *mut Self) -> *mut bindings::ib_cqe {
+        // SAFETY: By the function's safety requirement; no reference made.
+        unsafe { core::ptr::addr_of_mut!((*this).cqe) }
     }
 }
 

@@ -173,9 +173,11 @@ impl Mrs {
         {
             sg.length = len;
         }
-        // SAFETY: The MR is live and not registered (no caller's buffer):
-        // its key and page list may change. `sg` names a mapping of `len`
-        // bytes.
+        // SAFETY: The MR is live and holds no caller's buffer: its key and
+        // page list may change (on rxe a copy that passed the old key's
+        // check may still be writing: into this same page, the slot's for
+        // the QP's life, so into memory no caller owns). `sg` names a
+        // mapping of `len` bytes.
         let n = unsafe {
             bindings::ib_update_fast_reg_key(m.mr.as_ptr(), key);
             bindings::ib_map_mr_sg(

@@ -76,6 +76,10 @@ impl RcQp {
     /// Allocates a PD, a CQ and an RC QP on `device`. May sleep.
     pub fn new(device: &Device, size: QpSize) -> Result<Self> {
         let cqe = size.send.checked_add(size.recv).ok_or(EINVAL)?;
+        // `ib_alloc_cq()` warns on a CQ of no entries.
+        if cqe == 0 {
+            return Err(EINVAL);
+        }
         c_int::try_from(cqe).map_err(|_| EINVAL)?;
         let slots = usize::try_from(cqe).map_err(|_| EINVAL)?;
         let mut cqes = KVec::with_capacity(slots, GFP_KERNEL)?;
@@ -209,7 +213,13 @@ impl RcQp {
     /// the request carries.
     fn free_slot(&mut self) -> Result<(usize, *mut bindings::ib_cqe)> {
         let slot = self.wrs.iter().position(|p| p.is_none()).ok_or(ENOMEM)?;
-        let cqe = self.cqes.get_mut(slot).ok_or(ENOMEM)?.as_raw();
+        if slot >= self.cqes.len() {
+            return Err(ENOMEM);
+        }
+        // SAFETY: `slot` is within `cqes`, which is never resized. A raw
+        // pointer, no reference: the CQ's work reads other entries (and the
+        // RDMA core their `done`) meanwhile.
+        let cqe = unsafe { WrCqe::raw_cqe(self.cqes.as_mut_ptr().add(slot)) };
         Ok((slot, cqe))
     }
 
@@ -475,12 +485,18 @@ impl RcQp {
 
 impl Drop for RcQp {
     fn drop(&mut self) {
+        // The user's waker goes first: if the QP (and so the CQ) had to be
+        // leaked below, the CQ's work would otherwise keep calling it, in
+        // a module that may be gone. (A call already in progress ends
+        // first: the user frees its QPs before its code goes.)
+        self.cq.set_waker(None);
         // SAFETY: By the type invariant the QP is live and destroyed only
         // here, before its MRs, CQ and PD.
         let ret = unsafe { bindings::ib_destroy_qp_user(self.qp.as_ptr(), core::ptr::null_mut()) };
         if ret != 0 {
-            // The QP still exists (a driver refused, as rxe does for a QP
-            // with multicast attachments): the device may still write into
+            // The QP still exists (a driver refused; rxe refuses only a QP
+            // with multicast attachments, which an RC QP cannot have, but a
+            // driver may fail its destroy): the device may still write into
             // the buffers of its posted requests and complete on the CQ,
             // and the peer may still reach its MRs. Leaking them, the
             // buffers, the CQ and the PD (with its device reference: the
