@@ -506,6 +506,52 @@ test_sweeper_not_behind_pollers() {
 }
 timeout_test_sweeper_not_behind_pollers=300
 
+# ev_ms NUM KIND: when end NUM first saw KIND (ms, the guest's monotonic
+# clock, from the event record).
+ev_ms() {
+	awk -v n="$1" -v k="$2" '$1 == n && $2 == k {
+		sub("t=", "", $5); printf "%d\n", $5 / 1000000; exit }' "$RCD_DBG/events"
+}
+
+# The sweeper of unanswered DREQs sleeps until the first deadline, with no
+# polling period: an earlier deadline and unload wake it. Connection 5's
+# DREQ, on a listener that answers after 10 minutes (drep_after=600000),
+# puts it to sleep for 10 minutes; connection 6's, on a listener that
+# answers after 1 s, must still get its DREP 1 s after it came (not before;
+# at most DEADLINE_SLACK_MS after, for a wake-up and a DREP on a slow
+# guest), and rmmod, the sweeper still asleep, must return at once. Without
+# the wake-up for an earlier deadline connection 6 waited 10 minutes; without
+# the one at unload, rmmod did.
+DEADLINE_SLACK_MS=${RCD_DEADLINE_SLACK_MS:-700}
+test_sweeper_wakes_for_each_deadline() {
+	local p=$PASSIVE_BASE t0 t1 dt rc=0
+	rxe_add rxe0 v0 && rcd_load || return 1
+	ctl listen 1 rxe0 0x1000 drep_after=600000 &&
+		ctl listen 2 rxe0 0x1001 drep_after=1000 || return 1
+	ctl connect 5 rxe0 10.77.0.1 10.77.0.1 0x1000 &&
+		ctl connect 6 rxe0 10.77.0.1 10.77.0.1 0x1001 || return 1
+	wait_event 20 $((p + 5)) ESTABLISHED && wait_event 20 $((p + 6)) ESTABLISHED &&
+		wait_event 20 5 ESTABLISHED && wait_event 20 6 ESTABLISHED || return 1
+	ctl dreq 5 && wait_event 20 $((p + 5)) DREQ_RECEIVED || return 1
+	check "connection 5's DREQ waits for its 10 minutes" stat_is dreqs_pending 1 || return 1
+	ctl dreq 6 && wait_event 20 $((p + 6)) DREQ_RECEIVED || return 1
+	check "connection 6's DREQ answered" wait_event 20 6 DREP_RECEIVED || return 1
+	t0=$(ev_ms $((p + 6)) DREQ_RECEIVED); t1=$(ev_ms $((p + 6)) DREP_SENT)
+	dt=$((t1 - t0))
+	log "connection 6: DREQ at $t0 ms, DREP at $t1 ms: $dt ms (drep_after 1000)"
+	check "answered at its deadline: $dt ms in [1000, $((1000 + DEADLINE_SLACK_MS))]" \
+		test "$dt" -ge 1000 -a "$dt" -le $((1000 + DEADLINE_SLACK_MS)) || rc=1
+	check "connection 5 still waits" stat_is dreqs_pending 1 || rc=1
+	t0=${EPOCHREALTIME/./}
+	rmmod rcd_harness || { fail "rmmod"; return 1; }
+	dt=$(( (${EPOCHREALTIME/./} - t0) / 1000 ))
+	log "rmmod, the sweeper asleep until connection 5's deadline: $dt ms"
+	check "rmmod returned without waiting for the deadline ($dt ms < 60000)" \
+		test "$dt" -lt 60000 || rc=1
+	return $rc
+}
+timeout_test_sweeper_wakes_for_each_deadline=240
+
 # state_is NUM STATE: for wait_for.
 state_is() { [ "$(conn_state "$1")" = "$2" ]; }
 
@@ -707,3 +753,55 @@ test_peer_unanswered_reps_slow_no_other_peer() {
 		test "$PACE_MS" -le "$bound" || return 1
 }
 timeout_test_peer_unanswered_reps_slow_no_other_peer=180
+
+# rtu_for LCID: the peer's RTU for the REP of its REQ LCID (the passive
+# end's local id read from conns, by its remote id).
+rtu_for() {
+	local lid
+	lid=$(awk -v r=" remote_id=$(printf '%#x' "$1") " 'index($0, r) {
+		sub(/.*local_id=/, ""); sub(/ .*/, ""); print; exit }' "$RCD_DBG/conns")
+	[ -n "$lid" ] || { fail "no passive end for REQ $1"; return 1; }
+	peer rtu lcid="$1" rcid="$lid"
+}
+
+# A held REP goes as soon as its peer's answer makes room, not at a
+# sweep or a timer. One peer (its own address) sends 34 REQs and answers
+# none yet: a peer that does not answer is not held back, so 34 REPs go. It
+# answers one (33 in flight, over the window of 32) and sends 3 more
+# REQs: their REPs are held, as it answers. Two more answers (31 in
+# flight) make room for one: the sweeper, woken by the handshake's end,
+# sends it (reps_let_go_answered). Without that wake-up it slept until the
+# peer counted as silent (1 s after its last answer) and let all three go
+# as timed. The other two go at that point (reps_let_go_timed).
+test_peer_held_rep_goes_at_answer() {
+	local i base=$((0xc3000000)) src=0a4d0042 tcp=$(( (0x106 << 16) + 7474 ))
+	local ans0 timed0
+	peer_setup || return 1
+	for ((i = 0; i < 34; i++)); do
+		peer req lcid=$((base + i)) qpn=$((0x6000 + i)) sid=$tcp resp=20 retries=15 \
+			pd="$(cma_hex 1d22 $src 0a4d0001)" || return 1
+	done
+	check "34 REPs in flight, none held" \
+		wait_for 60 stat_is reps_in_flight 34 || return 1
+	check "none held (a peer that never answered is not held back)" \
+		stat_is reps_held 0 || return 1
+	ans0=$(rcd_stat reps_let_go_answered); timed0=$(rcd_stat reps_let_go_timed)
+	# Answers and REQs back to back: the peer counts as answering for 1 s
+	# after each answer.
+	rtu_for $base || return 1
+	for ((i = 34; i < 37; i++)); do
+		peer req lcid=$((base + i)) qpn=$((0x6000 + i)) sid=$tcp resp=20 retries=15 \
+			pd="$(cma_hex 1d22 $src 0a4d0001)" || return 1
+	done
+	check "3 REPs held (reps_held $(rcd_stat reps_held))" \
+		wait_for 20 stat_ge reps_held_total 3 || return 1
+	rtu_for $((base + 1)) && rtu_for $((base + 2)) || return 1
+	check "one held REP went at the answer that made room" \
+		wait_for 20 stat_ge reps_let_go_answered $((ans0 + 1)) || return 1
+	check "then the others, once the peer fell silent" \
+		wait_for 20 stat_is reps_held 0 || return 1
+	log "held REPs let go: answered $(( $(rcd_stat reps_let_go_answered) - ans0 ))," \
+		"timed $(( $(rcd_stat reps_let_go_timed) - timed0 ))"
+	check "all 37 REPs sent" stat_is reps_in_flight 34 || return 1
+}
+timeout_test_peer_held_rep_goes_at_answer=180

@@ -44,7 +44,8 @@
 //!    deadline (see `Core::answer_later`); a leaf, taken under an
 //!    endpoint's lock in the DREQ callback, nothing taken under it.
 //! 4. `conn::Core::held` (one): the REPs held until their peer has room
-//!    (see `pace`); a leaf, taken with no other lock held.
+//!    (see `pace`); a leaf, taken under `Endpoint::st` when a handshake
+//!    ends (`Core::rep_done`), nothing taken under it.
 //!
 //! The order is `Core::inner` before `Endpoint::st`: code holding an
 //! endpoint's lock never takes the table's (a callback that needs both, as
@@ -89,12 +90,15 @@ mod handler;
 mod pace;
 mod passive;
 mod pollers;
+mod qp;
 mod reports;
+mod stats;
 mod table;
 mod test_hooks;
 
 pub(crate) use commands::{ConnectArgs, GivenPath, Post, Rdma};
 pub(crate) use deadlines::DREQ_ANSWER_MAX_MS;
-pub(crate) use endpoint::{Behaviour, RcQp};
+pub(crate) use endpoint::Behaviour;
+pub(crate) use qp::CountedQp;
 pub(crate) use table::{Core, Owner};
 pub(crate) use test_hooks::{OnDreq, OnRep, OnReq, TestHooks};

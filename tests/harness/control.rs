@@ -107,9 +107,8 @@ use crate::{
         DREQ_ANSWER_MAX_MS,
     },
     rping,
-    verbs::WrKind,
 };
-use kernel::{c_str, prelude::*, str::CString, sync::Arc};
+use kernel::{c_str, prelude::*, rdma::verbs::WrKind, str::CString, sync::Arc};
 
 const DEVICES: u32 = 0;
 const STATS: u32 = 1;

@@ -6,14 +6,12 @@
 //! each device from its `add` to its `remove`: the commands take their device
 //! from here, by reference, and never ask the RDMA core for it by name.
 
-use crate::{
-    ib_client::Device,
-    kcompat::{cstr_bytes, fmt, ARef},
-};
+use crate::kcompat::{cstr_bytes, fmt, ARef};
 use core::fmt::Write;
 use kernel::{
     prelude::*,
     rbtree::RBTree,
+    rdma::device::Device,
     str::{CStr, CString},
     sync::Arc,
 };

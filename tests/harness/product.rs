@@ -12,14 +12,12 @@
 //! sent; the harness's event record and counts need it, so [`disconnect`]
 //! reads the id's state first, as the product does (see its doc).
 
-use crate::{
-    cm::{CmIdRef, Message, State},
-    verbs::QpRef,
-};
+use crate::cm::{CmIdRef, Message, State};
 use kernel::{
     error::to_result,
     ffi::{c_int, c_void},
     prelude::*,
+    rdma::verbs::QpRef,
 };
 
 // The header's prototypes. The `struct ib_cm_id *` and `struct ib_qp *` are

@@ -23,25 +23,9 @@ mod product;
 mod rping;
 mod test_conn;
 
-// The abstractions of the kernel crate (`kernel::rdma`), under the paths the
-// modules have always used.
+// The kernel crate's CM and path records (`kernel::rdma`), by their short
+// names.
 use kernel::rdma::{cm, path};
-/// The kernel crate's verbs, with the harness's counting QP in place of its
-/// `RcQp`.
-mod verbs {
-    pub(crate) use crate::conn::RcQp;
-    pub(crate) use kernel::rdma::verbs::{
-        Access, Completion, MrState, QpAttr, QpRef, QpSize, QpState, Waker, WcStatus, WrKind,
-        MAX_REG_BYTES,
-    };
-}
-mod ib_client {
-    pub(crate) use kernel::rdma::{
-        client::{Client, Registration},
-        device::Device,
-    };
-}
-
 // The RDMA client's context: a slot of the module's own.
 kernel::rdma_client_slot!(conn::Core);
 
@@ -75,7 +59,7 @@ struct RcdHarness {
     // (device removal) or the core stopped (unload, `Owner`). Their drops
     // then wait only for those ends (a millisecond's poll, a sweep).
     _debugfs: kcompat::ControlDir<conn::Core>,
-    _client: ib_client::Registration<conn::Core>,
+    _client: kernel::rdma::client::Registration<conn::Core>,
     _owner: conn::Owner,
     _pollers: Pin<KBox<cm::Reaper>>,
     _sweepers: Pin<KBox<cm::Reaper>>,
@@ -103,7 +87,7 @@ impl kernel::Module for RcdHarness {
         // through the slot `Owner` fills.
         // SAFETY: Module init: once per load, the first use of the slot.
         let owner = unsafe { conn::Owner::new(core.clone()) }?;
-        let client = ib_client::Registration::new(c_str!("rcd_harness"), core.clone())?;
+        let client = kernel::rdma::client::Registration::new(c_str!("rcd_harness"), core.clone())?;
         let debugfs = kcompat::ControlDir::new(c_str!("rcd_harness"), &control::FILES, core)?;
         pr_info!("loaded\n");
         Ok(Self {

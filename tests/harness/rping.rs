@@ -16,14 +16,15 @@
 //! writes them, and registers them again (a new key) for the next. No
 //! buffer is touched while the peer may reach it.
 
-use crate::verbs::{Completion, RcQp, WcStatus, WrKind};
+use crate::conn::CountedQp;
 use kernel::prelude::*;
+use kernel::rdma::verbs::{Completion, WcStatus, WrKind};
 
 /// rping's descriptor message: `struct rping_rdma_info`.
 const INFO_LEN: usize = 16;
 
 /// The largest buffer rping may ask of us (`-S`): what an MR registers.
-pub(crate) const MAX_SIZE: usize = crate::verbs::MAX_REG_BYTES;
+pub(crate) const MAX_SIZE: usize = kernel::rdma::verbs::MAX_REG_BYTES;
 
 /// Receives kept posted: two go-aheads (or descriptors) may be in flight.
 const RECVS: u32 = 2;
@@ -136,7 +137,7 @@ impl Rping {
 
     /// Receives for the descriptors or go-aheads, before the connection is
     /// made (the peer may send as soon as it is established).
-    pub(crate) fn pre_post(&mut self, qp: &mut RcQp) -> Result<u32> {
+    pub(crate) fn pre_post(&mut self, qp: &mut CountedQp) -> Result<u32> {
         for _ in 0..RECVS {
             qp.post_recv(zeroed(INFO_LEN)?)?;
         }
@@ -148,7 +149,7 @@ impl Rping {
 
     /// The client's connection is established: the first ping. Returns the
     /// work requests posted.
-    pub(crate) fn start(&mut self, qp: &mut RcQp) -> u32 {
+    pub(crate) fn start(&mut self, qp: &mut CountedQp) -> u32 {
         if self.step != Step::Idle {
             return 0;
         }
@@ -162,7 +163,11 @@ impl Rping {
 
     /// Takes one completion of the connection's QP; returns the work
     /// requests it posted in turn and what the connection should do.
-    pub(crate) fn on_completion(&mut self, qp: &mut RcQp, c: &mut Completion) -> (u32, Action) {
+    pub(crate) fn on_completion(
+        &mut self,
+        qp: &mut CountedQp,
+        c: &mut Completion,
+    ) -> (u32, Action) {
         if self.step == Step::Done {
             return (0, Action::Nothing);
         }
@@ -184,7 +189,11 @@ impl Rping {
     }
 
     /// Runs `f`; an error ends the protocol (recorded).
-    fn run(&mut self, qp: &mut RcQp, f: impl FnOnce(&mut Self, &mut RcQp) -> Result<u32>) -> u32 {
+    fn run(
+        &mut self,
+        qp: &mut CountedQp,
+        f: impl FnOnce(&mut Self, &mut CountedQp) -> Result<u32>,
+    ) -> u32 {
         match f(self, qp) {
             Ok(n) => n,
             Err(e) => {
@@ -195,7 +204,7 @@ impl Rping {
         }
     }
 
-    fn step(&mut self, qp: &mut RcQp, c: &mut Completion) -> Result<(u32, Action)> {
+    fn step(&mut self, qp: &mut CountedQp, c: &mut Completion) -> Result<(u32, Action)> {
         let Some(kind) = c.kind else {
             return Ok((0, Action::Nothing));
         };
@@ -295,7 +304,7 @@ impl Rping {
 
     /// The client's next ping: its start buffer (rping's text) and a zeroed
     /// sink, both registered for the peer.
-    fn client_ping(&mut self, qp: &mut RcQp) -> Result<u32> {
+    fn client_ping(&mut self, qp: &mut CountedQp) -> Result<u32> {
         let Role::Client { size, .. } = self.role else {
             return Err(EINVAL);
         };
@@ -329,7 +338,7 @@ impl Rping {
     }
 
     /// SENDs the descriptor of MR `idx`.
-    fn send_info(&mut self, qp: &mut RcQp, idx: usize, size: usize) -> Result<u32> {
+    fn send_info(&mut self, qp: &mut CountedQp, idx: usize, size: usize) -> Result<u32> {
         let m = qp.mrs().find(|m| m.index == idx).ok_or(EPROTO)?;
         let mut msg = KVec::with_capacity(INFO_LEN, GFP_KERNEL)?;
         msg.extend_from_slice(&m.addr.to_be_bytes(), GFP_KERNEL)?;

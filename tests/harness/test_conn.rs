@@ -7,7 +7,8 @@
 //! `RCD_TEST` namespace (6.12's Rust cannot export a symbol) and calls
 //! [`rcd_rs_test_with_conn`].
 
-use crate::{cm::CmIdRef, conn::Core, verbs::QpRef};
+use crate::{cm::CmIdRef, conn::Core};
+use kernel::rdma::verbs::QpRef;
 use kernel::{
     error::from_result,
     ffi::{c_int, c_void},

@@ -5,10 +5,11 @@
 
 use super::{
     endpoint::{
-        copy, qp_size, Behaviour, Endpoint, EndpointState, EventKind, RcQp, Role, PASSIVE_BASE,
-        REQ_MAGIC, RESOLUTIONS,
+        copy, Behaviour, Endpoint, EndpointState, EventKind, Role, PASSIVE_BASE, REQ_MAGIC,
     },
     handler::EpHandle,
+    qp::{qp_size, CountedQp},
+    stats::{Counted, LIVE},
     table::Core,
 };
 use crate::kcompat::{now_ns, ARef};
@@ -16,13 +17,17 @@ use crate::{
     cm::Message,
     cm::{CmId, Req},
     cma,
-    ib_client::Device,
     path::{self, Gid, PathRecord, Route, Timing},
     product,
-    verbs::{Access, QpAttr, WrKind},
 };
-use core::sync::atomic::Ordering;
-use kernel::{prelude::*, sync::Arc};
+use kernel::{
+    prelude::*,
+    rdma::{
+        device::Device,
+        verbs::{Access, QpAttr, WrKind},
+    },
+    sync::Arc,
+};
 
 /// The largest buffer a work request of `post` (or an MR) carries: the
 /// module's own bound (one page, one scatter entry). Not a limit of RC,
@@ -249,11 +254,11 @@ impl Core {
         // The next hop's MAC from the kernel's neighbour resolution.
         // The report of a resolution that runs out may come late from
         // ib_core's workqueue on a busy machine: a second more for it.
-        RESOLUTIONS.fetch_add(1, Ordering::Relaxed);
         let wait_ms = a.resolve_ms.saturating_add(1000);
-        let hop = path::next_hop(ifindex, a.src, a.dst, a.resolve_ms, wait_ms);
-        RESOLUTIONS.fetch_sub(1, Ordering::Relaxed);
-        let hop = hop?;
+        let hop = {
+            let _resolving = Counted::new(&LIVE.resolutions);
+            path::next_hop(ifindex, a.src, a.dst, a.resolve_ms, wait_ms)
+        }?;
         // A group MAC: the destination was a broadcast address after all
         // (a subnet's, which only the route knows).
         if hop.dmac[0] & 1 != 0 {
@@ -277,7 +282,7 @@ impl Core {
         let rping_role = a.behaviour.rping;
         let ep = Endpoint::new(a.num, Role::Active, &dev, 0, false, a.behaviour)?;
         let cm = CmId::new(&dev, &self.reaper, EpHandle::new(ep.clone()))?;
-        let verbs = RcQp::new(&dev, qp_size())?;
+        let verbs = CountedQp::new(&dev, qp_size())?;
         let qp_num = verbs.qp_num();
         // The peer may READ and WRITE the MRs this end registers (the
         // passive end gets the same from the CM).

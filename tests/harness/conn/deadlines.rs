@@ -8,7 +8,7 @@ use super::{
     endpoint::{Endpoint, EndpointState, EventKind, Role},
     table::Core,
 };
-use crate::kcompat::{now_ns, sleep_ms};
+use crate::kcompat::now_ns;
 use crate::{
     cm::{self, Message},
     product,
@@ -18,6 +18,7 @@ use kernel::{
     prelude::*,
     rbtree::{RBTree, RBTreeNodeReservation},
     sync::Arc,
+    time::msecs_to_jiffies,
 };
 
 /// How long a peer's DREQ waits for its answer (`drep`, `disconnect`,
@@ -47,9 +48,6 @@ pub(crate) const DREQ_ANSWER_MAX_MS: u32 = 600_000;
 /// end (`TIMEWAIT_EXIT`).
 pub(crate) const FREE_AFTER_MS: u32 = 60_000;
 
-/// How often the sweeper of unanswered DREQs looks at them, and so what it
-/// may add to the deadline and to unload.
-const SWEEP_MS: u32 = 100;
 /// What is due at a deadline of [`PendingDreqs`].
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Due {
@@ -77,8 +75,9 @@ impl Core {
     /// the caller answers at once.
     ///
     /// The bound: an end in DREQ_RCVD holds its id and QP for its
-    /// listener's `drep_after` (30 s unless set) plus a sweep (100 ms), then
-    /// its DREP puts it in timewait, whose exit frees both. The list holds
+    /// listener's `drep_after` (30 s unless set), then its DREP (sent by
+    /// the sweeper as the deadline passes) puts it in timewait, whose exit
+    /// frees both. The list holds
     /// one entry (a tree node, about 64 bytes) per such end.
     pub(super) fn answer_later(self: &Arc<Self>, ep: &Arc<Endpoint>, due: i64) -> Result {
         self.defer(ep, due, Due::Drep).map(|_| ())
@@ -90,9 +89,9 @@ impl Core {
     /// peer's timers bound it, as without this.
     ///
     /// The bound: a passive end whose peer sent a DREQ is freed at most
-    /// its listener's `drep_after` plus `free_after` (60 s unless set) plus
-    /// a sweep later, one whose disconnect ended another way `free_after`
-    /// plus a sweep later, whatever timewait its peer asked for.
+    /// its listener's `drep_after` plus `free_after` (60 s unless set) later,
+    /// one whose disconnect ended another way `free_after` later, whatever
+    /// timewait its peer asked for.
     pub(super) fn free_at(
         self: &Arc<Self>,
         ep: &Arc<Endpoint>,
@@ -109,8 +108,8 @@ impl Core {
     }
 
     /// Puts `ep` on the list for `what` at `due`, and starts the sweeper if
-    /// none runs: the entry's key, or the error (no memory) with nothing
-    /// on the list.
+    /// none runs, or wakes it if `due` is now the first deadline: the
+    /// entry's key, or the error (no memory) with nothing on the list.
     fn defer(self: &Arc<Self>, ep: &Arc<Endpoint>, due: i64, what: Due) -> Result<(i64, u64)> {
         // Allocated before the lock.
         let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
@@ -118,7 +117,11 @@ impl Core {
         let key = (due, p.next);
         p.next = p.next.wrapping_add(1);
         p.list.insert(node.into_node(key, (ep.clone(), what)));
-        if !p.sweeping {
+        if p.sweeping {
+            if p.list.keys().next() == Some(&key) {
+                self.bounds.due_changed.notify_all();
+            }
+        } else {
             let core = self.clone();
             // On `sweepers`: a sweep may send DREPs for the whole table, and
             // device removal need not wait for it (it takes the table's
@@ -134,48 +137,115 @@ impl Core {
         }
         Ok(key)
     }
+
+    /// Takes `ep`'s unanswered DREQ and its deadline, if any, off the
+    /// sweeper's list: an end that is closed or pruned is nobody's to
+    /// answer (destroying its id in DREQ_RCVD sends the DREP), and the list's reference would keep its
+    /// record, and its QP, alive until the deadline.
+    pub(super) fn forget_pending(&self, ep: &Endpoint) {
+        // Its DREQ to answer and its deadline to be freed: two at most.
+        let mut gone: [Option<(Arc<Endpoint>, Due)>; 2] = Default::default();
+        {
+            let mut p = self.bounds.pending.lock();
+            let mut keys = [None; 2];
+            let mine = p.list.iter().filter(|(_, (e, _))| core::ptr::eq(&**e, ep));
+            for (slot, (k, _)) in keys.iter_mut().zip(mine) {
+                *slot = Some(*k);
+            }
+            for (slot, k) in gone.iter_mut().zip(keys.iter()) {
+                *slot = k.and_then(|k| p.list.remove(&k));
+            }
+        }
+        // Not the last references (the caller's is alive): dropped without
+        // the list's lock all the same.
+        drop(gone);
+    }
+
+    /// Forgets the DREQs to answer and the deadlines of every endpoint on
+    /// device `index` (its removal destroyed their ids and QPs): one pass
+    /// over the list, or one entry per pass without memory for the keys.
+    pub(super) fn forget_pending_on(&self, index: u32) {
+        loop {
+            let mut gone = KVec::new();
+            {
+                let mut p = self.bounds.pending.lock();
+                let on = |e: &Arc<Endpoint>| e.dev_index == index;
+                let n = p.list.values().filter(|(e, _)| on(e)).count();
+                if n == 0 {
+                    return;
+                }
+                let mut keys = KVec::new();
+                let room =
+                    keys.reserve(n, GFP_KERNEL).is_ok() && gone.reserve(n, GFP_KERNEL).is_ok();
+                for (k, _) in p.list.iter().filter(|(_, (e, _))| on(e)) {
+                    // Within the `n` reserved: no allocation, no failure.
+                    let _ = keys.push(*k, GFP_KERNEL);
+                    if !room {
+                        break;
+                    }
+                }
+                if keys.is_empty() {
+                    // Not even one key's memory: what is left goes at its
+                    // deadline, as before.
+                    return;
+                }
+                for k in keys.iter() {
+                    if let Some(item) = p.list.remove(k) {
+                        // Failing (one key per pass, nothing reserved), the
+                        // item is dropped under the lock: not the last
+                        // reference, the table's entry keeps the endpoint.
+                        let _ = gone.push(item, GFP_KERNEL);
+                    }
+                }
+            }
+            // The endpoints' references dropped without the list's lock.
+            drop(gone);
+        }
+    }
 }
 
-/// The sweeper of unanswered DREQs: every [`SWEEP_MS`], answers those whose
-/// deadline passed; returns once none is left, or at unload (`stop`).
+/// The sweeper of what is due ([`PendingDreqs`]): answers and frees each
+/// entry at its deadline, waiting in between on `due_changed` until the
+/// first deadline (no polling: [`Core::defer`] wakes it for an earlier
+/// one, unload for `stop`); returns once the list is empty, or at unload.
 fn sweep_dreqs(core: Arc<Core>) {
+    let bounds = &core.bounds;
+    let mut p = bounds.pending.lock();
     loop {
-        if core.bounds.stop.load(Ordering::Relaxed) {
-            let list = {
-                let mut p = core.bounds.pending.lock();
-                p.sweeping = false;
-                core::mem::replace(&mut p.list, RBTree::new())
-            };
+        // Read under the lock `Owner` takes to wake us after setting it:
+        // either seen here, or we wait before its wake-up.
+        if bounds.stop.load(Ordering::Relaxed) {
+            p.sweeping = false;
+            let list = core::mem::replace(&mut p.list, RBTree::new());
+            drop(p);
             // Endpoints dropped without the lock.
             drop(list);
             return;
         }
+        let Some(first) = p.list.keys().next().copied() else {
+            p.sweeping = false;
+            return;
+        };
         let now = now_ns();
-        loop {
-            let due = {
-                let mut p = core.bounds.pending.lock();
-                let first = p.list.keys().next().copied();
-                match first {
-                    Some(key) if key.0 <= now => p.list.remove(&key),
-                    _ => None,
+        if first.0 <= now {
+            let due = p.list.remove(&first);
+            drop(p);
+            if let Some((ep, what)) = due {
+                match what {
+                    Due::Drep => ep.answer_late_dreq(&core),
+                    Due::Free => ep.free_late(&core),
                 }
-            };
-            let Some((ep, what)) = due else {
-                break;
-            };
-            match what {
-                Due::Drep => ep.answer_late_dreq(&core),
-                Due::Free => ep.free_late(&core),
             }
+            p = bounds.pending.lock();
+            continue;
         }
-        {
-            let mut p = core.bounds.pending.lock();
-            if p.list.keys().next().is_none() {
-                p.sweeping = false;
-                return;
-            }
-        }
-        sleep_ms(SWEEP_MS);
+        // Until the first deadline (rounded up to a jiffy), an earlier one
+        // or unload; spurious wake-ups only cost a look.
+        let ms = (first.0 - now).saturating_add(999_999) / 1_000_000;
+        let ms = u32::try_from(ms).unwrap_or(u32::MAX);
+        let _ = bounds
+            .due_changed
+            .wait_interruptible_timeout(&mut p, msecs_to_jiffies(ms));
     }
 }
 

@@ -5,22 +5,26 @@
 
 use super::{
     deadlines::{DREQ_ANSWER_MS, FREE_AFTER_MS},
+    qp::CountedQp,
     reports::{DataStats, WrStats},
+    stats::{Counted, LIVE},
     table::Core,
     test_hooks::TestHooks,
 };
 use crate::kcompat::{fmt, now_ns};
 use crate::{
     cm::{CmIdRef, Message},
-    ib_client::Device,
     product,
     rping::{self, Rping},
-    verbs::{Completion, QpAttr, QpSize, QpState, Waker, WrKind},
 };
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use kernel::{
     new_mutex,
     prelude::*,
+    rdma::{
+        device::Device,
+        verbs::{QpAttr, QpState, Waker, WrKind},
+    },
     str::CString,
     sync::{Arc, Mutex},
 };
@@ -54,117 +58,6 @@ pub(crate) const DEFAULT_BACKLOG: u32 = 8192;
 /// all). 16,384: twice the backlog, room for the bench's 5,000.
 pub(crate) const DEFAULT_MAX_ENDS: u32 = 16384;
 
-/// Buffers mapped for a device over every QP of the module (`stats`:
-/// `wr_bufs_mapped`): see [`RcQp`].
-pub(super) static BUFS_MAPPED: AtomicUsize = AtomicUsize::new(0);
-/// MRs allocated over every QP of the module (`stats`: `mrs_live`).
-pub(super) static MRS_LIVE: AtomicUsize = AtomicUsize::new(0);
-/// The module's address resolutions under way (`stats`:
-/// `resolutions_live`): counted around `path::next_hop`, which cancels its
-/// request before it returns.
-pub(super) static RESOLUTIONS: AtomicUsize = AtomicUsize::new(0);
-/// The module's CM ids alive (`stats`: `cm_ids_live`): one per
-/// [`EpHandle`], the data of every id the module makes, which the kernel
-/// crate frees only once the id is destroyed.
-pub(super) static CM_IDS: AtomicUsize = AtomicUsize::new(0);
-
-/// Every connection's QP: its queue sizes, MRs, and the module's name.
-pub(super) fn qp_size() -> QpSize {
-    QpSize {
-        send: 64,
-        recv: 64,
-        max_mrs: 8,
-        caller: kernel::c_str!("rcd_harness"),
-    }
-}
-
-/// The kernel crate's [`kernel::rdma::verbs::RcQp`] with the module's counts over all its
-/// QPs ([`BUFS_MAPPED`], [`MRS_LIVE`]) kept up to date after each call that
-/// changes what the QP holds; the rest is the QP's own (`Deref`).
-pub(crate) struct RcQp {
-    qp: kernel::rdma::verbs::RcQp,
-    /// This QP's share of [`BUFS_MAPPED`] and [`MRS_LIVE`].
-    bufs: usize,
-    mrs: usize,
-}
-
-impl RcQp {
-    pub(crate) fn new(dev: &Device, size: QpSize) -> Result<Self> {
-        Ok(Self {
-            qp: kernel::rdma::verbs::RcQp::new(dev, size)?,
-            bufs: 0,
-            mrs: 0,
-        })
-    }
-
-    /// Brings this QP's share of the counts up to date, and returns `r`.
-    pub(super) fn counted<R>(&mut self, r: R) -> R {
-        let (bufs, mrs) = (self.qp.bufs_mapped(), self.qp.mrs_allocated());
-        // Adds the difference (wrapping: a decrease is a wrapped negative).
-        BUFS_MAPPED.fetch_add(bufs.wrapping_sub(self.bufs), Ordering::Relaxed);
-        MRS_LIVE.fetch_add(mrs.wrapping_sub(self.mrs), Ordering::Relaxed);
-        (self.bufs, self.mrs) = (bufs, mrs);
-        r
-    }
-
-    pub(crate) fn post_recv(&mut self, buf: KVec<u8>) -> Result {
-        let r = self.qp.post_recv(buf);
-        self.counted(r)
-    }
-
-    pub(crate) fn post_send(&mut self, buf: KVec<u8>) -> Result {
-        let r = self.qp.post_send(buf);
-        self.counted(r)
-    }
-
-    pub(crate) fn post_rdma(
-        &mut self,
-        kind: WrKind,
-        buf: KVec<u8>,
-        addr: u64,
-        rkey: u32,
-    ) -> Result {
-        let r = self.qp.post_rdma(kind, buf, addr, rkey);
-        self.counted(r)
-    }
-
-    pub(crate) fn reg_mr(&mut self, buf: KVec<u8>) -> Result<usize> {
-        let r = self.qp.reg_mr(buf);
-        self.counted(r)
-    }
-
-    pub(crate) fn invalidate_mr(&mut self, idx: usize) -> Result {
-        let r = self.qp.invalidate_mr(idx);
-        self.counted(r)
-    }
-
-    pub(crate) fn poll_one(&mut self) -> Result<Option<Completion>> {
-        let r = self.qp.poll_one();
-        self.counted(r)
-    }
-
-    pub(crate) fn drain(&mut self, wait_ms: u32, f: impl FnMut(Completion)) -> u32 {
-        let r = self.qp.drain(wait_ms, f);
-        self.counted(r)
-    }
-}
-
-impl core::ops::Deref for RcQp {
-    type Target = kernel::rdma::verbs::RcQp;
-
-    fn deref(&self) -> &kernel::rdma::verbs::RcQp {
-        &self.qp
-    }
-}
-
-impl Drop for RcQp {
-    fn drop(&mut self) {
-        // The QP's drop unmaps and frees what it still holds.
-        BUFS_MAPPED.fetch_sub(self.bufs, Ordering::Relaxed);
-        MRS_LIVE.fetch_sub(self.mrs, Ordering::Relaxed);
-    }
-}
-
 /// How many records of freed passive ends a listener keeps, unless
 /// `keep=N` says otherwise: beyond that, the lowest-numbered goes (see
 /// `Core::destroy_own_cm`).
@@ -176,10 +69,6 @@ pub(super) const DRAIN_WAIT_MS: u32 = 2000;
 /// How long a CM callback that frees its endpoint's QP waits for those
 /// flushes itself (see [`Endpoint::release_qp`]).
 const CALLBACK_DRAIN_MS: u32 = 100;
-
-/// Endpoints alive (in the table or still held by an id): 0 once everything
-/// is freed.
-pub(super) static LIVE_ENDPOINTS: AtomicUsize = AtomicUsize::new(0);
 
 /// What an endpoint is.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -327,7 +216,7 @@ pub(super) struct Event {
 
 pub(super) struct EndpointState {
     pub(super) events: KVec<Event>,
-    pub(super) verbs: Option<RcQp>,
+    pub(super) verbs: Option<CountedQp>,
     pub(super) behaviour: Behaviour,
     /// `disconnect` was called: a crossing DREQ is answered at once.
     pub(super) disconnecting: bool,
@@ -408,14 +297,18 @@ impl Drop for EndSlot {
 impl Drop for Handshake {
     fn drop(&mut self) {
         self.0.handshakes.fetch_sub(1, Ordering::AcqRel);
+        // The core is reached as the callbacks reach it (the endpoint holds
+        // none): `None` only once the module's core is gone, when no count
+        // is read and no job waits any more.
+        let Some(core) = Core::get() else {
+            return;
+        };
         if let (Some(b), true) = (self.1, self.2) {
-            // The core is reached as the callbacks reach it (the endpoint
-            // holds none): `None` only once the module's core is gone,
-            // when no count is read any more.
-            if let Some(core) = Core::get() {
-                core.bounds.peers.rep_done(b);
-            }
+            core.rep_done(b);
         }
+        // Taken out of its end's state under its lock before: a job that
+        // waits for it (`job_delay`) looked before and waits now.
+        core.ends_changed.notify_all();
     }
 }
 
@@ -471,7 +364,7 @@ impl EndpointState {
     /// rdma_cm consumer frees its QP at DISCONNECTED, not at timewait exit,
     /// whose length the peer chooses. An end of ours keeps its QP until
     /// then: tests read its state after a disconnect.
-    pub(super) fn connection_over(&mut self, role: Role) -> Option<RcQp> {
+    pub(super) fn connection_over(&mut self, role: Role) -> Option<CountedQp> {
         if role != Role::Passive {
             return None;
         }
@@ -480,7 +373,7 @@ impl EndpointState {
 
     /// Takes the QP out to be freed, its posted work requests ended first
     /// (flushed, and counted with the completions still on its CQ).
-    pub(super) fn take_verbs(&mut self) -> Option<RcQp> {
+    pub(super) fn take_verbs(&mut self) -> Option<CountedQp> {
         let mut verbs = self.verbs.take()?;
         let wr = &mut self.wr;
         let left = verbs.drain(DRAIN_WAIT_MS, |c| wr.add(&c));
@@ -570,7 +463,7 @@ pub(crate) struct Endpoint {
     /// Its entry left the table (close, unload): work of its own (the rping
     /// poller) stops.
     pub(super) gone: AtomicBool,
-    _live: LiveToken,
+    _live: Counted,
 }
 
 impl Endpoint {
@@ -610,7 +503,7 @@ impl Endpoint {
                     "conn::Endpoint::st"
                 ),
                 gone: AtomicBool::new(false),
-                _live: LiveToken::new(),
+                _live: Counted::new(&LIVE.endpoints),
             }? Error),
             GFP_KERNEL,
         )?;
@@ -631,12 +524,6 @@ impl Endpoint {
     pub(super) fn modify_qp(&self, attr: &QpAttr) -> Result {
         let st = self.st.lock();
         st.verbs.as_ref().ok_or(ENODEV)?.modify(attr)
-    }
-
-    /// Whether a passive end's handshake is still in flight (not yet
-    /// established, failed or freed).
-    pub(super) fn in_handshake(&self) -> bool {
-        self.st.lock().handshake.is_some()
     }
 
     /// From one of its id's callbacks (timewait exit, a failed handshake):
@@ -672,7 +559,7 @@ impl Endpoint {
     /// and unload flush (and the QP's device reference holds up the
     /// device's unregistration until it is freed), so that no CM callback
     /// waits seconds for a device. A drained QP is destroyed by a job too.
-    pub(super) fn release_qp(self: &Arc<Self>, core: &Core, mut verbs: RcQp) {
+    pub(super) fn release_qp(self: &Arc<Self>, core: &Core, mut verbs: CountedQp) {
         let left = verbs.drain(CALLBACK_DRAIN_MS, |c| self.st.lock().wr.add(&c));
         if left == 0 {
             // Drained: what is left is destroying the QP, its CQ and MRs
@@ -719,22 +606,6 @@ impl Endpoint {
         }
         core.count(msg, res.is_ok());
         res
-    }
-}
-
-/// Counted in [`LIVE_ENDPOINTS`] while it exists: one per endpoint.
-pub(super) struct LiveToken;
-
-impl LiveToken {
-    pub(super) fn new() -> Self {
-        LIVE_ENDPOINTS.fetch_add(1, Ordering::Relaxed);
-        Self
-    }
-}
-
-impl Drop for LiveToken {
-    fn drop(&mut self) {
-        LIVE_ENDPOINTS.fetch_sub(1, Ordering::Relaxed);
     }
 }
 

@@ -4,16 +4,17 @@
 //! endpoint.
 
 use super::{
-    endpoint::{copy, EndSlot, Endpoint, EventKind, Role, CM_IDS},
+    endpoint::{copy, EndSlot, Endpoint, EventKind, Role},
+    stats::{Counted, LIVE},
     table::Core,
 };
 use crate::kcompat::now_ns;
 use crate::{
     cm::{CmIdRef, Handler, Message, RejReason, Request},
     product,
-    verbs::{QpState, WcStatus},
 };
 use core::sync::atomic::Ordering;
+use kernel::rdma::verbs::{QpState, WcStatus};
 use kernel::{prelude::*, sync::Arc};
 
 /// An endpoint as the data of its `CmId`: a type of the module's own, so
@@ -23,25 +24,20 @@ pub(crate) struct EpHandle(
     Arc<Endpoint>,
     // Held for its drop: a passive end's place on its listener.
     #[allow(dead_code)] Option<EndSlot>,
+    // Held for its drop: one of the module's CM ids.
+    #[allow(dead_code)] Counted,
 );
 
 impl EpHandle {
-    /// The data of a new id of `ep`'s, counted in [`CM_IDS`] until dropped.
+    /// The data of a new id of `ep`'s, counted in `cm_ids_live` until
+    /// dropped.
     pub(crate) fn new(ep: Arc<Endpoint>) -> Self {
-        CM_IDS.fetch_add(1, Ordering::Relaxed);
-        Self(ep, None)
+        Self(ep, None, Counted::new(&LIVE.cm_ids))
     }
 
     /// The same for a passive end, holding its place on its listener.
     pub(super) fn passive(ep: Arc<Endpoint>, slot: EndSlot) -> Self {
-        CM_IDS.fetch_add(1, Ordering::Relaxed);
-        Self(ep, Some(slot))
-    }
-}
-
-impl Drop for EpHandle {
-    fn drop(&mut self) {
-        CM_IDS.fetch_sub(1, Ordering::Relaxed);
+        Self(ep, Some(slot), Counted::new(&LIVE.cm_ids))
     }
 }
 

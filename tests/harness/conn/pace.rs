@@ -24,12 +24,12 @@
 //!   [`REP_HOLD_MAX_MS`].
 
 use super::{endpoint::Endpoint, table::Core};
-use crate::kcompat::sleep_ms;
 use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::{
     prelude::*,
     rbtree::{RBTree, RBTreeNodeReservation},
     sync::Arc,
+    time::msecs_to_jiffies,
 };
 
 /// REPs one peer has in flight from which its next ones are held back,
@@ -54,9 +54,6 @@ pub(super) const REP_STALL_MS: i64 = 1000;
 /// The longest a REP is held, whatever the peer does.
 pub(super) const REP_HOLD_MAX_MS: i64 = 4000;
 
-/// How often the held REPs are looked at.
-const PACE_SWEEP_MS: u32 = 20;
-
 /// Peers' buckets: two peers in one bucket share a window.
 pub(super) const PEER_BUCKETS: usize = 64;
 
@@ -77,6 +74,11 @@ pub(super) struct Peers {
     pub(super) window_max: AtomicU64,
     /// REPs held back so far (`stats`: `reps_held_total`).
     pub(super) holds: AtomicU64,
+    /// Held REPs let go as their peer made room by answering
+    /// (`reps_let_go_answered`), and as time ran out: their peer stopped
+    /// answering, or they were held the longest (`reps_let_go_timed`).
+    pub(super) let_go_answered: AtomicU64,
+    pub(super) let_go_timed: AtomicU64,
 }
 
 impl Peers {
@@ -87,6 +89,8 @@ impl Peers {
             gap_ns: [const { AtomicU64::new(0) }; PEER_BUCKETS],
             window_max: AtomicU64::new(REP_WINDOW),
             holds: AtomicU64::new(0),
+            let_go_answered: AtomicU64::new(0),
+            let_go_timed: AtomicU64::new(0),
         }
     }
 
@@ -165,8 +169,8 @@ pub(super) struct HeldRep {
 }
 
 /// The held REPs (see [`Core::hold_rep`]), and whether a sweeper runs. Its
-/// lock (`conn::Core::held`) is a leaf: taken with no other lock held,
-/// nothing taken under it.
+/// lock (`conn::Core::held`) is a leaf: nothing is taken under it (it is
+/// taken under an endpoint's when a handshake ends, [`Core::rep_done`]).
 pub(super) struct HeldReps {
     /// By (when held, a sequence number): each peer's oldest first.
     pub(super) list: RBTree<(i64, u64), HeldRep>,
@@ -233,20 +237,28 @@ impl Core {
 /// Held REPs let go in one pass at most (then the next pass).
 const PASS: usize = 32;
 
-/// The sweeper of held REPs: every [`PACE_SWEEP_MS`], sends those whose
-/// peer has room, or that were held [`REP_HOLD_MAX_MS`]; returns once none
-/// is left, or at unload (`stop`: the list is dropped, the ends with it;
-/// their ids and QPs are the table's to free).
+/// The sweeper of held REPs: sends those whose peer has room, or that
+/// were held [`REP_HOLD_MAX_MS`], then waits on `held_changed` (no
+/// polling) until one of them may go: a handshake of a peer with REPs held
+/// ends ([`Core::rep_done`]), a peer stops answering ([`REP_STALL_MS`]) or
+/// a REP was held the longest. Returns once none is left, or at unload
+/// (`stop`: the list is dropped, the ends with it; their ids and QPs are
+/// the table's to free).
 fn sweep_reps(core: Arc<Core>) {
+    let bounds = &core.bounds;
+    let mut h = bounds.held.lock();
     loop {
-        if core.bounds.stop.load(Ordering::Relaxed) {
-            let list = {
-                let mut h = core.bounds.held.lock();
-                h.sweeping = false;
-                h.per = [0; PEER_BUCKETS];
-                core::mem::replace(&mut h.list, RBTree::new())
-            };
+        // Read under the lock `Owner` takes to wake us after setting it.
+        if bounds.stop.load(Ordering::Relaxed) {
+            h.sweeping = false;
+            h.per = [0; PEER_BUCKETS];
+            let list = core::mem::replace(&mut h.list, RBTree::new());
+            drop(h);
             drop(list);
+            return;
+        }
+        if h.list.keys().next().is_none() {
+            h.sweeping = false;
             return;
         }
         let now = now_ns();
@@ -255,26 +267,39 @@ fn sweep_reps(core: Arc<Core>) {
             .saturating_sub(REP_HOLD_MAX_MS * 1_000_000);
         let mut keys = [(0i64, 0u64); PASS];
         let mut n = 0;
-        {
-            let h = core.bounds.held.lock();
-            let mut let_go = [0u64; PEER_BUCKETS];
-            for (key, rep) in h.list.iter() {
-                if n == PASS {
-                    break;
+        let mut let_go = [0u64; PEER_BUCKETS];
+        for (key, rep) in h.list.iter() {
+            if n == PASS {
+                break;
+            }
+            let b = rep.bucket;
+            let gone = let_go.get(b).copied().unwrap_or(0);
+            let room = bounds.peers.room(b, now, gone);
+            if key.0 <= oldest || room > 0 {
+                // `u64::MAX`: the peer stopped answering.
+                let why = if key.0 <= oldest || room == u64::MAX {
+                    &bounds.peers.let_go_timed
+                } else {
+                    &bounds.peers.let_go_answered
+                };
+                why.fetch_add(1, Ordering::Relaxed);
+                if let Some(g) = let_go.get_mut(b) {
+                    *g += 1;
                 }
-                let b = rep.bucket;
-                let gone = let_go.get(b).copied().unwrap_or(0);
-                if key.0 <= oldest || core.bounds.peers.room(b, now, gone) > 0 {
-                    if let Some(g) = let_go.get_mut(b) {
-                        *g += 1;
-                    }
-                    if let Some(k) = keys.get_mut(n) {
-                        *k = *key;
-                    }
-                    n += 1;
+                if let Some(k) = keys.get_mut(n) {
+                    *k = *key;
                 }
+                n += 1;
             }
         }
+        if n == 0 {
+            let ms = next_release_ms(&h, &bounds.peers, now);
+            let _ = bounds
+                .held_changed
+                .wait_interruptible_timeout(&mut h, msecs_to_jiffies(ms));
+            continue;
+        }
+        drop(h);
         for key in keys.iter().take(n) {
             let rep = {
                 let mut h = core.bounds.held.lock();
@@ -291,16 +316,43 @@ fn sweep_reps(core: Arc<Core>) {
                 ep.send_held_rep(&core, rep);
             }
         }
-        if n == PASS {
-            continue;
+        h = bounds.held.lock();
+    }
+}
+
+/// How long until a REP of `h` may go by time alone (ms, at least 1): the
+/// oldest reaches [`REP_HOLD_MAX_MS`], or a peer with REPs held has had no
+/// handshake end for [`REP_STALL_MS`]. Its room from an answer comes with
+/// a wake-up ([`Core::rep_done`]).
+fn next_release_ms(h: &HeldReps, peers: &Peers, now: u64) -> u32 {
+    let hold_max = (REP_HOLD_MAX_MS as u64) * 1_000_000;
+    let stall = (REP_STALL_MS as u64) * 1_000_000;
+    let mut at = h.list.keys().next().map_or(u64::MAX, |k| {
+        u64::try_from(k.0).unwrap_or(0).saturating_add(hold_max)
+    });
+    for (b, held) in h.per.iter().enumerate() {
+        if *held > 0 {
+            let done = peers
+                .done_ns
+                .get(b)
+                .map_or(0, |d| d.load(Ordering::Relaxed));
+            at = at.min(done.saturating_add(stall));
         }
-        {
-            let mut h = core.bounds.held.lock();
-            if h.list.keys().next().is_none() {
-                h.sweeping = false;
-                return;
-            }
+    }
+    let ms = at.saturating_sub(now).saturating_add(999_999) / 1_000_000;
+    u32::try_from(ms.max(1)).unwrap_or(u32::MAX)
+}
+
+impl Core {
+    /// A handshake of bucket `b` whose REP was sent is over: counted, and
+    /// the sweeper woken if a REP of `b`'s is held (its peer may have room
+    /// now). Under the list's lock, which the sweeper holds from its look
+    /// at the room to its wait: the wake-up is never lost.
+    pub(super) fn rep_done(&self, b: usize) {
+        self.bounds.peers.rep_done(b);
+        let h = self.bounds.held.lock();
+        if h.per.get(b).is_some_and(|n| *n > 0) {
+            self.bounds.held_changed.notify_all();
         }
-        sleep_ms(PACE_SWEEP_MS);
     }
 }

@@ -7,11 +7,11 @@
 use super::{
     commands::Post,
     endpoint::{
-        qp_size, EndSlot, Endpoint, EventKind, Handshake, RcQp, Role, FOREIGN_BASE, PASSIVE_BASE,
-        REQ_MAGIC,
+        EndSlot, Endpoint, EventKind, Handshake, Role, FOREIGN_BASE, PASSIVE_BASE, REQ_MAGIC,
     },
     handler::EpHandle,
     pace,
+    qp::{qp_size, CountedQp},
     table::Core,
     test_hooks::OnReq,
 };
@@ -20,10 +20,9 @@ use crate::{
     cm::{self, Rep, Request},
     cma::{self, PortSpace},
     path::{Gid, GidAttr},
-    verbs::QpState,
 };
 use core::sync::atomic::Ordering;
-use kernel::{prelude::*, sync::Arc};
+use kernel::{prelude::*, rdma::verbs::QpState, sync::Arc};
 
 /// Counted in `jobs.queued` (`stats`: `jobs_queued`) from before its job
 /// is queued until that job begins (or is dropped unrun): the REQs a new
@@ -178,7 +177,7 @@ impl Endpoint {
         // once its removal has begun.
         let verbs = core
             .device_at(self.dev_index)
-            .and_then(|dev| RcQp::new(&dev, qp_size()));
+            .and_then(|dev| CountedQp::new(&dev, qp_size()));
         let qp_num = match self.ready_qp(core, verbs) {
             Ok(Ok(qp_num)) => qp_num,
             Ok(Err(e)) => return self.rep_failed(core, Ok(Err(e))),
@@ -254,7 +253,7 @@ impl Endpoint {
     pub(super) fn ready_qp(
         self: &Arc<Self>,
         core: &Core,
-        verbs: Result<RcQp>,
+        verbs: Result<CountedQp>,
     ) -> Result<Result<u32>> {
         let init_rtr = core.with_own_cm(self.num, self, |cm| {
             Ok(cm

@@ -5,8 +5,8 @@
 
 use super::{endpoint::Endpoint, table::Core};
 use crate::rping;
-use crate::verbs::Waker;
 use core::sync::atomic::{AtomicBool, Ordering};
+use kernel::rdma::verbs::Waker;
 use kernel::{prelude::*, sync::Arc};
 
 /// Whether an rping endpoint's step is queued: shared by the endpoint and

@@ -5,13 +5,15 @@
 
 use super::{
     deadlines::Due,
-    endpoint::{Endpoint, Event, Role, BUFS_MAPPED, CM_IDS, LIVE_ENDPOINTS, MRS_LIVE, RESOLUTIONS},
+    endpoint::{Endpoint, Event, Role},
     handler::EpHandle,
+    qp::CountedQp,
+    stats::LIVE,
     table::{Conn, Core, Durations},
 };
-use crate::verbs::{Completion, MrState, RcQp, WcStatus, WrKind};
 use core::{fmt::Write, sync::atomic::Ordering};
 use kernel::prelude::*;
+use kernel::rdma::verbs::{Completion, MrState, WcStatus, WrKind};
 
 /// The work requests of an endpoint: how many were posted, how each came
 /// back, and what the successful ones carried.
@@ -288,7 +290,7 @@ impl Core {
                 + st.events.iter().map(|e| e.data.capacity()).sum::<usize>()
                 + st.verbs
                     .as_ref()
-                    .map_or(0, |_| core::mem::size_of::<RcQp>());
+                    .map_or(0, |_| core::mem::size_of::<CountedQp>());
             if c.cm.is_some() {
                 // The id's data; the kernel crate's memory per id, like the
                 // CM's own, is not the module's.
@@ -302,28 +304,12 @@ impl Core {
             "endpoint_fixed_bytes {}",
             core::mem::size_of::<Endpoint>()
                 + core::mem::size_of::<Conn>()
-                + core::mem::size_of::<RcQp>()
+                + core::mem::size_of::<CountedQp>()
                 + core::mem::size_of::<EpHandle>()
         )?;
         writeln!(out, "event_bytes {}", core::mem::size_of::<Event>())?;
         drop(inner);
-        writeln!(out, "cm_ids_live {}", CM_IDS.load(Ordering::Relaxed))?;
-        writeln!(
-            out,
-            "wr_bufs_mapped {}",
-            BUFS_MAPPED.load(Ordering::Relaxed)
-        )?;
-        writeln!(
-            out,
-            "resolutions_live {}",
-            RESOLUTIONS.load(Ordering::Relaxed)
-        )?;
-        writeln!(out, "mrs_live {}", MRS_LIVE.load(Ordering::Relaxed))?;
-        writeln!(
-            out,
-            "endpoints_live {}",
-            LIVE_ENDPOINTS.load(Ordering::Relaxed)
-        )?;
+        LIVE.show(out)?;
         writeln!(
             out,
             "established {}",
@@ -412,6 +398,17 @@ impl Core {
         )?;
         let held = self.bounds.held.lock().list.keys().count();
         writeln!(out, "reps_held {}", held)?;
+        let peers = &self.bounds.peers;
+        writeln!(
+            out,
+            "reps_let_go_answered {}",
+            peers.let_go_answered.load(Ordering::Relaxed)
+        )?;
+        writeln!(
+            out,
+            "reps_let_go_timed {}",
+            peers.let_go_timed.load(Ordering::Relaxed)
+        )?;
         writeln!(
             out,
             "reps_held_total {}",

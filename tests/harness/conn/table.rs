@@ -6,14 +6,13 @@
 //! ([`Owner`]).
 
 use super::{
-    deadlines::{Due, PendingDreqs},
+    deadlines::PendingDreqs,
     endpoint::{Endpoint, Role},
     handler::EpHandle,
 };
 use crate::{
     cm::{CmId, Message, ReaperRef},
     devices::{DeviceEntry, Devices},
-    ib_client::{Client, Device},
     kcompat::{arc_slot, ARef, ArcSlotExt},
 };
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -21,6 +20,7 @@ use kernel::{
     new_condvar, new_mutex,
     prelude::*,
     rbtree::{RBTree, RBTreeNodeReservation},
+    rdma::{client::Client, device::Device},
     str::CStr,
     sync::{Arc, Completion, CondVar, Mutex},
 };
@@ -34,6 +34,11 @@ pub(super) struct Conn {
 impl Drop for Conn {
     fn drop(&mut self) {
         self.ep.gone.store(true, Ordering::Relaxed);
+        // A job waiting for its end to go (`job_delay`); `None` once the
+        // module's core is gone, when no job runs any more.
+        if let Some(core) = Core::get() {
+            core.ends_changed.notify_all();
+        }
     }
 }
 
@@ -61,6 +66,10 @@ pub(crate) struct Core {
     /// Signalled when `closing` drops to zero.
     #[pin]
     pub(super) closed: CondVar,
+    /// Notified when an end's handshake ends or its entry leaves the table:
+    /// wakes the test hook `job_delay`.
+    #[pin]
+    pub(super) ends_changed: CondVar,
     /// Destroys the ids dropped in their own callbacks and runs the jobs CM
     /// callbacks hand off (bounded work: a QP and a REP); flushed on device
     /// removal and unload.
@@ -118,6 +127,9 @@ pub(super) struct Bounds {
     /// [`Core::answer_later`]): a leaf lock.
     #[pin]
     pub(super) pending: Mutex<PendingDreqs>,
+    /// Wakes the sweeper of `pending` (an earlier deadline, unload).
+    #[pin]
+    pub(super) due_changed: CondVar,
     /// Set at unload (`Owner`): the work on `pollers` returns.
     pub(super) stop: AtomicBool,
     /// What the bounds did (`stats`).
@@ -129,6 +141,9 @@ pub(super) struct Bounds {
     pub(super) peers: super::pace::Peers,
     #[pin]
     pub(super) held: Mutex<super::pace::HeldReps>,
+    /// Wakes the sweeper of `held` (room for a held REP, unload).
+    #[pin]
+    pub(super) held_changed: CondVar,
 }
 
 /// The counts of what the module did to bound what a peer can make it
@@ -203,6 +218,7 @@ impl Bounds {
                 },
                 "conn::Core::pending"
             ),
+            due_changed <- new_condvar!("conn::Core::due_changed"),
             stop: AtomicBool::new(false),
             counts: BoundCounts::new(),
             jobs: Jobs {
@@ -211,6 +227,7 @@ impl Bounds {
             },
             peers: super::pace::Peers::new(),
             held <- new_mutex!(super::pace::HeldReps::new(), "conn::Core::held"),
+            held_changed <- new_condvar!("conn::Core::held_changed"),
         })
     }
 }
@@ -232,6 +249,7 @@ impl Core {
                 "conn::Core::inner"
             ),
             closed <- new_condvar!("conn::Core::closed"),
+            ends_changed <- new_condvar!("conn::Core::ends_changed"),
             reaper,
             bounds <- Bounds::new(pollers, sweepers),
             next_foreign: AtomicUsize::new(0),
@@ -326,71 +344,6 @@ impl Core {
             .counts
             .records_pruned
             .fetch_add(n as u64, Ordering::Relaxed);
-    }
-
-    /// Takes `ep`'s unanswered DREQ and its deadline, if any, off the
-    /// sweeper's list: an end that is closed or pruned is nobody's to answer (destroying its id in
-    /// DREQ_RCVD sends the DREP), and the list's reference would keep its
-    /// record, and its QP, alive until the deadline.
-    pub(super) fn forget_pending(&self, ep: &Endpoint) {
-        // Its DREQ to answer and its deadline to be freed: two at most.
-        let mut gone: [Option<(Arc<Endpoint>, Due)>; 2] = Default::default();
-        {
-            let mut p = self.bounds.pending.lock();
-            let mut keys = [None; 2];
-            let mine = p.list.iter().filter(|(_, (e, _))| core::ptr::eq(&**e, ep));
-            for (slot, (k, _)) in keys.iter_mut().zip(mine) {
-                *slot = Some(*k);
-            }
-            for (slot, k) in gone.iter_mut().zip(keys.iter()) {
-                *slot = k.and_then(|k| p.list.remove(&k));
-            }
-        }
-        // Not the last references (the caller's is alive): dropped without
-        // the list's lock all the same.
-        drop(gone);
-    }
-
-    /// Forgets the DREQs to answer and the deadlines of every endpoint on
-    /// device `index` (its removal destroyed their ids and QPs): one pass
-    /// over the list, or one entry per pass without memory for the keys.
-    fn forget_pending_on(&self, index: u32) {
-        loop {
-            let mut gone = KVec::new();
-            {
-                let mut p = self.bounds.pending.lock();
-                let on = |e: &Arc<Endpoint>| e.dev_index == index;
-                let n = p.list.values().filter(|(e, _)| on(e)).count();
-                if n == 0 {
-                    return;
-                }
-                let mut keys = KVec::new();
-                let room =
-                    keys.reserve(n, GFP_KERNEL).is_ok() && gone.reserve(n, GFP_KERNEL).is_ok();
-                for (k, _) in p.list.iter().filter(|(_, (e, _))| on(e)) {
-                    // Within the `n` reserved: no allocation, no failure.
-                    let _ = keys.push(*k, GFP_KERNEL);
-                    if !room {
-                        break;
-                    }
-                }
-                if keys.is_empty() {
-                    // Not even one key's memory: what is left goes at its
-                    // deadline, as before.
-                    return;
-                }
-                for k in keys.iter() {
-                    if let Some(item) = p.list.remove(k) {
-                        // Failing (one key per pass, nothing reserved), the
-                        // item is dropped under the lock: not the last
-                        // reference, the table's entry keeps the endpoint.
-                        let _ = gone.push(item, GFP_KERNEL);
-                    }
-                }
-            }
-            // The endpoints' references dropped without the list's lock.
-            drop(gone);
-        }
     }
 
     /// Takes `ep`'s own entry out of the table (none if its number now
@@ -657,6 +610,16 @@ impl Drop for Owner {
         // table); their queue is drained by its reaper's drop, after this.
         self.0.bounds.stop.store(true, Ordering::Relaxed);
         self.0.bounds.occupied.complete_all();
+        // The sweepers see `stop` under their list's lock: taken here, so
+        // that a sweeper either saw it or waits already and is woken.
+        {
+            let _p = self.0.bounds.pending.lock();
+            self.0.bounds.due_changed.notify_all();
+        }
+        {
+            let _h = self.0.bounds.held.lock();
+            self.0.bounds.held_changed.notify_all();
+        }
         self.0.take_each(
             |inner| {
                 let num = *inner.conns.keys().next()?;

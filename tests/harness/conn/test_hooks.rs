@@ -15,13 +15,10 @@ use super::{
     handler::EpHandle,
     table::Core,
 };
+use crate::cm::{CmId, CmIdRef};
 use crate::kcompat::{now_ns, sleep_ms};
-use crate::{
-    cm::{CmId, CmIdRef},
-    verbs::QpRef,
-};
 use core::sync::atomic::Ordering;
-use kernel::{prelude::*, str::CStr, sync::Arc};
+use kernel::{prelude::*, rdma::verbs::QpRef, str::CStr, sync::Arc, time::msecs_to_jiffies};
 
 /// What an endpoint's DREQ callback does besides recording the DREQ: the
 /// careless consumer callbacks the tests need (`on_dreq=` in `ctl`).
@@ -149,9 +146,12 @@ impl TestHooks {
     }
 
     /// A passive end's job, after it made the QP and before the QP's moves
-    /// and the REP (`on_req=job_delay:MS`): sleeps up to MS ms, cut short
+    /// and the REP (`on_req=job_delay:MS`): waits up to MS ms, cut short
     /// once the entry leaves the table or the id is freed (a REJ, a failed
-    /// REP).
+    /// REP). Woken by either (`Core::ends_changed`): the end of the
+    /// handshake comes under the endpoint's lock, which this holds from its
+    /// look to its wait, so that wake-up is never lost; the table's entry
+    /// may go between the look and the wait, and then the delay runs out.
     pub(super) fn job_delay(&self, ep: &Endpoint) {
         let ms = match self.on_req {
             OnReq::JobDelay(ms) => ms,
@@ -161,9 +161,20 @@ impl TestHooks {
             }
             _ => return,
         };
+        let Some(core) = Core::get() else {
+            return;
+        };
         let end = now_ns() + i64::from(ms) * 1_000_000;
-        while now_ns() < end && !ep.gone.load(Ordering::Relaxed) && ep.in_handshake() {
-            sleep_ms(10);
+        let mut st = ep.st.lock();
+        loop {
+            let left = end - now_ns();
+            if left <= 0 || ep.gone.load(Ordering::Relaxed) || st.handshake.is_none() {
+                return;
+            }
+            let left = u32::try_from((left + 999_999) / 1_000_000).unwrap_or(u32::MAX);
+            let _ = core
+                .ends_changed
+                .wait_interruptible_timeout(&mut st, msecs_to_jiffies(left));
         }
     }
 
