@@ -125,3 +125,17 @@ test_harness_log_checks_are_the_tests() {
 	check "dmesg_test has no line from before the marker" \
 		test "$(dmesg_test | grep -c 'device rxe9 added (1')" = 1
 }
+
+# The harness's files import each other one way only: no file imports one
+# that imports it back, through any chain (tests/imports.py follows every
+# `use` and path of a sibling file, and the re-exports of conn.rs). At
+# 0458725 one ring held seven of conn/'s files (endpoint, table, handler,
+# deadlines, pace, reports, test_hooks).
+test_harness_imports_no_ring() {
+	local h=$RCD_TESTS/harness out rc=0
+	[ -f "$h/rcd_harness.rs" ] || h=$RCD_TESTS/modules/harness
+	out=$(python3 "$RCD_TESTS/imports.py" "$h") || rc=$?
+	echo "$out" | grep '^ring: ' | sed 's/^/# /'
+	log "$(echo "$out" | tail -n 1)"
+	check "no import ring among the harness's files" test $rc = 0
+}

@@ -754,54 +754,67 @@ test_peer_unanswered_reps_slow_no_other_peer() {
 }
 timeout_test_peer_unanswered_reps_slow_no_other_peer=180
 
-# rtu_for LCID: the peer's RTU for the REP of its REQ LCID (the passive
-# end's local id read from conns, by its remote id).
-rtu_for() {
-	local lid
-	lid=$(awk -v r=" remote_id=$(printf '%#x' "$1") " 'index($0, r) {
-		sub(/.*local_id=/, ""); sub(/ .*/, ""); print; exit }' "$RCD_DBG/conns")
-	[ -n "$lid" ] || { fail "no passive end for REQ $1"; return 1; }
-	peer rtu lcid="$1" rcid="$lid"
-}
-
 # A held REP goes as soon as its peer's answer makes room, not at a
-# sweep or a timer. One peer (its own address) sends 34 REQs and answers
-# none yet: a peer that does not answer is not held back, so 34 REPs go. It
-# answers one (33 in flight, over the window of 32) and sends 3 more
-# REQs: their REPs are held, as it answers. Two more answers (31 in
-# flight) make room for one: the sweeper, woken by the handshake's end,
-# sends it (reps_let_go_answered). Without that wake-up it slept until the
-# peer counted as silent (1 s after its last answer) and let all three go
-# as timed. The other two go at that point (reps_let_go_timed).
+# sweep or a timer. One peer (its own address) sends 40 REQs and answers
+# none yet: a peer that does not answer is not held back, so 40 REPs go.
+# It answers one (39 in flight, over the window of 32) and sends 3 more
+# REQs: their REPs are held, as it answers (an answer every 0.3 s keeps it
+# answering until they are; REP_STALL_MS is 1 s). Answers back to back
+# down to 31 in flight make room: the sweeper, woken by the handshakes'
+# ends, sends held REPs (reps_let_go_answered). Without that wake-up it
+# slept until the peer counted as silent (1 s after its last answer) and
+# let all three go as timed. What is left goes at that point.
+_held_rtu() { peer rtu lcid=$((base + $1)) rcid="${lid[$((base + $1))]}"; }
 test_peer_held_rep_goes_at_answer() {
-	local i base=$((0xc3000000)) src=0a4d0042 tcp=$(( (0x106 << 16) + 7474 ))
-	local ans0 timed0
+	local i j k n base=$((0xc3000000)) tcp=$(( (0x106 << 16) + 7474 )) pd
+	local ans0 timed0 held0 line r l
+	local -A lid
 	peer_setup || return 1
-	for ((i = 0; i < 34; i++)); do
+	pd=$(cma_hex 1d22 0a4d0042 0a4d0001)
+	for ((i = 0; i < 40; i++)); do
 		peer req lcid=$((base + i)) qpn=$((0x6000 + i)) sid=$tcp resp=20 retries=15 \
-			pd="$(cma_hex 1d22 $src 0a4d0001)" || return 1
+			pd="$pd" || return 1
 	done
-	check "34 REPs in flight, none held" \
-		wait_for 60 stat_is reps_in_flight 34 || return 1
+	check "40 REPs in flight" wait_for 60 stat_is reps_in_flight 40 || return 1
 	check "none held (a peer that never answered is not held back)" \
 		stat_is reps_held 0 || return 1
+	# The passive ends' local ids by the peer's comm id, read once: the
+	# answers below go out with shell builtins only.
+	while read -r line; do
+		[[ $line == *" remote_id=0xc3"* ]] || continue
+		r=${line##* remote_id=}; r=${r%% *}
+		l=${line##* local_id=}; l=${l%% *}
+		lid[$((r))]=$l
+	done < "$RCD_DBG/conns"
+	check "a passive end for each REQ (${#lid[@]})" test ${#lid[@]} = 40 || return 1
 	ans0=$(rcd_stat reps_let_go_answered); timed0=$(rcd_stat reps_let_go_timed)
-	# Answers and REQs back to back: the peer counts as answering for 1 s
-	# after each answer.
-	rtu_for $base || return 1
-	for ((i = 34; i < 37; i++)); do
+	held0=$(rcd_stat reps_held_total)
+	_held_rtu 0 || return 1
+	for ((i = 40; i < 43; i++)); do
 		peer req lcid=$((base + i)) qpn=$((0x6000 + i)) sid=$tcp resp=20 retries=15 \
-			pd="$(cma_hex 1d22 $src 0a4d0001)" || return 1
+			pd="$pd" || return 1
 	done
-	check "3 REPs held (reps_held $(rcd_stat reps_held))" \
-		wait_for 20 stat_ge reps_held_total 3 || return 1
-	rtu_for $((base + 1)) && rtu_for $((base + 2)) || return 1
-	check "one held REP went at the answer that made room" \
+	k=1
+	until stat_ge reps_held_total $((held0 + 3)); do
+		[ $k -le 6 ] || { fail "3 REPs not held (reps_held_total $(rcd_stat \
+			reps_held_total), from $held0)"; return 1; }
+		nap 0.3
+		_held_rtu $k || return 1
+		k=$((k + 1))
+	done
+	# In flight: 39 - (k - 1); answers down to 31.
+	n=$((39 - (k - 1) - 31))
+	for ((j = 0; j < n; j++)); do
+		_held_rtu $((k + j)) || return 1
+	done
+	check "a held REP went at the answer that made room" \
 		wait_for 20 stat_ge reps_let_go_answered $((ans0 + 1)) || return 1
 	check "then the others, once the peer fell silent" \
 		wait_for 20 stat_is reps_held 0 || return 1
-	log "held REPs let go: answered $(( $(rcd_stat reps_let_go_answered) - ans0 ))," \
-		"timed $(( $(rcd_stat reps_let_go_timed) - timed0 ))"
-	check "all 37 REPs sent" stat_is reps_in_flight 34 || return 1
+	log "$((k + n)) answers; held REPs let go: answered" \
+		"$(( $(rcd_stat reps_let_go_answered) - ans0 )), timed" \
+		"$(( $(rcd_stat reps_let_go_timed) - timed0 ))"
+	check "all 43 REPs sent, $((43 - k - n)) in flight" \
+		wait_for 20 stat_is reps_in_flight $((43 - k - n)) || return 1
 }
 timeout_test_peer_held_rep_goes_at_answer=180

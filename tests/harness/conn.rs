@@ -4,18 +4,26 @@
 //! the active and passive ends of RC connections, their disconnect, and the
 //! record of every event each end saw.
 //!
-//! By job:
+//! By job, each file importing only those above it (no ring:
+//! `tests/imports.py tests/harness` checks):
+//! - [`stats`]: the module's global counts; [`qp`]: every connection's QP,
+//!   counted; [`wr_stats`]: the record of an endpoint's work requests;
+//! - [`behaviour`]: how an endpoint behaves (the `listen`/`connect`
+//!   options), its defaults and bounds, and the test hooks' settings;
 //! - [`endpoint`]: one end of a connection (or a listener), its state and
-//!   event record;
-//! - [`handler`]: its CM handler, what each CM event does to it;
-//! - [`passive`]: a listener's REQs and its passive ends' job (QP, REP);
-//! - [`deadlines`]: the DREPs and frees due whatever a peer does, and their
-//!   sweeper; [`pollers`]: the rping pollers;
-//! - [`table`]: the connection table ([`Core`]), the counters, the device
-//!   lifecycle (the `ib_client`'s add and remove) and unload ([`Owner`]);
-//! - [`commands`]: the control interface's commands on the table;
-//! - [`reports`]: `conns`, `events`, `stats`, `devices`;
-//! - [`test_hooks`]: the test-only behaviours ([`TestHooks`]).
+//!   event record, its handshake, and its id's data ([`endpoint::EpHandle`]);
+//! - [`pace`]: the peers' REP windows; [`bounds`]: what bounds what a peer
+//!   can make the module hold (the lists of deadlines and held REPs, their
+//!   queues, their counts);
+//! - [`table`]: the connection table ([`Core`]), the device lifecycle (the
+//!   `ib_client`'s add and remove) and unload ([`Owner`]);
+//! - above the table: [`handler`], what each CM event does to an endpoint;
+//!   [`release`], what frees its id and QP; [`commands`], the control
+//!   interface's commands; [`passive`], a listener's REQs and its passive
+//!   ends' job; [`deadlines`] and [`pacer`], the two sweepers (the DREPs and
+//!   frees due whatever a peer does; the held REPs); [`pollers`], the rping
+//!   pollers; [`reports`], `conns`, `events`, `stats`, `devices`;
+//!   [`test_hooks`], what the test-only behaviours do.
 //!
 //! Ownership runs one way: the module owns the [`Core`] ([`Owner`]), the
 //! core's table owns the endpoints and their ids, and an id owns its
@@ -44,8 +52,8 @@
 //!    deadline (see `Core::answer_later`); a leaf, taken under an
 //!    endpoint's lock in the DREQ callback, nothing taken under it.
 //! 4. `conn::Core::held` (one): the REPs held until their peer has room
-//!    (see `pace`); a leaf, taken under `Endpoint::st` when a handshake
-//!    ends (`Core::rep_done`), nothing taken under it.
+//!    (see `pace`); a leaf, taken with no other lock held (also when a
+//!    handshake ends: `Core::rep_done`), nothing taken under it.
 //!
 //! The order is `Core::inner` before `Endpoint::st`: code holding an
 //! endpoint's lock never takes the table's (a callback that needs both, as
@@ -54,7 +62,9 @@
 //! two endpoints' locks at once. Below both come the locks of the code we
 //! call under them, none of which calls back into the module: the IB CM's
 //! (`cm_id_priv->lock`), the verbs provider's, and the `cm` abstraction's
-//! own leaf lock (an id's record of its running callbacks). The IB core
+//! own leaf lock (an id's record of its running callbacks); and the lock
+//! of the module's slot that `Core::get` reads (`kcompat::arc_slot`), a
+//! leaf. The IB core
 //! calls the `ib_client`'s `add` with its device's `client_data_rwsem` held
 //! for read, so that lock comes before `Core::inner`; nothing here registers
 //! a client with a lock of ours held.
@@ -83,22 +93,25 @@
 //! job), and `wait_for_closes` (on `Core::closed`, which releases
 //! `Core::inner` while it waits).
 
+mod behaviour;
+mod bounds;
 mod commands;
 mod deadlines;
 mod endpoint;
 mod handler;
 mod pace;
+mod pacer;
 mod passive;
 mod pollers;
 mod qp;
+mod release;
 mod reports;
 mod stats;
 mod table;
 mod test_hooks;
+mod wr_stats;
 
+pub(crate) use behaviour::{Behaviour, OnDreq, OnRep, OnReq, TestHooks, DREQ_ANSWER_MAX_MS};
 pub(crate) use commands::{ConnectArgs, GivenPath, Post, Rdma};
-pub(crate) use deadlines::DREQ_ANSWER_MAX_MS;
-pub(crate) use endpoint::Behaviour;
 pub(crate) use qp::CountedQp;
 pub(crate) use table::{Core, Owner};
-pub(crate) use test_hooks::{OnDreq, OnRep, OnReq, TestHooks};

@@ -4,12 +4,10 @@
 //! dreq/drep, disconnect, post, mr, rdma, poll, close.
 
 use super::{
-    endpoint::{
-        copy, Behaviour, Endpoint, EndpointState, EventKind, Role, PASSIVE_BASE, REQ_MAGIC,
-    },
-    handler::EpHandle,
+    behaviour::{copy, Behaviour},
+    endpoint::{Endpoint, EndpointState, EpHandle, EventKind, Role, PASSIVE_BASE, REQ_MAGIC},
     qp::{qp_size, CountedQp},
-    stats::{Counted, LIVE},
+    stats::{Counted, STATS},
     table::Core,
 };
 use crate::kcompat::{now_ns, ARef};
@@ -256,7 +254,7 @@ impl Core {
         // ib_core's workqueue on a busy machine: a second more for it.
         let wait_ms = a.resolve_ms.saturating_add(1000);
         let hop = {
-            let _resolving = Counted::new(&LIVE.resolutions);
+            let _resolving = Counted::new(&STATS.resolutions);
             path::next_hop(ifindex, a.src, a.dst, a.resolve_ms, wait_ms)
         }?;
         // A group MAC: the destination was a broadcast address after all
@@ -359,7 +357,7 @@ impl Core {
             let t_ns = now_ns();
             product::send(msg, cm, data)?;
             if let Some(kind) = EventKind::sent(msg) {
-                st.record_at(self, t_ns, kind, 0, data);
+                st.record_at(t_ns, kind, 0, data);
             }
             Ok(())
         });

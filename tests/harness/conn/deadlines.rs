@@ -5,6 +5,7 @@
 //! began; their list and its sweeper.
 
 use super::{
+    bounds::Due,
     endpoint::{Endpoint, EndpointState, EventKind, Role},
     table::Core,
 };
@@ -20,54 +21,6 @@ use kernel::{
     sync::Arc,
     time::msecs_to_jiffies,
 };
-
-/// How long a peer's DREQ waits for its answer (`drep`, `disconnect`,
-/// `close`, or `auto_drep` at once) before the module sends the DREP itself
-/// (`drep_after=MS` on a listener sets its passive ends'). Without it an end
-/// in DREQ_RCVD would hold its id and QP for ever: cm.c has no timer in
-/// that state (`cm_dreq_handler` queues the event and nothing else), and
-/// rdma_cm has none either (`cma_ib_handler` turns the DREQ into
-/// DISCONNECTED and leaves the DREP to `rdma_disconnect` or the destroy).
-///
-/// 30 s: three times the longest any consumer here takes to answer (the
-/// tests' `on_dreq=sleep:10000`), and well inside what an rdma_cm peer waits
-/// for its DREP (its CM tries 16 times, about 4.5 s each with rdma_cm's
-/// response timeout on RoCE: 72 s), so the peer still gets a DREP, not a
-/// DREQ_ERROR.
-pub(crate) const DREQ_ANSWER_MS: u32 = 30_000;
-
-/// The longest `drep_after=MS` a listener may set (10 minutes).
-pub(crate) const DREQ_ANSWER_MAX_MS: u32 = 600_000;
-
-/// How long a passive end is held at most once its disconnect began (its
-/// DREQ answered, a DREP or a DREQ_ERROR received), unless `free_after=MS`
-/// on its listener says otherwise: then it is freed whatever the state of
-/// its id. Its peer sets how long the CM would keep it in timewait (from
-/// its REQ's packet life time: up to 2^23 ms, about 2.3 h, for two MADs).
-/// 60 s: beyond any timewait of the suite's peers, which the tests see
-/// end (`TIMEWAIT_EXIT`).
-pub(crate) const FREE_AFTER_MS: u32 = 60_000;
-
-/// What is due at a deadline of [`PendingDreqs`].
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum Due {
-    /// The DREP of a peer's DREQ nobody answered ([`Core::answer_later`]).
-    Drep,
-    /// A passive end freed whatever its id's state ([`Core::free_at`]).
-    Free,
-}
-
-/// The peers' DREQs nobody answered yet and the passive ends to free, each
-/// with its deadline (ns, `ktime_get()`), and whether a sweeper runs (see
-/// [`Core::answer_later`], [`Core::free_at`]). Its lock
-/// (`conn::Core::pending`) is a leaf: taken under an endpoint's (in the
-/// CM callbacks), nothing is taken under it.
-pub(super) struct PendingDreqs {
-    /// By (deadline, a sequence number): the earliest first.
-    pub(super) list: RBTree<(i64, u64), (Arc<Endpoint>, Due)>,
-    pub(super) next: u64,
-    pub(super) sweeping: bool,
-}
 
 impl Core {
     /// Answers `ep`'s DREQ at `due` unless someone does first: queued for
@@ -287,7 +240,7 @@ impl Endpoint {
                     .fetch_add(1, Ordering::Relaxed);
             }
             let status = res.err().map_or(0, |e| e.to_errno());
-            st.record(core, EventKind::DrepSent, status, &[]);
+            st.record(EventKind::DrepSent, status, &[]);
             over = st.connection_over(self.role);
             Ok(())
         });

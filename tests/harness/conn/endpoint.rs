@@ -4,17 +4,14 @@
 //! event record, its QP, and what frees them.
 
 use super::{
-    deadlines::{DREQ_ANSWER_MS, FREE_AFTER_MS},
+    behaviour::Behaviour,
     qp::CountedQp,
-    reports::{DataStats, WrStats},
-    stats::{Counted, LIVE},
-    table::Core,
-    test_hooks::TestHooks,
+    stats::{Counted, STATS},
+    wr_stats::{DataStats, WrStats},
 };
 use crate::kcompat::{fmt, now_ns};
 use crate::{
     cm::{CmIdRef, Message},
-    product,
     rping::{self, Rping},
 };
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -38,37 +35,8 @@ pub(crate) const PASSIVE_BASE: u32 = 1_000_000;
 /// Passive ends of foreign connections are numbered from here.
 pub(super) const FOREIGN_BASE: u32 = 2_000_000;
 
-/// Handshakes a listener has in flight at most, unless `backlog=N` says
-/// otherwise (from the REQ to the RTU, the REJ or the end's failure).
-///
-/// Not ucma's default listen backlog (1,024): that bounds only the connection
-/// requests its program has not fetched yet, and rdma_cm's server bounds
-/// none of the handshakes it has taken. A storm of 2,000 REQs at once
-/// (`cmtime -c 2000`) had 975 rejected here at 1,024 where `cmtime -b`
-/// took all 2,000 (plain kernel). 8,192: room for the tests' largest
-/// sizes (2,000 in the storm, 5,000 in the bench), still a bound
-/// on what a peer that never answers its REPs makes a listener hold.
-pub(crate) const DEFAULT_BACKLOG: u32 = 8192;
-
-/// Passive ends a listener has at most at once with their id (and QP),
-/// unless `max_ends=N` says otherwise: the REQs beyond are rejected. A
-/// handshake, a connection and its disconnect each hold an id and a QP
-/// for as long as its peer makes them last (the handshake's backlog and
-/// the deadline after the disconnect bound each kind; this bounds them
-/// all). 16,384: twice the backlog, room for the bench's 5,000.
-pub(crate) const DEFAULT_MAX_ENDS: u32 = 16384;
-
-/// How many records of freed passive ends a listener keeps, unless
-/// `keep=N` says otherwise: beyond that, the lowest-numbered goes (see
-/// `Core::destroy_own_cm`).
-pub(crate) const DEFAULT_KEEP: u32 = 1024;
-
 /// How long freeing a QP waits for the flushes of its posted work requests.
 pub(super) const DRAIN_WAIT_MS: u32 = 2000;
-
-/// How long a CM callback that frees its endpoint's QP waits for those
-/// flushes itself (see [`Endpoint::release_qp`]).
-const CALLBACK_DRAIN_MS: u32 = 100;
 
 /// What an endpoint is.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -107,73 +75,6 @@ pub(crate) enum EventKind {
     Disconnected,
     /// The `on_dreq` action ran in the DREQ callback: its result.
     OnDreq,
-}
-
-/// How an endpoint answers its peer, set by `listen`/`connect` options; a
-/// listener's is copied to its passive ends.
-pub(crate) struct Behaviour {
-    /// Answer a peer's DREQ at once with a DREP carrying these bytes.
-    pub(crate) auto_drep: Option<KVec<u8>>,
-    /// The test-only behaviours (see [`TestHooks`]), if the tests asked for
-    /// any: `None` for every other endpoint.
-    pub(crate) test: Option<KBox<TestHooks>>,
-    /// A listener's bound on handshakes in flight (REQ accepted, REP sent,
-    /// no RTU yet): the excess is rejected (`backlog=N`).
-    pub(crate) backlog: u32,
-    /// A listener's bound on its passive ends with an id (`max_ends=N`):
-    /// the REQs beyond are rejected.
-    pub(crate) max_ends: u32,
-    /// Receives (count, buffer size) posted before the REQ or REP leaves
-    /// (`recv=COUNT[:SIZE]`), as a ULP does before it connects or accepts.
-    pub(crate) pre_recv: Option<(u32, usize)>,
-    /// Speak rping's protocol on the connection (`rping=1` on a listener:
-    /// the server; `rping=COUNT:SIZE` on connect: the client).
-    pub(crate) rping: Option<rping::Role>,
-    /// A peer's DREQ nobody answered is answered after this (ms).
-    pub(crate) drep_after_ms: u32,
-    /// A listener keeps at most this many records of freed passive ends.
-    pub(crate) keep: u32,
-    /// A passive end is freed this long (ms) after its disconnect began
-    /// (see [`FREE_AFTER_MS`]).
-    pub(crate) free_after_ms: u32,
-}
-
-impl Default for Behaviour {
-    fn default() -> Self {
-        Self {
-            auto_drep: None,
-            test: None,
-            backlog: DEFAULT_BACKLOG,
-            max_ends: DEFAULT_MAX_ENDS,
-            pre_recv: None,
-            rping: None,
-            drep_after_ms: DREQ_ANSWER_MS,
-            keep: DEFAULT_KEEP,
-            free_after_ms: FREE_AFTER_MS,
-        }
-    }
-}
-
-impl Behaviour {
-    pub(super) fn try_clone(&self) -> Result<Self> {
-        Ok(Self {
-            auto_drep: match &self.auto_drep {
-                Some(d) => Some(copy(d)?),
-                None => None,
-            },
-            test: match &self.test {
-                Some(t) => Some(KBox::new(**t, GFP_KERNEL)?),
-                None => None,
-            },
-            backlog: self.backlog,
-            max_ends: self.max_ends,
-            pre_recv: self.pre_recv,
-            rping: self.rping,
-            drep_after_ms: self.drep_after_ms,
-            keep: self.keep,
-            free_after_ms: self.free_after_ms,
-        })
-    }
 }
 
 impl EventKind {
@@ -241,7 +142,11 @@ pub(super) struct EndpointState {
 /// while this exists; with its peer's bucket (`cma=1` listeners: see
 /// [`super::pace`]), in which, once its REP is sent, it counts as a REP in
 /// flight until it is over.
-pub(super) struct Handshake(Arc<Endpoint>, Option<usize>, bool);
+pub(super) struct Handshake(
+    pub(super) Arc<Endpoint>,
+    pub(super) Option<usize>,
+    pub(super) bool,
+);
 
 impl Handshake {
     /// A place on `listener` for a REQ from `peer`'s bucket, or `EBUSY` if
@@ -256,12 +161,14 @@ impl Handshake {
         Ok(slot)
     }
 
-    /// Its REP is sent: a REP in flight to its peer until it is over.
-    pub(super) fn rep_sent(&mut self, core: &Core) {
-        if let (Some(b), false) = (self.1, self.2) {
-            self.2 = true;
-            core.bounds.peers.rep_sent(b);
+    /// Its REP is sent: a REP in flight to its peer until it is over. The
+    /// peer's bucket, the first time, to count it in (`Peers::rep_sent`).
+    pub(super) fn rep_sent(&mut self) -> Option<usize> {
+        if self.2 {
+            return None;
         }
+        self.2 = self.1.is_some();
+        self.1
     }
 
     /// Its peer's bucket.
@@ -271,7 +178,7 @@ impl Handshake {
 }
 
 /// A passive end's place among its listener's `ends`, held by its id's
-/// data ([`EpHandle`](super::handler::EpHandle)): given back when the id
+/// data ([`EpHandle`]): given back when the id
 /// is destroyed, whoever destroys it.
 pub(super) struct EndSlot(Arc<Endpoint>);
 
@@ -291,24 +198,6 @@ impl EndSlot {
 impl Drop for EndSlot {
     fn drop(&mut self) {
         self.0.ends.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-impl Drop for Handshake {
-    fn drop(&mut self) {
-        self.0.handshakes.fetch_sub(1, Ordering::AcqRel);
-        // The core is reached as the callbacks reach it (the endpoint holds
-        // none): `None` only once the module's core is gone, when no count
-        // is read and no job waits any more.
-        let Some(core) = Core::get() else {
-            return;
-        };
-        if let (Some(b), true) = (self.1, self.2) {
-            core.rep_done(b);
-        }
-        // Taken out of its end's state under its lock before: a job that
-        // waits for it (`job_delay`) looked before and waits now.
-        core.ends_changed.notify_all();
     }
 }
 
@@ -395,19 +284,12 @@ impl EndpointState {
         Ok(())
     }
 
-    pub(super) fn record(&mut self, core: &Core, kind: EventKind, status: i32, data: &[u8]) {
-        self.record_at(core, now_ns(), kind, status, data);
+    pub(super) fn record(&mut self, kind: EventKind, status: i32, data: &[u8]) {
+        self.record_at(now_ns(), kind, status, data);
     }
 
     /// As `record`, at time `t_ns`.
-    pub(super) fn record_at(
-        &mut self,
-        core: &Core,
-        t_ns: i64,
-        kind: EventKind,
-        status: i32,
-        data: &[u8],
-    ) {
+    pub(super) fn record_at(&mut self, t_ns: i64, kind: EventKind, status: i32, data: &[u8]) {
         let mut ev = Event {
             t_ns,
             kind,
@@ -419,18 +301,18 @@ impl EndpointState {
             ev.status = ENOMEM.to_errno();
         }
         if self.events.push(ev, GFP_KERNEL).is_err() {
-            core.lost_events.fetch_add(1, Ordering::Relaxed);
+            STATS.events_lost.fetch_add(1, Ordering::Relaxed);
         }
     }
 
     /// Records DISCONNECTED, once, whatever path ends the connection.
-    pub(super) fn record_disconnected(&mut self, core: &Core, status: i32) {
+    pub(super) fn record_disconnected(&mut self, status: i32) {
         if let Some(r) = self.rping.as_mut() {
             r.stop();
         }
         if !self.disconnected {
             self.disconnected = true;
-            self.record(core, EventKind::Disconnected, status, &[]);
+            self.record(EventKind::Disconnected, status, &[]);
         }
     }
 }
@@ -503,15 +385,15 @@ impl Endpoint {
                     "conn::Endpoint::st"
                 ),
                 gone: AtomicBool::new(false),
-                _live: Counted::new(&LIVE.endpoints),
+                _live: Counted::new(&STATS.endpoints),
             }? Error),
             GFP_KERNEL,
         )?;
         Ok(ep)
     }
 
-    pub(super) fn record(&self, core: &Core, kind: EventKind, status: i32, data: &[u8]) {
-        self.st.lock().record(core, kind, status, data);
+    pub(super) fn record(&self, kind: EventKind, status: i32, data: &[u8]) {
+        self.st.lock().record(kind, status, data);
     }
 
     /// Moves the QP to `state` with the attributes the CM computes.
@@ -525,92 +407,37 @@ impl Endpoint {
         let st = self.st.lock();
         st.verbs.as_ref().ok_or(ENODEV)?.modify(attr)
     }
+}
 
-    /// From one of its id's callbacks (timewait exit, a failed handshake):
-    /// free the id and the QP; keep the record (with the completions still
-    /// on the CQ counted). Acts on this endpoint's own entry only, whatever
-    /// now has its number.
-    ///
-    /// The QP's drain does not run under the endpoint's lock, and waits
-    /// here (in a CM callback, which holds up the CM's workqueue) at most
-    /// [`CALLBACK_DRAIN_MS`]: see [`Endpoint::release_qp`].
-    pub(super) fn free_id(self: &Arc<Self>, core: &Core) {
-        let (verbs, handshake, deadline) = {
-            let mut st = self.st.lock();
-            (st.verbs.take(), st.handshake.take(), st.deadline.take())
-        };
-        if let Some(key) = deadline {
-            // Not the last reference (the caller's is alive).
-            drop(core.bounds.pending.lock().list.remove(&key));
-        }
-        core.destroy_own_cm(self);
-        drop(handshake);
-        if let Some(verbs) = verbs {
-            self.release_qp(core, verbs);
-        }
+/// An endpoint as the data of its `CmId`: a type of the module's own, so
+/// that it can implement the kernel crate's `Handler` (the orphan rule
+/// forbids an impl for `Arc<Endpoint>` outside the kernel crate; the impl
+/// is in `handler`, above the table that holds the ids).
+pub(crate) struct EpHandle(
+    Arc<Endpoint>,
+    // Held for its drop: a passive end's place on its listener.
+    #[allow(dead_code)] Option<EndSlot>,
+    // Held for its drop: one of the module's CM ids.
+    #[allow(dead_code)] Counted,
+);
+
+impl EpHandle {
+    /// The data of a new id of `ep`'s, counted in `cm_ids_live` until
+    /// dropped.
+    pub(crate) fn new(ep: Arc<Endpoint>) -> Self {
+        Self(ep, None, Counted::new(&STATS.cm_ids))
     }
 
-    /// Frees `verbs`, this endpoint's QP taken out in one of its id's
-    /// callbacks, its posted work requests ended first (flushed, and
-    /// counted in the endpoint's record), without the endpoint's lock. The
-    /// callback waits at most [`CALLBACK_DRAIN_MS`] for the flushes (rxe
-    /// flushes in microseconds); what is still out then is waited for by a
-    /// job on the reaper (up to [`DRAIN_WAIT_MS`]), which device removal
-    /// and unload flush (and the QP's device reference holds up the
-    /// device's unregistration until it is freed), so that no CM callback
-    /// waits seconds for a device. A drained QP is destroyed by a job too.
-    pub(super) fn release_qp(self: &Arc<Self>, core: &Core, mut verbs: CountedQp) {
-        let left = verbs.drain(CALLBACK_DRAIN_MS, |c| self.st.lock().wr.add(&c));
-        if left == 0 {
-            // Drained: what is left is destroying the QP, its CQ and MRs
-            // and unmapping the buffers, milliseconds under a debug kernel,
-            // which here held up every DREQ and DREP behind it on the CM's
-            // one workqueue (the cmtime storm's disconnect step took
-            // 1.12 times as long as against rdma_cm's server, which
-            // destroys its QPs after the step). If the job cannot be
-            // queued, the closure drops the QP here.
-            let _ = core.reaper.spawn(move || drop(verbs));
-            return;
-        }
-        let ep = self.clone();
-        let spawned = core.reaper.spawn(move || {
-            let left = verbs.drain(DRAIN_WAIT_MS, |c| ep.st.lock().wr.add(&c));
-            ep.st.lock().wr.dropped += u64::from(left);
-            drop(verbs);
-        });
-        if spawned.is_err() {
-            // The job (with the QP) was dropped: the QP is freed with what
-            // it still had posted, counted as dropped.
-            self.st.lock().wr.dropped += u64::from(left);
-        }
-    }
-
-    /// `disconnect()` of this endpoint on `id` (its own id, or `None` once
-    /// freed): see [`Core::disconnect`].
-    pub(super) fn disconnect_on(&self, core: &Core, id: Option<&CmIdRef>, data: &[u8]) -> Result {
-        // Held while deciding and sending: see `dreq_received`.
-        let mut st = self.st.lock();
-        // A second call is `EALREADY` whenever it comes, also once the id
-        // has left timewait and been freed.
-        if st.disconnecting {
-            return Err(EALREADY);
-        }
-        let cm = id.ok_or(ENOTCONN)?;
-        let qp = st.verbs.as_ref().map(|v| v.qp());
-        let t_ns = now_ns();
-        // Refused (the outer `?`): nothing was done, nothing changes.
-        let (msg, res) = product::disconnect(cm, qp, data)?;
-        st.disconnecting = true;
-        if msg == Message::Dreq && res.is_ok() {
-            st.record_at(core, t_ns, EventKind::DreqSent, 0, data);
-        }
-        core.count(msg, res.is_ok());
-        res
+    /// The same for a passive end, holding its place on its listener.
+    pub(super) fn passive(ep: Arc<Endpoint>, slot: EndSlot) -> Self {
+        Self(ep, Some(slot), Counted::new(&STATS.cm_ids))
     }
 }
 
-pub(super) fn copy(data: &[u8]) -> Result<KVec<u8>> {
-    let mut v = KVec::new();
-    v.extend_from_slice(data, GFP_KERNEL)?;
-    Ok(v)
+impl core::ops::Deref for EpHandle {
+    type Target = Arc<Endpoint>;
+
+    fn deref(&self) -> &Arc<Endpoint> {
+        &self.0
+    }
 }

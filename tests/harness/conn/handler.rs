@@ -4,8 +4,8 @@
 //! endpoint.
 
 use super::{
-    endpoint::{copy, EndSlot, Endpoint, EventKind, Role},
-    stats::{Counted, LIVE},
+    behaviour::copy,
+    endpoint::{EpHandle, EventKind, Role},
     table::Core,
 };
 use crate::kcompat::now_ns;
@@ -14,40 +14,8 @@ use crate::{
     product,
 };
 use core::sync::atomic::Ordering;
+use kernel::prelude::*;
 use kernel::rdma::verbs::{QpState, WcStatus};
-use kernel::{prelude::*, sync::Arc};
-
-/// An endpoint as the data of its `CmId`: a type of the module's own, so
-/// that it can implement the kernel crate's `Handler` (the orphan rule
-/// forbids an impl for `Arc<Endpoint>` outside the kernel crate).
-pub(crate) struct EpHandle(
-    Arc<Endpoint>,
-    // Held for its drop: a passive end's place on its listener.
-    #[allow(dead_code)] Option<EndSlot>,
-    // Held for its drop: one of the module's CM ids.
-    #[allow(dead_code)] Counted,
-);
-
-impl EpHandle {
-    /// The data of a new id of `ep`'s, counted in `cm_ids_live` until
-    /// dropped.
-    pub(crate) fn new(ep: Arc<Endpoint>) -> Self {
-        Self(ep, None, Counted::new(&LIVE.cm_ids))
-    }
-
-    /// The same for a passive end, holding its place on its listener.
-    pub(super) fn passive(ep: Arc<Endpoint>, slot: EndSlot) -> Self {
-        Self(ep, Some(slot), Counted::new(&LIVE.cm_ids))
-    }
-}
-
-impl core::ops::Deref for EpHandle {
-    type Target = Arc<Endpoint>;
-
-    fn deref(&self) -> &Arc<Endpoint> {
-        &self.0
-    }
-}
 
 #[vtable]
 impl Handler for EpHandle {
@@ -78,7 +46,7 @@ impl Handler for EpHandle {
             Ok(()) => {
                 {
                     let mut guard = self.st.lock();
-                    guard.record(&core, EventKind::Established, 0, &[]);
+                    guard.record(EventKind::Established, 0, &[]);
                     // rping's client: the first ping.
                     let st = &mut *guard;
                     if let (Some(r), Some(v)) = (st.rping.as_mut(), st.verbs.as_mut()) {
@@ -88,7 +56,7 @@ impl Handler for EpHandle {
                 core.established.fetch_add(1, Ordering::Relaxed);
             }
             Err(e) => {
-                self.record(&core, EventKind::ConnectError, e.to_errno(), &[]);
+                self.record(EventKind::ConnectError, e.to_errno(), &[]);
                 let _ = id.send_rej(&[]);
             }
         }
@@ -103,7 +71,7 @@ impl Handler for EpHandle {
             Err(e) => e.to_errno(),
         };
         let mut st = self.st.lock();
-        st.record(&core, EventKind::Established, status, &[]);
+        st.record(EventKind::Established, status, &[]);
         // The handshake is over: its place on the listener is free.
         let handshake = st.handshake.take();
         // rping's server: what came before the RTU is answered now.
@@ -120,12 +88,7 @@ impl Handler for EpHandle {
         let Some(core) = Core::get() else {
             return;
         };
-        self.record(
-            &core,
-            EventKind::RejReceived,
-            reason.to_raw() as i32,
-            private_data,
-        );
+        self.record(EventKind::RejReceived, reason.to_raw() as i32, private_data);
         if self.role == Role::Passive {
             // Rejected after our REP: the CM has forgotten the peer (the id
             // is idle) and a retried REQ would make a new passive end. Free
@@ -143,8 +106,8 @@ impl Handler for EpHandle {
         // Under the lock `disconnect` holds while it decides and sends: a
         // DREQ crossing ours is answered exactly once.
         let mut st = self.st.lock();
-        st.record(&core, EventKind::DreqReceived, 0, private_data);
-        st.record_disconnected(&core, 0);
+        st.record(EventKind::DreqReceived, 0, private_data);
+        st.record_disconnected(0);
         // A DREQ before the RTU ends the handshake: cm.c moves a passive end
         // from REP_SENT (or MRA_REP_RCVD) straight to DREQ_RCVD and cancels
         // the REP (`cm_dreq_handler`), so neither the RTU (ESTABLISHED) nor
@@ -164,14 +127,14 @@ impl Handler for EpHandle {
         if answer.is_none() {
             after += i64::from(st.behaviour.drep_after_ms);
         }
-        core.free_at(&self.0, &mut st, after);
+        core.free_at(self, &mut st, after);
         // Nobody answers now: the sweeper does after the deadline, unless
         // the consumer does first (or it cannot be queued: then now).
         let answer = match answer {
             None => {
                 let after = i64::from(st.behaviour.drep_after_ms) * 1_000_000;
                 let due = now_ns().saturating_add(after);
-                match core.answer_later(&self.0, due) {
+                match core.answer_later(self, due) {
                     Ok(()) => None,
                     Err(_) => Some(KVec::new()),
                 }
@@ -183,7 +146,7 @@ impl Handler for EpHandle {
             let res = product::send(Message::Drep, id, &data);
             core.count(Message::Drep, res.is_ok());
             let status = res.err().map_or(0, |e| e.to_errno());
-            st.record(&core, EventKind::DrepSent, status, &data);
+            st.record(EventKind::DrepSent, status, &data);
             over = st.connection_over(self.role);
         }
         // Without our lock: `disconnect` takes the table's and ours.
@@ -200,11 +163,11 @@ impl Handler for EpHandle {
             return;
         };
         let mut st = self.st.lock();
-        st.record(&core, EventKind::DrepReceived, 0, private_data);
-        st.record_disconnected(&core, 0);
+        st.record(EventKind::DrepReceived, 0, private_data);
+        st.record_disconnected(0);
         core.drep_received.fetch_add(1, Ordering::Relaxed);
         let after = i64::from(st.behaviour.free_after_ms);
-        core.free_at(&self.0, &mut st, after);
+        core.free_at(self, &mut st, after);
         let over = st.connection_over(self.role);
         drop(st);
         if let Some(verbs) = over {
@@ -217,15 +180,10 @@ impl Handler for EpHandle {
             return;
         };
         let mut st = self.st.lock();
-        st.record(
-            &core,
-            EventKind::DreqError,
-            send_status.to_raw() as i32,
-            &[],
-        );
-        st.record_disconnected(&core, ETIMEDOUT.to_errno());
+        st.record(EventKind::DreqError, send_status.to_raw() as i32, &[]);
+        st.record_disconnected(ETIMEDOUT.to_errno());
         let after = i64::from(st.behaviour.free_after_ms);
-        core.free_at(&self.0, &mut st, after);
+        core.free_at(self, &mut st, after);
         let over = st.connection_over(self.role);
         drop(st);
         if let Some(verbs) = over {
@@ -238,12 +196,7 @@ impl Handler for EpHandle {
         let Some(core) = Core::get() else {
             return;
         };
-        self.record(
-            &core,
-            EventKind::ConnectError,
-            send_status.to_raw() as i32,
-            &[],
-        );
+        self.record(EventKind::ConnectError, send_status.to_raw() as i32, &[]);
         self.test_hooks().after_error(self.num, id);
         if self.role == Role::Passive {
             // Our REP timed out (REP_ERROR): as for a REJ.
@@ -255,7 +208,7 @@ impl Handler for EpHandle {
         let Some(core) = Core::get() else {
             return;
         };
-        self.record(&core, EventKind::TimewaitExit, 0, &[]);
+        self.record(EventKind::TimewaitExit, 0, &[]);
         let test = self.test_hooks();
         test.before_timewait_free();
         self.free_id(&core);

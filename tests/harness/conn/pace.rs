@@ -9,7 +9,7 @@
 //! the same workqueue. So a peer with [`REP_WINDOW`] REPs in flight (sent,
 //! the handshake not over: no RTU, REJ, DREQ or REP timeout yet) gets its
 //! next REPs only as its handshakes end: the job that readied the QP puts
-//! the REP on a list ([`Core::hold_rep`]) instead of sending it, and a
+//! the REP on a list (`Core::hold_rep` (in `pacer`)) instead of sending it, and a
 //! sweeper sends it once the peer has room again.
 //!
 //! What no peer can do with it (one window for all peers, reverted, could):
@@ -23,14 +23,9 @@
 //!   REPs go at once, as before; and none is held more than
 //!   [`REP_HOLD_MAX_MS`].
 
-use super::{endpoint::Endpoint, table::Core};
+use super::endpoint::Endpoint;
 use core::sync::atomic::{AtomicU64, Ordering};
-use kernel::{
-    prelude::*,
-    rbtree::{RBTree, RBTreeNodeReservation},
-    sync::Arc,
-    time::msecs_to_jiffies,
-};
+use kernel::{rbtree::RBTree, sync::Arc};
 
 /// REPs one peer has in flight from which its next ones are held back,
 /// at least: the window grows with the peer's pace (see [`REP_BUDGET_MS`]).
@@ -134,7 +129,7 @@ impl Peers {
     /// REPs of bucket `b` that may go now, `held` of them already let go
     /// in this pass: the window's room, or every one if the peer is not
     /// answering (none of its handshakes ended for [`REP_STALL_MS`]).
-    fn room(&self, b: usize, now: u64, held: u64) -> u64 {
+    pub(super) fn room(&self, b: usize, now: u64, held: u64) -> u64 {
         let (Some(out), Some(done)) = (self.out.get(b), self.done_ns.get(b)) else {
             return u64::MAX;
         };
@@ -153,7 +148,7 @@ impl Peers {
 }
 
 /// The monotonic clock in ns, unsigned.
-fn now_ns() -> u64 {
+pub(super) fn now_ns() -> u64 {
     u64::try_from(crate::kcompat::now_ns()).unwrap_or(0)
 }
 
@@ -168,7 +163,7 @@ pub(super) struct HeldRep {
     pub(super) t_req: i64,
 }
 
-/// The held REPs (see [`Core::hold_rep`]), and whether a sweeper runs. Its
+/// The held REPs (see `Core::hold_rep` (in `pacer`)), and whether a sweeper runs. Its
 /// lock (`conn::Core::held`) is a leaf: nothing is taken under it (it is
 /// taken under an endpoint's when a handshake ends, [`Core::rep_done`]).
 pub(super) struct HeldReps {
@@ -187,172 +182,6 @@ impl HeldReps {
             per: [0; PEER_BUCKETS],
             next: 0,
             sweeping: false,
-        }
-    }
-}
-
-impl Core {
-    /// From a passive end's job, its QP ready: `rep` back to be sent now,
-    /// or `None` if it was put on the list to be sent by the sweeper, when
-    /// its peer has room (it has [`REP_WINDOW`] REPs in flight and is
-    /// answering them, or REPs of its own held before).
-    pub(super) fn hold_rep(self: &Arc<Self>, rep: HeldRep) -> Option<HeldRep> {
-        let peers = &self.bounds.peers;
-        let now = now_ns();
-        // Allocated before the lock; without memory the REP goes now.
-        let Ok(node) = RBTreeNodeReservation::new(GFP_KERNEL) else {
-            return Some(rep);
-        };
-        let mut h = self.bounds.held.lock();
-        let b = rep.bucket;
-        let waiting = h.per.get(b).copied().unwrap_or(0);
-        if waiting == 0 && peers.room(b, now, 0) > 0 {
-            return Some(rep);
-        }
-        if !h.sweeping {
-            let core = self.clone();
-            // On `sweepers`, as the sweeper of unanswered DREQs: it sends
-            // REPs, which takes the table's lock.
-            if self
-                .bounds
-                .sweepers
-                .spawn(move || sweep_reps(core))
-                .is_err()
-            {
-                return Some(rep);
-            }
-            h.sweeping = true;
-        }
-        let key = (i64::try_from(now).unwrap_or(i64::MAX), h.next);
-        h.next = h.next.wrapping_add(1);
-        if let Some(n) = h.per.get_mut(b) {
-            *n += 1;
-        }
-        h.list.insert(node.into_node(key, rep));
-        peers.holds.fetch_add(1, Ordering::Relaxed);
-        None
-    }
-}
-
-/// Held REPs let go in one pass at most (then the next pass).
-const PASS: usize = 32;
-
-/// The sweeper of held REPs: sends those whose peer has room, or that
-/// were held [`REP_HOLD_MAX_MS`], then waits on `held_changed` (no
-/// polling) until one of them may go: a handshake of a peer with REPs held
-/// ends ([`Core::rep_done`]), a peer stops answering ([`REP_STALL_MS`]) or
-/// a REP was held the longest. Returns once none is left, or at unload
-/// (`stop`: the list is dropped, the ends with it; their ids and QPs are
-/// the table's to free).
-fn sweep_reps(core: Arc<Core>) {
-    let bounds = &core.bounds;
-    let mut h = bounds.held.lock();
-    loop {
-        // Read under the lock `Owner` takes to wake us after setting it.
-        if bounds.stop.load(Ordering::Relaxed) {
-            h.sweeping = false;
-            h.per = [0; PEER_BUCKETS];
-            let list = core::mem::replace(&mut h.list, RBTree::new());
-            drop(h);
-            drop(list);
-            return;
-        }
-        if h.list.keys().next().is_none() {
-            h.sweeping = false;
-            return;
-        }
-        let now = now_ns();
-        let oldest = i64::try_from(now)
-            .unwrap_or(i64::MAX)
-            .saturating_sub(REP_HOLD_MAX_MS * 1_000_000);
-        let mut keys = [(0i64, 0u64); PASS];
-        let mut n = 0;
-        let mut let_go = [0u64; PEER_BUCKETS];
-        for (key, rep) in h.list.iter() {
-            if n == PASS {
-                break;
-            }
-            let b = rep.bucket;
-            let gone = let_go.get(b).copied().unwrap_or(0);
-            let room = bounds.peers.room(b, now, gone);
-            if key.0 <= oldest || room > 0 {
-                // `u64::MAX`: the peer stopped answering.
-                let why = if key.0 <= oldest || room == u64::MAX {
-                    &bounds.peers.let_go_timed
-                } else {
-                    &bounds.peers.let_go_answered
-                };
-                why.fetch_add(1, Ordering::Relaxed);
-                if let Some(g) = let_go.get_mut(b) {
-                    *g += 1;
-                }
-                if let Some(k) = keys.get_mut(n) {
-                    *k = *key;
-                }
-                n += 1;
-            }
-        }
-        if n == 0 {
-            let ms = next_release_ms(&h, &bounds.peers, now);
-            let _ = bounds
-                .held_changed
-                .wait_interruptible_timeout(&mut h, msecs_to_jiffies(ms));
-            continue;
-        }
-        drop(h);
-        for key in keys.iter().take(n) {
-            let rep = {
-                let mut h = core.bounds.held.lock();
-                let rep = h.list.remove(key);
-                if let Some(r) = &rep {
-                    if let Some(c) = h.per.get_mut(r.bucket) {
-                        *c = c.saturating_sub(1);
-                    }
-                }
-                rep
-            };
-            if let Some(rep) = rep {
-                let ep = rep.ep.clone();
-                ep.send_held_rep(&core, rep);
-            }
-        }
-        h = bounds.held.lock();
-    }
-}
-
-/// How long until a REP of `h` may go by time alone (ms, at least 1): the
-/// oldest reaches [`REP_HOLD_MAX_MS`], or a peer with REPs held has had no
-/// handshake end for [`REP_STALL_MS`]. Its room from an answer comes with
-/// a wake-up ([`Core::rep_done`]).
-fn next_release_ms(h: &HeldReps, peers: &Peers, now: u64) -> u32 {
-    let hold_max = (REP_HOLD_MAX_MS as u64) * 1_000_000;
-    let stall = (REP_STALL_MS as u64) * 1_000_000;
-    let mut at = h.list.keys().next().map_or(u64::MAX, |k| {
-        u64::try_from(k.0).unwrap_or(0).saturating_add(hold_max)
-    });
-    for (b, held) in h.per.iter().enumerate() {
-        if *held > 0 {
-            let done = peers
-                .done_ns
-                .get(b)
-                .map_or(0, |d| d.load(Ordering::Relaxed));
-            at = at.min(done.saturating_add(stall));
-        }
-    }
-    let ms = at.saturating_sub(now).saturating_add(999_999) / 1_000_000;
-    u32::try_from(ms.max(1)).unwrap_or(u32::MAX)
-}
-
-impl Core {
-    /// A handshake of bucket `b` whose REP was sent is over: counted, and
-    /// the sweeper woken if a REP of `b`'s is held (its peer may have room
-    /// now). Under the list's lock, which the sweeper holds from its look
-    /// at the room to its wait: the wake-up is never lost.
-    pub(super) fn rep_done(&self, b: usize) {
-        self.bounds.peers.rep_done(b);
-        let h = self.bounds.held.lock();
-        if h.per.get(b).is_some_and(|n| *n > 0) {
-            self.bounds.held_changed.notify_all();
         }
     }
 }

@@ -5,15 +5,15 @@
 //! QP, moves it and sends the REP (or holds it, see `pace`).
 
 use super::{
+    behaviour::OnReq,
     commands::Post,
     endpoint::{
-        EndSlot, Endpoint, EventKind, Handshake, Role, FOREIGN_BASE, PASSIVE_BASE, REQ_MAGIC,
+        EndSlot, Endpoint, EpHandle, EventKind, Handshake, Role, FOREIGN_BASE, PASSIVE_BASE,
+        REQ_MAGIC,
     },
-    handler::EpHandle,
     pace,
     qp::{qp_size, CountedQp},
     table::Core,
-    test_hooks::OnReq,
 };
 use crate::kcompat::now_ns;
 use crate::{
@@ -210,8 +210,9 @@ impl Endpoint {
         let res = self.send_rep_msg(core, rep.qp_num, rep.depth, rep.resources);
         if let Ok(Ok(())) = res {
             // Unless the handshake is over already (the RTU came).
-            if let Some(h) = self.st.lock().handshake.as_mut() {
-                h.rep_sent(core);
+            let bucket = self.st.lock().handshake.as_mut().and_then(|h| h.rep_sent());
+            if let Some(b) = bucket {
+                core.bounds.peers.rep_sent(b);
             }
             core.rep_times.add(now_ns() - rep.t_req);
             if self.st.lock().behaviour.rping.is_some() {
@@ -228,7 +229,7 @@ impl Endpoint {
         match res {
             Ok(Ok(())) => {}
             Ok(Err(e)) => {
-                self.record(core, EventKind::ConnectError, e.to_errno(), &[]);
+                self.record(EventKind::ConnectError, e.to_errno(), &[]);
                 self.free_id(core);
             }
             // Gone: whoever took the id frees the rest; the QP given to the

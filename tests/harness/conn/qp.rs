@@ -3,7 +3,7 @@
 //! The QP of every connection: the kernel crate's RC QP, its size, and the
 //! module's count of what it holds.
 
-use super::stats::LIVE;
+use super::stats::STATS;
 use core::sync::atomic::Ordering;
 use kernel::{
     prelude::*,
@@ -24,11 +24,11 @@ pub(super) fn qp_size() -> QpSize {
 }
 
 /// The kernel crate's [`RcQp`] with its share of the module's counts
-/// (`LIVE.bufs_mapped`, `LIVE.mrs`) brought up to date after each call that
+/// (`STATS.bufs_mapped`, `STATS.mrs`) brought up to date after each call that
 /// changes what the QP holds; the rest is the QP's own (`Deref`).
 pub(crate) struct CountedQp {
     qp: RcQp,
-    /// This QP's share of `LIVE.bufs_mapped` and `LIVE.mrs`.
+    /// This QP's share of `STATS.bufs_mapped` and `STATS.mrs`.
     bufs: usize,
     mrs: usize,
 }
@@ -46,9 +46,11 @@ impl CountedQp {
     pub(super) fn counted<R>(&mut self, r: R) -> R {
         let (bufs, mrs) = (self.qp.bufs_mapped(), self.qp.mrs_allocated());
         // Adds the difference (wrapping: a decrease is a wrapped negative).
-        LIVE.bufs_mapped
+        STATS
+            .bufs_mapped
             .fetch_add(bufs.wrapping_sub(self.bufs), Ordering::Relaxed);
-        LIVE.mrs
+        STATS
+            .mrs
             .fetch_add(mrs.wrapping_sub(self.mrs), Ordering::Relaxed);
         (self.bufs, self.mrs) = (bufs, mrs);
         r
@@ -107,7 +109,7 @@ impl core::ops::Deref for CountedQp {
 impl Drop for CountedQp {
     fn drop(&mut self) {
         // The QP's drop unmaps and frees what it still holds.
-        LIVE.bufs_mapped.fetch_sub(self.bufs, Ordering::Relaxed);
-        LIVE.mrs.fetch_sub(self.mrs, Ordering::Relaxed);
+        STATS.bufs_mapped.fetch_sub(self.bufs, Ordering::Relaxed);
+        STATS.mrs.fetch_sub(self.mrs, Ordering::Relaxed);
     }
 }

@@ -6,23 +6,22 @@
 //! ([`Owner`]).
 
 use super::{
-    deadlines::PendingDreqs,
-    endpoint::{Endpoint, Role},
-    handler::EpHandle,
+    bounds::{Bounds, Durations},
+    endpoint::{Endpoint, EpHandle, Role},
 };
 use crate::{
     cm::{CmId, Message, ReaperRef},
     devices::{DeviceEntry, Devices},
     kcompat::{arc_slot, ARef, ArcSlotExt},
 };
-use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use kernel::{
     new_condvar, new_mutex,
     prelude::*,
     rbtree::{RBTree, RBTreeNodeReservation},
     rdma::{client::Client, device::Device},
     str::CStr,
-    sync::{Arc, Completion, CondVar, Mutex},
+    sync::{Arc, CondVar, Mutex},
 };
 
 /// An entry of the connection table: the endpoint, and its id until freed.
@@ -33,9 +32,12 @@ pub(super) struct Conn {
 
 impl Drop for Conn {
     fn drop(&mut self) {
+        // Under the endpoint's lock, which a job waiting for its end to go
+        // (`job_delay`) holds from its look at `gone` to its wait: the
+        // wake-up is never lost. No entry is dropped with a lock held.
+        let _st = self.ep.st.lock();
         self.ep.gone.store(true, Ordering::Relaxed);
-        // A job waiting for its end to go (`job_delay`); `None` once the
-        // module's core is gone, when no job runs any more.
+        // `None` once the module's core is gone, when no job runs any more.
         if let Some(core) = Core::get() {
             core.ends_changed.notify_all();
         }
@@ -79,7 +81,6 @@ pub(crate) struct Core {
     #[pin]
     pub(super) bounds: Bounds,
     pub(super) next_foreign: AtomicUsize,
-    pub(super) lost_events: AtomicUsize,
     pub(crate) dreq_sent: AtomicU64,
     pub(crate) dreq_failed: AtomicU64,
     pub(crate) drep_sent: AtomicU64,
@@ -91,145 +92,6 @@ pub(crate) struct Core {
     /// REQ callbacks of the listeners and their passive ends' REPs.
     pub(super) req_times: Durations,
     pub(super) rep_times: Durations,
-}
-
-/// Passive ends' jobs queued and not yet begun, and how long each took
-/// once begun (the QP, its moves, the REP): what a new REQ waits for.
-pub(super) struct Jobs {
-    pub(super) queued: AtomicU64,
-    pub(super) times: Durations,
-}
-
-/// The long-running work's queue and its unload flag, the peers' DREQs
-/// waiting for their deadline, and the counts of what the module did to
-/// bound what a peer can make it hold (`stats`).
-#[pin_data]
-pub(super) struct Bounds {
-    /// Runs the rping endpoints' steps (one queued per endpoint at most,
-    /// by its completions): never flushed by device removal or unload,
-    /// which instead make each step end by itself (its QP freed, its entry
-    /// gone, `stop`).
-    pub(super) pollers: ReaperRef,
-    /// Rping steps running or queued on `pollers`.
-    pub(super) pollers_live: AtomicUsize,
-    /// Runs the two sweepers (unanswered DREQs, held REPs), one item each
-    /// at most: never behind the pollers, however many peers ping. Not
-    /// flushed either: a sweeper returns once its list is empty or at
-    /// `stop`.
-    pub(super) sweepers: ReaperRef,
-    /// Tests only (`occupy_pollers`): work items on `pollers` waiting for
-    /// this, completed by `release_pollers` or unload.
-    #[pin]
-    pub(super) occupied: Completion,
-    /// Tests only: how many of those items run now.
-    pub(super) occupiers: AtomicUsize,
-    /// The peers' DREQs waiting for their deadline (see
-    /// [`Core::answer_later`]): a leaf lock.
-    #[pin]
-    pub(super) pending: Mutex<PendingDreqs>,
-    /// Wakes the sweeper of `pending` (an earlier deadline, unload).
-    #[pin]
-    pub(super) due_changed: CondVar,
-    /// Set at unload (`Owner`): the work on `pollers` returns.
-    pub(super) stop: AtomicBool,
-    /// What the bounds did (`stats`).
-    pub(super) counts: BoundCounts,
-    /// The passive ends' jobs: what a new REQ waits behind.
-    pub(super) jobs: Jobs,
-    /// Each peer's REPs in flight, and the REPs held until it has room
-    /// (see [`super::pace`]): a leaf lock.
-    pub(super) peers: super::pace::Peers,
-    #[pin]
-    pub(super) held: Mutex<super::pace::HeldReps>,
-    /// Wakes the sweeper of `held` (room for a held REP, unload).
-    #[pin]
-    pub(super) held_changed: CondVar,
-}
-
-/// The counts of what the module did to bound what a peer can make it
-/// hold (`stats`).
-pub(super) struct BoundCounts {
-    /// DREQs the module answered at their deadline.
-    pub(super) dreq_answered_late: AtomicU64,
-    /// Records of freed passive ends dropped beyond their listener's
-    /// `keep`.
-    pub(super) records_pruned: AtomicU64,
-    /// Scans of the table for records to prune ([`prune_freed`]).
-    pub(super) prune_scans: AtomicU64,
-    /// Passive ends freed at their deadline ([`Core::free_at`]).
-    pub(super) ends_freed_late: AtomicU64,
-    /// REQs rejected as their listener had `max_ends` passive ends.
-    pub(super) ends_refused: AtomicU64,
-    /// Passes of device removals over the table (`remove_all_on`): one
-    /// for all of a device's ends, and one that finds none left.
-    pub(super) removal_passes: AtomicU64,
-}
-
-impl BoundCounts {
-    const fn new() -> Self {
-        Self {
-            dreq_answered_late: AtomicU64::new(0),
-            records_pruned: AtomicU64::new(0),
-            prune_scans: AtomicU64::new(0),
-            ends_freed_late: AtomicU64::new(0),
-            ends_refused: AtomicU64::new(0),
-            removal_passes: AtomicU64::new(0),
-        }
-    }
-}
-
-/// How many of something, their total and longest time in ns (`stats`).
-pub(super) struct Durations {
-    pub(super) n: AtomicU64,
-    pub(super) ns: AtomicU64,
-    pub(super) ns_max: AtomicU64,
-}
-
-impl Durations {
-    const fn new() -> Self {
-        Self {
-            n: AtomicU64::new(0),
-            ns: AtomicU64::new(0),
-            ns_max: AtomicU64::new(0),
-        }
-    }
-
-    pub(super) fn add(&self, ns: i64) {
-        let ns = u64::try_from(ns).unwrap_or(0);
-        self.n.fetch_add(1, Ordering::Relaxed);
-        self.ns.fetch_add(ns, Ordering::Relaxed);
-        self.ns_max.fetch_max(ns, Ordering::Relaxed);
-    }
-}
-
-impl Bounds {
-    fn new(pollers: ReaperRef, sweepers: ReaperRef) -> impl PinInit<Self> {
-        pin_init!(Self {
-            pollers,
-            pollers_live: AtomicUsize::new(0),
-            sweepers,
-            occupied <- Completion::new(),
-            occupiers: AtomicUsize::new(0),
-            pending <- new_mutex!(
-                PendingDreqs {
-                    list: RBTree::new(),
-                    next: 0,
-                    sweeping: false,
-                },
-                "conn::Core::pending"
-            ),
-            due_changed <- new_condvar!("conn::Core::due_changed"),
-            stop: AtomicBool::new(false),
-            counts: BoundCounts::new(),
-            jobs: Jobs {
-                queued: AtomicU64::new(0),
-                times: Durations::new(),
-            },
-            peers: super::pace::Peers::new(),
-            held <- new_mutex!(super::pace::HeldReps::new(), "conn::Core::held"),
-            held_changed <- new_condvar!("conn::Core::held_changed"),
-        })
-    }
 }
 
 impl Core {
@@ -253,7 +115,6 @@ impl Core {
             reaper,
             bounds <- Bounds::new(pollers, sweepers),
             next_foreign: AtomicUsize::new(0),
-            lost_events: AtomicUsize::new(0),
             dreq_sent: AtomicU64::new(0),
             dreq_failed: AtomicU64::new(0),
             drep_sent: AtomicU64::new(0),
@@ -473,7 +334,7 @@ impl Core {
                 let (verbs, handshake) = {
                     let mut st = ep.st.lock();
                     if ep.role != Role::Listener {
-                        st.record_disconnected(self, ENODEV.to_errno());
+                        st.record_disconnected(ENODEV.to_errno());
                     }
                     (st.take_verbs(), st.take_handshake())
                 };

@@ -11,8 +11,8 @@
 //! ([`Core::with_test_conn`]).
 
 use super::{
-    endpoint::{Behaviour, Endpoint, EventKind, Role},
-    handler::EpHandle,
+    behaviour::{Behaviour, OnDreq, OnRep, OnReq, TestHooks},
+    endpoint::{Endpoint, EpHandle, EventKind, Role},
     table::Core,
 };
 use crate::cm::{CmId, CmIdRef};
@@ -20,112 +20,7 @@ use crate::kcompat::{now_ns, sleep_ms};
 use core::sync::atomic::Ordering;
 use kernel::{prelude::*, rdma::verbs::QpRef, str::CStr, sync::Arc, time::msecs_to_jiffies};
 
-/// What an endpoint's DREQ callback does besides recording the DREQ: the
-/// careless consumer callbacks the tests need (`on_dreq=` in `ctl`).
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum OnDreq {
-    Nothing,
-    /// Sleeps this many milliseconds first.
-    Sleep(u32),
-    /// Sends a DREQ on its own connection (the CM refuses: DREQ_RCVD).
-    Dreq,
-    /// `disconnect()` of its own connection: QP to error, DREP.
-    Disconnect,
-    /// `disconnect()` of another connection.
-    DisconnectOther(u32),
-    /// `close` of another connection: its `CmId` dropped in this callback.
-    CloseOther(u32),
-}
-
-/// What an active end does with the REP (`on_rep=` in `ctl`): the peer
-/// that never completes a handshake, for the tests.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum OnRep {
-    /// QP to RTR and RTS, then the RTU.
-    Accept,
-    /// Nothing: no RTU (the passive end's REP times out).
-    Ignore,
-    /// A REJ instead of the RTU.
-    Reject,
-}
-
-/// What a listener's REQ callback and its passive ends' jobs do besides
-/// their work (`on_req=` in `ctl`).
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum OnReq {
-    Nothing,
-    /// Closes the listener (drops its `CmId` inside its own REQ callback),
-    /// then handles the REQ as usual.
-    Close,
-    /// The passive end's job sleeps this many milliseconds after making
-    /// the QP, before it moves it and sends the REP (up to 60 s; cut short
-    /// once the entry leaves the table or its id is freed): the window
-    /// between the REQ callback and the REP, held open.
-    JobDelay(u32),
-    /// The same sleep, never cut short: the job then moves the QP with the
-    /// attributes it took from the id before, whatever became of the id
-    /// (`QpAttr` holds its GID entry).
-    JobSleep(u32),
-    /// The REQ callback fails as if queueing the job had failed with
-    /// `ENOMEM` (after the accept and the table's insert).
-    FailJob,
-    /// The REQ callback sends a REP itself (a made-up QP number: the peer
-    /// is to let it time out), then fails as `FailJob` does, which drops
-    /// the accepted id in its own REQ callback after a REP went out.
-    RepThenFail,
-}
-
-/// The test-only behaviours, together: with these `ctl` options the tests
-/// hold open the windows of an id's lifecycle and play careless consumers
-/// and broken peers. Nothing else sets them, and with their defaults
-/// (`TestHooks::NONE`) the module behaves as a consumer would.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) struct TestHooks {
-    /// What the DREQ callback does besides recording the DREQ
-    /// (`on_dreq=`).
-    pub(crate) on_dreq: OnDreq,
-    /// A listener's REQ callback and its passive ends' jobs (`on_req=`).
-    pub(crate) on_req: OnReq,
-    /// Milliseconds the timewait-exit callback sleeps before it frees the
-    /// id (`on_timewait=sleep:MS`): widens the window of a callback in
-    /// flight.
-    pub(crate) timewait_sleep: u32,
-    /// The sleep comes after the id is freed (`on_timewait=after:MS`): the
-    /// callback is still in module code once nothing refers to the id, the
-    /// window an unload must wait for.
-    pub(crate) timewait_after: bool,
-    /// What an active end does with the REP (`on_rep=`).
-    pub(crate) on_rep: OnRep,
-    /// Milliseconds the `*_ERROR` callbacks sleep before they read their
-    /// id's state (`on_error=sleep:MS`): a handler that uses its id late,
-    /// while the id may be destroyed by another path.
-    pub(crate) error_sleep: u32,
-    /// The count an rping endpoint starts from (`rping_from=N`), instead
-    /// of 0: a peer's 2^32 pings reached in a few.
-    pub(crate) rping_from: u32,
-}
-
 impl TestHooks {
-    pub(crate) const NONE: Self = Self {
-        on_dreq: OnDreq::Nothing,
-        on_req: OnReq::Nothing,
-        timewait_sleep: 0,
-        timewait_after: false,
-        on_rep: OnRep::Accept,
-        error_sleep: 0,
-        rping_from: 0,
-    };
-
-    /// What an endpoint carries for these hooks: nothing for
-    /// [`TestHooks::NONE`].
-    pub(crate) fn boxed(self) -> Result<Option<KBox<Self>>> {
-        Ok(if self == Self::NONE {
-            None
-        } else {
-            Some(KBox::new(self, GFP_KERNEL)?)
-        })
-    }
-
     /// A listener's REQ callback, first (`on_req=close`): closes the
     /// listener, dropping its `CmId` inside its own REQ callback (the CM
     /// holds the listener until the callback returns: the `cm` abstraction
@@ -148,10 +43,10 @@ impl TestHooks {
     /// A passive end's job, after it made the QP and before the QP's moves
     /// and the REP (`on_req=job_delay:MS`): waits up to MS ms, cut short
     /// once the entry leaves the table or the id is freed (a REJ, a failed
-    /// REP). Woken by either (`Core::ends_changed`): the end of the
-    /// handshake comes under the endpoint's lock, which this holds from its
-    /// look to its wait, so that wake-up is never lost; the table's entry
-    /// may go between the look and the wait, and then the delay runs out.
+    /// REP). Woken by either (`Core::ends_changed`): both come under the
+    /// endpoint's lock (the handshake taken out of its state, the entry's
+    /// `gone`), which this holds from its look to its wait, so no wake-up
+    /// is lost.
     pub(super) fn job_delay(&self, ep: &Endpoint) {
         let ms = match self.on_req {
             OnReq::JobDelay(ms) => ms,
@@ -213,7 +108,7 @@ impl TestHooks {
             OnDreq::CloseOther(num) => core.close(num),
         };
         let status = res.err().map_or(0, |e| e.to_errno());
-        ep.record(core, EventKind::OnDreq, status, &[]);
+        ep.record(EventKind::OnDreq, status, &[]);
     }
 
     /// A `*_ERROR` callback, last, without the endpoint's lock
