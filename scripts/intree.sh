@@ -114,14 +114,14 @@ place_tests() {
 	local t=$1
 	rm -rf "${t:?}/$sel"
 	mkdir -p "$t/$sel/modules/harness/conn"
-	cp "$here"/tests/{Makefile,config,settings,rust_cm_disconnect.sh,ksft.sh,lib.sh,fuzz.py,sidr_flood.c} \
+	cp "$here"/tests/{Makefile,config,settings,rust_cm_disconnect.sh,ksft.sh,lib.sh,fuzz.py,imports.py,sidr_flood.c} \
 		"$here"/tests/t_*.sh "$t/$sel/"
 	# The sources only: an out-of-tree build leaves *.mod.c beside them.
 	cp "$here"/tests/modules/{Kbuild,Makefile,*.h} "$t/$sel/modules/"
 	for f in "$here"/tests/modules/*.c; do
 		[[ $f == *.mod.c ]] || cp "$f" "$t/$sel/modules/"
 	done
-	cp "$here"/tests/harness/{Kbuild,*.rs} "$t/$sel/modules/harness/"
+	cp "$here"/tests/harness/{Kbuild,*.rs,*.md} "$t/$sel/modules/harness/"
 	cp "$here"/tests/harness/conn/*.rs "$t/$sel/modules/harness/conn/"
 	for f in "$here"/tests/harness/*.c; do
 		[[ $f == *.mod.c ]] || cp "$f" "$t/$sel/modules/harness/"

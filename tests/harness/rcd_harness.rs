@@ -38,26 +38,12 @@ kcompat::harness_module! {
 }
 
 struct RcdHarness {
-    // Dropped in this order: the control files (no command runs during
-    // teardown), then the RDMA client, whose unregistration frees every id
-    // and QP on every device (each device's `remove` destroys the ids in the
-    // table at once and waits for the destroys its callbacks queued), then
-    // the connection table with the endpoints' records and the module's
-    // reference on the core (`Owner`, which also takes the core out of reach
-    // of `rcd_test_with_conn()` and of the endpoints, once no callback of
-    // theirs can run), and last the reaper: it waits until every holder of a
-    // `ReaperRef` (every id, the core) is gone, then destroys its workqueue,
-    // which runs what is still queued first. After that no id of ours exists
-    // and no callback or work item runs module code (see the `cm` module's
-    // documentation for why).
-    //
-    // The long-running work runs on queues of its own, which neither device
-    // removal nor unload flushes while a peer may still keep them busy:
-    // `_pollers` (the rping pollers) and `_sweepers` (the sweepers of
-    // unanswered DREQs and held REPs, never behind a poller). Each item
-    // ends by itself once its entry left the table, its QP was freed
-    // (device removal) or the core stopped (unload, `Owner`). Their drops
-    // then wait only for those ends (a millisecond's poll, a sweep).
+    // Dropped in this order, and why: see `DESIGN.md` ("Unload"). The
+    // control files, the RDMA client (every id and QP on every device),
+    // the table and the core's slot (`Owner`, which also stops and wakes
+    // the long-running work), the pollers' and sweepers' queues (whose
+    // items end by themselves once stopped), and last the reaper, which
+    // waits for every `ReaperRef`.
     _debugfs: kcompat::ControlDir<conn::Core>,
     _client: kernel::rdma::client::Registration<conn::Core>,
     _owner: conn::Owner,
