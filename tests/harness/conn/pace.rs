@@ -69,9 +69,10 @@ pub(super) struct Peers {
     pub(super) window_max: AtomicU64,
     /// REPs held back so far (`stats`: `reps_held_total`).
     pub(super) holds: AtomicU64,
-    /// Held REPs let go as their peer made room by answering
-    /// (`reps_let_go_answered`), and as time ran out: their peer stopped
-    /// answering, or they were held the longest (`reps_let_go_timed`).
+    /// Held REPs let go as their peer made room by answering, seen at the
+    /// sweeper's wake-up by that answer (`reps_let_go_answered`), and at
+    /// its timer: their peer stopped answering, they were held the
+    /// longest, or the room was found only then (`reps_let_go_timed`).
     pub(super) let_go_answered: AtomicU64,
     pub(super) let_go_timed: AtomicU64,
 }

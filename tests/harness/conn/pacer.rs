@@ -15,7 +15,7 @@ use core::sync::atomic::Ordering;
 use kernel::{
     prelude::*,
     rbtree::{RBTree, RBTreeNodeReservation},
-    sync::Arc,
+    sync::{Arc, CondVarTimeoutResult},
     time::msecs_to_jiffies,
 };
 
@@ -78,6 +78,9 @@ const PASS: usize = 32;
 fn sweep_reps(core: Arc<Core>) {
     let bounds = &core.bounds;
     let mut h = bounds.held.lock();
+    // Whether this pass was started by a wake-up (or the spawn), not by
+    // the timer: what a pass lets go by room then went at an answer.
+    let mut woken = true;
     loop {
         // Read under the lock `Owner` takes to wake us after setting it.
         if bounds.stop.load(Ordering::Relaxed) {
@@ -120,7 +123,7 @@ fn sweep_reps(core: Arc<Core>) {
             if !timed_out && *r == 0 {
                 continue;
             }
-            let why = if timed_out || *r == u64::MAX {
+            let why = if timed_out || *r == u64::MAX || !woken {
                 &bounds.peers.let_go_timed
             } else {
                 &bounds.peers.let_go_answered
@@ -137,9 +140,10 @@ fn sweep_reps(core: Arc<Core>) {
         }
         if n == 0 {
             let ms = next_release_ms(&h, &bounds.peers, now);
-            let _ = bounds
+            let res = bounds
                 .held_changed
                 .wait_interruptible_timeout(&mut h, msecs_to_jiffies(ms));
+            woken = !matches!(res, CondVarTimeoutResult::Timeout);
             continue;
         }
         drop(h);

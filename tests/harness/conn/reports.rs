@@ -294,16 +294,12 @@ impl Core {
         let held = self.bounds.held.lock().list.keys().count();
         writeln!(out, "reps_held {}", held)?;
         let peers = &self.bounds.peers;
-        writeln!(
-            out,
-            "reps_let_go_answered {}",
-            peers.let_go_answered.load(Ordering::Relaxed)
-        )?;
-        writeln!(
-            out,
-            "reps_let_go_timed {}",
-            peers.let_go_timed.load(Ordering::Relaxed)
-        )?;
+        for (name, c) in [
+            ("reps_let_go_answered", &peers.let_go_answered),
+            ("reps_let_go_timed", &peers.let_go_timed),
+        ] {
+            writeln!(out, "{name} {}", c.load(Ordering::Relaxed))?;
+        }
         writeln!(
             out,
             "reps_held_total {}",
