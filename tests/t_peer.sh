@@ -755,57 +755,76 @@ test_peer_unanswered_reps_slow_no_other_peer() {
 }
 timeout_test_peer_unanswered_reps_slow_no_other_peer=180
 
-# A held REP goes as soon as its peer's answer makes room, not at a
-# sweep or a timer. One peer (its own address) sends 40 REQs and answers
-# none yet: a peer that does not answer is not held back, so 40 REPs go.
-# It answers one (39 in flight, over the window of 32) and sends 3 more
+# held_setup N QPN: one peer (rcd_peer, its own address, 10.77.0.66; comm
+# ids from the caller's `base`, QPNs from QPN) sends N REQs and answers none
+# yet: a peer that does not answer is not held back, so N REPs go. It
+# answers one (N - 1 in flight, over the window of 32) and sends 3 more
 # REQs: their REPs are held, as it answers (an answer every 0.3 s keeps it
-# answering until they are; REP_STALL_MS is 1 s). Answers back to back
-# down to 31 in flight make room: the sweeper, woken by the handshakes'
-# ends, sends held REPs (reps_let_go_answered). Without that wake-up it
-# slept until its timer (the peer's silence as it last looked) and let
-# them go there (reps_let_go_timed). What is left goes once the peer
-# falls silent.
+# answering until they are; REP_STALL_MS is 1 s). Sets the caller's `lid`
+# (the passive ends' local ids by comm id, read once: the answers go out
+# with shell builtins only), `k` (the next answer's index: N - k REPs in
+# flight, the 3 held not sent) and `held0`.
+# _stat_into VAR NAME: the counter NAME into VAR, with builtins only.
+_stat_into() {
+	local k v
+	while read -r k v; do
+		[ "$k" != "$2" ] || { printf -v "$1" '%s' "$v"; return 0; }
+	done < "$RCD_DBG/stats"
+}
 _held_rtu() { peer rtu lcid=$((base + $1)) rcid="${lid[$((base + $1))]}"; }
-test_peer_held_rep_goes_at_answer() {
-	local i j k n base=$((0xc3000000)) tcp=$(( (0x106 << 16) + 7474 )) pd
-	local ans0 timed0 held0 line r l
-	local -A lid
+_held_req() {
+	peer req lcid=$((base + $1)) qpn=$(($2 + $1)) sid=$(( (0x106 << 16) + 7474 )) \
+		resp=20 retries=15 pd="$pd"
+}
+held_setup() {
+	local i line r l pre pd total n=$1 qpn=$2
 	peer_setup || return 1
 	pd=$(cma_hex 1d22 0a4d0042 0a4d0001)
-	for ((i = 0; i < 40; i++)); do
-		peer req lcid=$((base + i)) qpn=$((0x6000 + i)) sid=$tcp resp=20 retries=15 \
-			pd="$pd" || return 1
+	for ((i = 0; i < n; i++)); do
+		_held_req $i $qpn || return 1
 	done
-	check "40 REPs in flight" wait_for 60 stat_is reps_in_flight 40 || return 1
+	check "$n REPs in flight" wait_for 90 stat_is reps_in_flight $n || return 1
 	check "none held (a peer that never answered is not held back)" \
 		stat_is reps_held 0 || return 1
-	# The passive ends' local ids by the peer's comm id, read once: the
-	# answers below go out with shell builtins only.
+	printf -v pre '%#x' $((base >> 24))
 	while read -r line; do
-		[[ $line == *" remote_id=0xc3"* ]] || continue
+		[[ $line == *" remote_id=$pre"* ]] || continue
 		r=${line##* remote_id=}; r=${r%% *}
 		l=${line##* local_id=}; l=${l%% *}
 		lid[$((r))]=$l
 	done < "$RCD_DBG/conns"
-	check "a passive end for each REQ (${#lid[@]})" test ${#lid[@]} = 40 || return 1
-	ans0=$(rcd_stat reps_let_go_answered); timed0=$(rcd_stat reps_let_go_timed)
+	check "a passive end for each REQ (${#lid[@]})" test ${#lid[@]} = $n || return 1
 	held0=$(rcd_stat reps_held_total)
 	_held_rtu 0 || return 1
-	for ((i = 40; i < 43; i++)); do
-		peer req lcid=$((base + i)) qpn=$((0x6000 + i)) sid=$tcp resp=20 retries=15 \
-			pd="$pd" || return 1
+	for ((i = n; i < n + 3; i++)); do
+		_held_req $i $qpn || return 1
 	done
+	# Builtins only while the peer must keep answering (a process costs
+	# up to 0.5 s under TCG; it falls silent 1 s after its last answer).
 	k=1
-	until stat_ge reps_held_total $((held0 + 3)); do
-		[ $k -le 6 ] || { fail "3 REPs not held (reps_held_total $(rcd_stat \
-			reps_held_total), from $held0)"; return 1; }
+	while _stat_into total reps_held_total; [ "${total:-0}" -lt $((held0 + 3)) ]; do
+		# No answer may make room: N - 1 - k in flight stays over 32.
+		[ $k -le $((n - 34)) ] || { fail "3 REPs not held (reps_held_total $total," \
+			"from $held0)"; return 1; }
 		nap 0.3
 		_held_rtu $k || return 1
 		k=$((k + 1))
 	done
-	# In flight: 39 - (k - 1); answers down to 31.
-	n=$((39 - (k - 1) - 31))
+}
+
+# A held REP goes as soon as its peer's answer makes room, not at a sweep
+# or a timer. held_setup 40, then answers back to back down to 31 in
+# flight make room: the sweeper, woken by the handshakes' ends, sends held
+# REPs (reps_let_go_answered). Without that wake-up it slept until its
+# timer (the peer's silence as it last looked) and let them go there
+# (reps_let_go_timed). What is left goes once the peer falls silent.
+test_peer_held_rep_goes_at_answer() {
+	local j k n held0 ans0 timed0 base=$((0xc3000000))
+	local -A lid
+	held_setup 40 $((0x6000)) || return 1
+	ans0=$(rcd_stat reps_let_go_answered); timed0=$(rcd_stat reps_let_go_timed)
+	# In flight: 40 - k; answers down to 31.
+	n=$((40 - k - 31))
 	for ((j = 0; j < n; j++)); do
 		_held_rtu $((k + j)) || return 1
 	done
@@ -820,3 +839,34 @@ test_peer_held_rep_goes_at_answer() {
 		wait_for 20 stat_is reps_in_flight $((43 - k - n)) || return 1
 }
 timeout_test_peer_held_rep_goes_at_answer=180
+
+# A passive end closed while its REP is held leaves the held list at once:
+# its REP would never be sent (its entry is gone), and the list's
+# reference kept the end until the REP's time ran out (4 s, or 1 s after
+# its peer fell silent). held_setup 60: the peer keeps answering without
+# making room (59 - k in flight, a window of 32), so nothing else lets
+# the REP go meanwhile; an answer comes just before the close. Before, the
+# closed end's REP stayed on the list (reps_held unchanged).
+test_peer_held_rep_dropped_at_close() {
+	local k held0 num line h0 h1 rid base=$((0xc4000000))
+	local -A lid
+	held_setup 60 $((0x7000)) || return 1
+	# Builtins only from here to the close: the peer falls silent 1 s
+	# after its last answer (a process costs up to 0.5 s under TCG).
+	printf -v rid ' remote_id=%#x ' $((base + 62))
+	while read -r line; do
+		[[ $line == *"$rid"* ]] || continue
+		num=${line%% *}
+	done < "$RCD_DBG/conns"
+	[ -n "${num:-}" ] || { fail "no passive end for the last REQ"; return 1; }
+	_held_rtu $k || return 1
+	_stat_into h0 reps_held
+	ctl close "$num" || return 1
+	_stat_into h1 reps_held
+	log "passive end $num (its REP held) closed: reps_held $h0 -> $h1"
+	check "the closed end's REP left the list at once ($h0 -> $h1)" \
+		test "$h1" = $((h0 - 1)) || return 1
+	check "the others go once the peer falls silent" \
+		wait_for 20 stat_is reps_held 0 || return 1
+}
+timeout_test_peer_held_rep_dropped_at_close=180

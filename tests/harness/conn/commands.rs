@@ -418,6 +418,7 @@ impl Core {
             conn
         };
         self.forget_pending(&conn.ep);
+        self.forget_held(&conn.ep);
         drop(conn);
         let mut inner = self.inner.lock();
         inner.closing -= 1;

@@ -7,7 +7,7 @@
 //! the drop of its [`Handshake`]).
 
 use super::{
-    endpoint::Handshake,
+    endpoint::{Endpoint, Handshake},
     pace::{now_ns, HeldRep, HeldReps, Peers, PEER_BUCKETS, REP_HOLD_MAX_MS, REP_STALL_MS},
     table::Core,
 };
@@ -191,6 +191,28 @@ fn next_release_ms(h: &HeldReps, peers: &Peers, now: u64) -> u32 {
 }
 
 impl Core {
+    /// Takes `ep`'s held REP, if any, off the list (`close`): its REP would
+    /// never be sent (its entry is gone), and the list's reference would
+    /// keep the end until the REP's time ran out.
+    pub(super) fn forget_held(&self, ep: &Endpoint) {
+        let gone = {
+            let mut h = self.bounds.held.lock();
+            let key = h
+                .list
+                .iter()
+                .find(|(_, r)| core::ptr::eq(&*r.ep, ep))
+                .map(|(k, _)| *k);
+            let rep = key.and_then(|k| h.list.remove(&k));
+            if let Some(c) = rep.as_ref().and_then(|r| h.per.get_mut(r.bucket)) {
+                *c = c.saturating_sub(1);
+            }
+            rep
+        };
+        // Not the last reference (the caller's is alive): dropped without
+        // the list's lock all the same.
+        drop(gone);
+    }
+
     /// A handshake of bucket `b` whose REP was sent is over: counted, and
     /// the sweeper woken if a REP of `b`'s is held (its peer may have room
     /// now). Under the list's lock, which the sweeper holds from its look
