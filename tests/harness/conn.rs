@@ -77,7 +77,7 @@
 //!   after it (`close`, `remove_all_on`, `Owner`, `insert`'s failures); an
 //!   id freed from its own callback is queued on the reaper instead
 //!   (`destroy_own_cm`);
-//! - flushing the reaper (its destroys and jobs take both locks): device
+//! - flushing the reaper and the jobs (they take both locks): device
 //!   removal and unload flush it with no lock held; the work that runs as
 //!   long as a peer wants (the rping pollers; the sweepers of unanswered
 //!   DREQs and held REPs) is on the core's `pollers` and `sweepers`

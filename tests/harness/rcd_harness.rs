@@ -12,7 +12,13 @@
 //! The crate root: the module, its state and the order in which it is set up
 //! and torn down.
 
-use kernel::{c_str, prelude::*, sync::Arc};
+use kernel::{
+    c_str,
+    prelude::*,
+    str::CStr,
+    sync::Arc,
+    workqueue::{CountedQueue, OwnedQueue, QueueFlags},
+};
 
 mod cma;
 mod conn;
@@ -42,28 +48,41 @@ struct RcdHarness {
     // control files, the RDMA client (every id and QP on every device),
     // the table and the core's slot (`Owner`, which also stops and wakes
     // the long-running work), the pollers' and sweepers' queues (whose
-    // items end by themselves once stopped), and last the reaper, which
-    // waits for every `ReaperRef`.
+    // items end by themselves once stopped), the jobs' queue, and last the
+    // reaper. Each queue's drop waits for every `QueueRef` on it.
     _debugfs: kcompat::ControlDir<conn::Core>,
     _client: kernel::rdma::client::Registration<conn::Core>,
     _owner: conn::Owner,
-    _pollers: Pin<KBox<cm::Reaper>>,
-    _sweepers: Pin<KBox<cm::Reaper>>,
-    _reaper: Pin<KBox<cm::Reaper>>,
+    _pollers: Pin<KBox<CountedQueue>>,
+    _sweepers: Pin<KBox<CountedQueue>>,
+    _jobs: Pin<KBox<CountedQueue>>,
+    _reaper: Pin<KBox<CountedQueue>>,
+}
+
+/// A queue whose drop waits for every reference on it: unbound (items that
+/// sleep, many at once), or ordered (one at a time, in order).
+fn queue(name: &'static CStr, ordered: bool) -> Result<Pin<KBox<CountedQueue>>> {
+    CountedQueue::new(if ordered {
+        OwnedQueue::new_ordered(name, QueueFlags::PERCPU)?
+    } else {
+        OwnedQueue::new(name, QueueFlags::UNBOUND, 0)?
+    })
 }
 
 impl kernel::Module for RcdHarness {
     fn init(_module: &'static ThisModule) -> Result<Self> {
         // Made first, dropped last (also when init fails below: locals drop
         // in reverse order).
-        let reaper = cm::Reaper::new(c_str!("rcd_reaper"), c_str!("rcd_jobs"))?;
-        // Dropped before `reaper`: its items hold the core, and with it a
-        // reference on `reaper`.
-        let pollers = cm::Reaper::new(c_str!("rcd_pollers"), c_str!("rcd_pollers_jobs"))?;
-        let sweepers = cm::Reaper::new(c_str!("rcd_sweepers"), c_str!("rcd_sweepers_jobs"))?;
+        let reaper = queue(c_str!("rcd_reaper"), false)?;
+        let jobs = queue(c_str!("rcd_jobs"), true)?;
+        // Dropped before `jobs` and `reaper`: their items hold the core, and
+        // with it a reference on both.
+        let pollers = queue(c_str!("rcd_pollers"), false)?;
+        let sweepers = queue(c_str!("rcd_sweepers"), false)?;
         let core = Arc::pin_init(
             conn::Core::new(
                 reaper.as_ref().get(),
+                jobs.as_ref().get(),
                 pollers.as_ref().get(),
                 sweepers.as_ref().get(),
             ),
@@ -82,6 +101,7 @@ impl kernel::Module for RcdHarness {
             _owner: owner,
             _pollers: pollers,
             _sweepers: sweepers,
+            _jobs: jobs,
             _reaper: reaper,
         })
     }

@@ -10,7 +10,7 @@ use super::{
     endpoint::Endpoint,
     pace::{HeldReps, Peers},
 };
-use crate::cm::ReaperRef;
+use kernel::workqueue::QueueRef;
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use kernel::{
     new_condvar, new_mutex,
@@ -56,14 +56,14 @@ pub(super) struct Bounds {
     /// by its completions): never flushed by device removal or unload,
     /// which instead make each step end by itself (its QP freed, its entry
     /// gone, `stop`).
-    pub(super) pollers: ReaperRef,
+    pub(super) pollers: QueueRef,
     /// Rping steps running or queued on `pollers`.
     pub(super) pollers_live: AtomicUsize,
     /// Runs the two sweepers (unanswered DREQs, held REPs), one item each
     /// at most: never behind the pollers, however many peers ping. Not
     /// flushed either: a sweeper returns once its list is empty or at
     /// `stop`.
-    pub(super) sweepers: ReaperRef,
+    pub(super) sweepers: QueueRef,
     /// Tests only (`occupy_pollers`): work items on `pollers` waiting for
     /// this, completed by `release_pollers` or unload.
     #[pin]
@@ -150,7 +150,7 @@ impl Durations {
 }
 
 impl Bounds {
-    pub(super) fn new(pollers: ReaperRef, sweepers: ReaperRef) -> impl PinInit<Self> {
+    pub(super) fn new(pollers: QueueRef, sweepers: QueueRef) -> impl PinInit<Self> {
         pin_init!(Self {
             pollers,
             pollers_live: AtomicUsize::new(0),

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! A listener's REQs and its passive ends' job: the REQ callback takes the
-//! REQ (checks, the table's entry, the MRA), a job on the reaper makes the
+//! REQ (checks, the table's entry, the MRA), a job on `jobs` makes the
 //! QP, moves it and sends the REP (or holds it, see `pace`).
 
 use super::{
@@ -136,7 +136,7 @@ impl Endpoint {
         let queued = Queued::new(core.clone());
         let job = ep.clone();
         let spawned = test.spawn_job().and_then(|()| {
-            core.reaper.spawn_job(move || {
+            core.jobs.spawn(move || {
                 let core = queued.0.clone();
                 // Begun: no longer ahead of anyone.
                 drop(queued);

@@ -10,7 +10,7 @@ use super::{
     endpoint::{Endpoint, EpHandle, Role},
 };
 use crate::{
-    cm::{CmId, Message, ReaperRef},
+    cm::{CmId, Message},
     devices::{DeviceEntry, Devices},
     kcompat::{arc_slot, ARef, ArcSlotExt},
 };
@@ -22,6 +22,7 @@ use kernel::{
     rdma::{client::Client, device::Device},
     str::CStr,
     sync::{Arc, CondVar, Mutex},
+    workqueue::QueueRef,
 };
 
 /// An entry of the connection table: the endpoint, and its id until freed.
@@ -72,10 +73,14 @@ pub(crate) struct Core {
     /// wakes the test hook `job_delay`.
     #[pin]
     pub(super) ends_changed: CondVar,
-    /// Destroys the ids dropped in their own callbacks and runs the jobs CM
-    /// callbacks hand off (bounded work: a QP and a REP); flushed on device
-    /// removal and unload.
-    pub(super) reaper: ReaperRef,
+    /// Destroys the ids dropped in their own callbacks, and drains and
+    /// frees the QPs of ended connections; flushed on device removal and
+    /// unload ([`Core::flush_work`]).
+    pub(super) reaper: QueueRef,
+    /// Ordered: the jobs the listeners' REQ callbacks hand off (bounded
+    /// work: a passive end's QP and REP), one at a time; flushed with
+    /// `reaper`, first, as a job may queue a destroy.
+    pub(super) jobs: QueueRef,
     /// What bounds what a peer can make the module hold: the queue of the
     /// long-running work, the DREQs waiting for their deadline, the counts.
     #[pin]
@@ -96,9 +101,10 @@ pub(crate) struct Core {
 
 impl Core {
     pub(crate) fn new(
-        reaper: ReaperRef,
-        pollers: ReaperRef,
-        sweepers: ReaperRef,
+        reaper: QueueRef,
+        jobs: QueueRef,
+        pollers: QueueRef,
+        sweepers: QueueRef,
     ) -> impl PinInit<Self> {
         pin_init!(Self {
             inner <- new_mutex!(
@@ -113,6 +119,7 @@ impl Core {
             closed <- new_condvar!("conn::Core::closed"),
             ends_changed <- new_condvar!("conn::Core::ends_changed"),
             reaper,
+            jobs,
             bounds <- Bounds::new(pollers, sweepers),
             next_foreign: AtomicUsize::new(0),
             dreq_sent: AtomicU64::new(0),
@@ -124,6 +131,13 @@ impl Core {
             req_times: Durations::new(),
             rep_times: Durations::new(),
         })
+    }
+
+    /// Waits for every job and destroy queued so far: jobs first, as a job
+    /// may queue a destroy. Never from a CM callback or one of these jobs.
+    pub(super) fn flush_work(&self) {
+        self.jobs.flush();
+        self.reaper.flush();
     }
 
     /// Puts `ep` with its id `cm` in the table as connection `num`:
@@ -489,7 +503,7 @@ impl Drop for Owner {
             drop,
         );
         // Destroys queued by callbacks: run now, while the core is whole.
-        self.0.reaper.flush();
+        self.0.flush_work();
         // No callback of ours is left to reach the core (see the type's
         // invariants); waits for an `rcd_test_with_conn()` taking its
         // reference.
@@ -533,7 +547,7 @@ impl Client for Core {
         // takes our locks only for bounded work) and one QP drain
         // (`DRAIN_WAIT_MS`, 2 s at most, microseconds on rxe); plus one
         // queued job per passive end in its handshake (a QP, a REP).
-        self.reaper.flush();
+        self.flush_work();
         pr_info!("device {} removed\n", device.name());
     }
 }

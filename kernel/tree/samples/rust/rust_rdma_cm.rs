@@ -19,12 +19,13 @@ use kernel::{
     rbtree::{RBTree, RBTreeNodeReservation},
     rdma::{
         client::{Client, Registration},
-        cm::{CmId, CmIdRef, Handler, Reaper, ReaperRef, Rep, Request},
+        cm::{CmId, CmIdRef, Handler, Rep, Request},
         device::Device,
         verbs::{QpAttr, QpSize, QpState, RcQp},
     },
     str::BStr,
     sync::{Arc, Mutex},
+    workqueue::{CountedQueue, OwnedQueue, QueueFlags, QueueRef},
 };
 
 module! {
@@ -46,7 +47,8 @@ const DREP_DATA: &[u8] = b"rust_rdma_cm: bye";
 
 /// The RDMA client: one listener per device, made by `add`.
 struct Sample {
-    reaper: ReaperRef,
+    /// Where ids dropped in their own callbacks are destroyed.
+    reaper: QueueRef,
 }
 
 kernel::rdma_client_slot!(Sample);
@@ -84,7 +86,7 @@ impl Endpoint {
     /// Makes the connection's QP, takes the new id and sends the REP.
     fn accept(&self, req: Request<'_, Self>) -> Result {
         // A QP takes a while to make: a ULP under load makes it in a job
-        // (`ReaperRef::spawn_job`), after `CmIdRef::prepare_mra`.
+        // (on a workqueue of its own), after `CmIdRef::prepare_mra`.
         let size = QpSize {
             send: 16,
             recv: 16,
@@ -246,13 +248,14 @@ impl Client for Sample {
 
 struct RustRdmaCm {
     _registration: Registration<Sample>,
-    _reaper: Pin<KBox<Reaper>>,
+    _reaper: Pin<KBox<CountedQueue>>,
 }
 
 impl kernel::Module for RustRdmaCm {
     fn init(_module: &'static ThisModule) -> Result<Self> {
         // Made first, dropped last: it outlives every id.
-        let reaper = Reaper::new(c_str!("rust_rdma_cm"), c_str!("rust_rdma_cm_jobs"))?;
+        let reaper = OwnedQueue::new(c_str!("rust_rdma_cm"), QueueFlags::UNBOUND, 0)?;
+        let reaper = CountedQueue::new(reaper)?;
         let sample = Arc::new(
             Sample {
                 reaper: reaper.as_ref().get(),

@@ -15,7 +15,8 @@
 //! Dropping a [`CmId`] destroys the id and waits for its callbacks, except
 //! inside one of the id's own callbacks or in any workqueue worker (where
 //! the CM runs every callback of every id): there the destroy is queued on
-//! the caller's [`Reaper`]. A module that makes its [`Reaper`] at init and
+//! the caller's queue ([`QueueRef`](crate::workqueue::QueueRef)). A module that
+//! makes that [`CountedQueue`](crate::workqueue::CountedQueue) at init and
 //! drops it last at exit runs no code after its unload. Policy (timing,
 //! retries, flow control, resources) is the caller's, in [`Req`] and
 //! [`Rep`], with no defaults.
@@ -30,7 +31,6 @@ mod enums;
 mod handler;
 mod id;
 mod msg;
-mod reaper;
 
 pub use enums::{RejReason, SidrStatus, State};
 pub use handler::{Handler, Request, SidrRequest};
@@ -40,4 +40,3 @@ pub use msg::{
     REP_PRIVATE_DATA_SIZE, REQ_PRIVATE_DATA_SIZE, RTU_PRIVATE_DATA_SIZE,
     SIDR_REP_PRIVATE_DATA_SIZE, SIDR_REQ_PRIVATE_DATA_SIZE,
 };
-pub use reaper::{Reaper, ReaperRef};

@@ -36,7 +36,7 @@ pub trait Handler: Sized + Send + Sync + 'static {
     /// `REQ_RCVD` (the peer retries; after [`CmIdRef::prepare_mra`] the CM
     /// rejects whatever the errno). Work
     /// that takes long (making the QP) belongs in a job
-    /// ([`ReaperRef::spawn`](super::ReaperRef::spawn)) that sends the REP later, after
+    /// (on a queue of the caller's) that sends the REP later, after
     /// [`CmIdRef::prepare_mra`] here: the CM runs one callback at a time per
     /// CPU for every id on the host.
     fn req_received(&self, _req: Request<'_, Self>) -> Result {
@@ -305,7 +305,7 @@ impl<T: Handler> Adapter<T> {
         // destroys the id right after the handler; for the `*_ERROR` events
         // (`cm_process_send_error`) the same, but from the MAD completion and
         // with no reference of the CM's held during the call. Nothing here
-        // returns non-zero on an id we own: destroys go through the `Reaper`
+        // returns non-zero on an id we own: destroys go through the id's queue
         // (see `CmId`), where unload can wait for them.
         let Some(kind) = EventType::from_raw(event.event) else {
             // Not an event 6.12 has: the id's owner keeps it, nothing is done.

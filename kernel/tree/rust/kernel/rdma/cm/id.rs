@@ -8,7 +8,6 @@ use super::{
     enums::State,
     handler::Adapter,
     msg::{Message, Rep, Req},
-    reaper::ReaperRef,
     Handler,
 };
 use crate::{
@@ -24,7 +23,7 @@ use crate::{
     sync::aref::ARef,
     sync::{Arc, CondVar, SpinLock},
     types::Opaque,
-    workqueue::{Work, WorkItem},
+    workqueue::{QueueRef, Work, WorkItem},
 };
 use core::{
     ops::Deref,
@@ -317,7 +316,7 @@ pub(super) struct Inner<T: Handler> {
     pub(super) dropped: AtomicBool,
     #[pin]
     pub(super) work: Work<Inner<T>>,
-    pub(super) reaper: ReaperRef,
+    pub(super) reaper: QueueRef,
     pub(super) data: T,
 }
 
@@ -349,7 +348,7 @@ impl<T: Handler> Inner<T> {
         id: *mut bindings::ib_cm_id,
         device: &Device,
         in_req: bool,
-        reaper: ReaperRef,
+        reaper: QueueRef,
         data: T,
     ) -> Result<Arc<Self>> {
         let [callbacks, idle, work] = names();
@@ -486,8 +485,8 @@ impl<T: Handler> WorkItem for Inner<T> {
         // its callbacks (a work item of our own queue), so this waits for
         // them, the one that dropped the `CmId` included.
         this.destroy();
-        // The last reference, usually: `data` and the `ReaperRef` go here,
-        // and `Reaper::drop` waits for this work item to return.
+        // The last reference, usually: `data` and the `QueueRef` go here,
+        // and the queue's drop waits for this work item to return.
         drop(this);
     }
 }
@@ -514,7 +513,7 @@ pub(super) fn current_task() -> *mut c_void {
 ///
 /// Dropping it destroys the id: at once, waiting for the id's callbacks in
 /// progress (the `*_ERROR` ones included), anywhere that may sleep; queued
-/// on the id's [`Reaper`](super::Reaper) inside one of the id's own
+/// on the id's queue (its [`QueueRef`]) inside one of the id's own
 /// callbacks or in any workqueue worker, where waiting could deadlock (no
 /// further event reaches `T` then); and inside the REQ callback that
 /// accepted it, before anything was sent on it, the REQ is rejected as if
@@ -522,8 +521,8 @@ pub(super) fn current_task() -> *mut c_void {
 /// anywhere, without waiting.
 ///
 /// It holds a reference on its device for as long as the id lives: a
-/// client destroys its ids in `remove` and then flushes their reaper
-/// ([`ReaperRef::flush`]), else `rdma link del` waits for them.
+/// client destroys its ids in `remove` and then flushes their queue
+/// ([`QueueRef::flush`]), else `rdma link del` waits for them.
 ///
 /// # Invariants
 ///
@@ -537,8 +536,8 @@ pub struct CmId<T: Handler> {
 
 impl<T: Handler> CmId<T> {
     /// Creates an id on `device` for an active connection or a listener;
-    /// `reaper` destroys it if it is dropped in a callback.
-    pub fn new(device: &Device, reaper: &ReaperRef, data: T) -> Result<Self> {
+    /// `reaper` destroys it if it is dropped in a callback (or in a worker).
+    pub fn new(device: &Device, reaper: &QueueRef, data: T) -> Result<Self> {
         let inner = Inner::new(core::ptr::null_mut(), device, false, reaper.clone(), data)?;
         let ctx = Arc::into_raw(inner.clone());
         // SAFETY: `device` is registered; `ctx` stays valid until the id is destroyed (`Drop`).
@@ -565,14 +564,14 @@ impl<T: Handler> CmId<T> {
         })
     }
 
-    /// Destroys the id from the caller's [`Reaper`](super::Reaper), never waiting here: for
-    /// callers that hold a lock a callback of the id may need. The id gets
-    /// no more events; [`ReaperRef::flush`] waits for the destroy.
+    /// Destroys the id from its queue, never waiting here: for callers that
+    /// hold a lock a callback of the id may need. The id gets no more
+    /// events; [`QueueRef::flush`] waits for the destroy.
     pub fn destroy_deferred(mut self) {
         self.deferred = true;
     }
 
-    /// Queues the destroy on the reaper.
+    /// Queues the destroy on the id's queue.
     fn defer(&self) {
         // Without the callbacks' lock: this runs from any context
         // (`destroy_deferred`), and that lock is taken with interrupts on. A
