@@ -127,10 +127,10 @@ impl Peers {
         w
     }
 
-    /// REPs of bucket `b` that may go now, `held` of them already let go
-    /// in this pass: the window's room, or every one if the peer is not
-    /// answering (none of its handshakes ended for [`REP_STALL_MS`]).
-    pub(super) fn room(&self, b: usize, now: u64, held: u64) -> u64 {
+    /// REPs of bucket `b` that may go now: the window's room, or every one
+    /// if the peer is not answering (none of its handshakes ended for
+    /// [`REP_STALL_MS`]).
+    pub(super) fn room(&self, b: usize, now: u64) -> u64 {
         let (Some(out), Some(done)) = (self.out.get(b), self.done_ns.get(b)) else {
             return u64::MAX;
         };
@@ -138,8 +138,7 @@ impl Peers {
         if now.saturating_sub(done) >= (REP_STALL_MS as u64) * 1_000_000 {
             return u64::MAX;
         }
-        self.window(b)
-            .saturating_sub(out.load(Ordering::Relaxed).saturating_add(held))
+        self.window(b).saturating_sub(out.load(Ordering::Relaxed))
     }
 
     /// REPs in flight, all buckets (`stats`: `reps_in_flight`).

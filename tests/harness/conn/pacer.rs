@@ -34,7 +34,7 @@ impl Core {
         let mut h = self.bounds.held.lock();
         let b = rep.bucket;
         let waiting = h.per.get(b).copied().unwrap_or(0);
-        if waiting == 0 && peers.room(b, now, 0) > 0 {
+        if waiting == 0 && peers.room(b, now) > 0 {
             return Some(rep);
         }
         if !h.sweeping {
@@ -107,7 +107,7 @@ fn sweep_reps(core: Arc<Core>) {
         let mut with_room = 0;
         for (b, held) in h.per.iter().enumerate() {
             if let (true, Some(r)) = (*held > 0, room.get_mut(b)) {
-                *r = bounds.peers.room(b, now, 0);
+                *r = bounds.peers.room(b, now);
                 with_room += usize::from(*r > 0);
             }
         }
