@@ -10,13 +10,13 @@ use super::{
     endpoint::Endpoint,
     pace::{HeldReps, Peers},
 };
-use kernel::workqueue::QueueRef;
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use kernel::{
     new_condvar, new_mutex,
     prelude::*,
     rbtree::RBTree,
     sync::{Arc, Completion, CondVar, Mutex},
+    workqueue::QueueRef,
 };
 
 /// What is due at a deadline of [`PendingDreqs`].
