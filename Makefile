@@ -34,7 +34,8 @@ export KERNEL RCD_NO_HARNESS
 
 RUST_SOURCES := rust_cm_disconnect.rs $(wildcard rust_cm_disconnect/*.rs rust_cm_disconnect/*/*.rs) \
 	$(wildcard tests/harness/*.rs tests/harness/*/*.rs) \
-	$(wildcard kernel/tree/rust/kernel/*.rs kernel/tree/rust/kernel/*/*.rs kernel/tree/rust/kernel/*/*/*.rs)
+	$(wildcard kernel/tree/rust/kernel/*.rs kernel/tree/rust/kernel/*/*.rs kernel/tree/rust/kernel/*/*/*.rs) \
+	$(wildcard kernel/tree/samples/rust/*.rs)
 RUSTFMT_CMD = /usr/bin/rustfmt --edition 2021 \
 	--config-path $$(bash scripts/kernel.sh | tail -n 1)/.rustfmt.toml
 
