@@ -165,10 +165,11 @@ test_rping_disconnect_mid_flight() {
 	#   from before its DREQ) overwrites it.
 	# Those exact signatures, after the DISCONNECT EVENT, are the
 	# disconnect too; any other failure is not.
+	local lost='wait for RDMA_WRITE_ADV state [69]|wait for RDMA_WRITE_(ADV|COMPLETE) state 10'
 	if [ "$rc" = 255 ] && grep -q 'DISCONNECT EVENT' /tmp/rping-c0.out &&
-		tail -3 /tmp/rping-c0.out |
-		grep -qxE 'wait for RDMA_WRITE_ADV state [69]|wait for RDMA_WRITE_(ADV|COMPLETE) state 10'; then
-		log "rping -c lost the DISCONNECTED state (its own race: $(grep "^wait for" /tmp/rping-c0.out | tail -1)): exit 255"
+		tail -3 /tmp/rping-c0.out | grep -qxE "$lost"; then
+		log "rping -c lost the DISCONNECTED state (its own race:" \
+			"$(grep "^wait for" /tmp/rping-c0.out | tail -1)): exit 255"
 	else
 		check "rping -c exits 0 after the disconnect (got $rc)" test $rc = 0 || return 1
 	fi
@@ -204,9 +205,9 @@ test_rping_disconnect_mid_flight() {
 	# ("wait for ... state 10", then "rping server failed: -1").
 	# Those signatures, after the DISCONNECT EVENT, are the disconnect too;
 	# any other failure is not.
+	local late='^wait for RDMA_(READ|WRITE)_(ADV|COMPLETE) state (8|10)$'
 	if [ "$rc" = 255 ] &&
-		sed -n '/server DISCONNECT EVENT/,$p' /tmp/rping-s0.out |
-		grep -qE '^wait for RDMA_(READ_ADV|READ_COMPLETE|WRITE_ADV|WRITE_COMPLETE) state (8|10)$' &&
+		sed -n '/server DISCONNECT EVENT/,$p' /tmp/rping-s0.out | grep -qE "$late" &&
 		tail -1 /tmp/rping-s0.out | grep -qx 'rping server failed: -1'; then
 		log "rping -s lost the DISCONNECTED state to a late receive" \
 			"(its own race): exit 255"
@@ -392,10 +393,11 @@ test_removal_bounded_under_churn() {
 		rping_stuck_diag $PID $d0 $d1
 		if sed -n '/DISCONNECT EVENT/,$p' /tmp/rping-h.out |
 			grep -qxE 'wait for RDMA_(READ|WRITE)_(ADV|COMPLETE) state 10'; then
-			log "rping -c ended its loop at the DISCONNECTED and hangs in its CQ thread" \
-				"(its own wait for a flush): killed"
+			log "rping -c ended its loop at the DISCONNECTED and hangs in its" \
+				"CQ thread (its own wait for a flush): killed"
 		else
-			fail "rping -c still runs 30 s after the unload: $(tail -1 /tmp/rping-h.out)"
+			fail "rping -c still runs 30 s after the unload:" \
+				"$(tail -1 /tmp/rping-h.out)"
 			bad=1
 		fi
 		kill $PID

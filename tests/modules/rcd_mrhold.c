@@ -53,7 +53,7 @@ static int hold_detour(void *mr, u64 iova, void *addr, unsigned int length,
 	int ret;
 
 	while (!READ_ONCE(release) && time_before(jiffies, end))
-		msleep(10);
+		usleep_range(10000, 20000);
 	/* The probe lets this one through: held is no longer 0. */
 	ret = mr_copy_fn(mr, iova, addr, length, dir);
 	WRITE_ONCE(held, 2);

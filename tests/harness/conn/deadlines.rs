@@ -93,8 +93,9 @@ impl Core {
 
     /// Takes `ep`'s unanswered DREQ and its deadline, if any, off the
     /// sweeper's list: an end that is closed or pruned is nobody's to
-    /// answer (destroying its id in DREQ_RCVD sends the DREP), and the list's reference would keep its
-    /// record, and its QP, alive until the deadline.
+    /// answer (destroying its id in DREQ_RCVD sends the DREP), and the
+    /// list's reference would keep its record, and its QP, alive until the
+    /// deadline.
     pub(super) fn forget_pending(&self, ep: &Endpoint) {
         // Its DREQ to answer and its deadline to be freed: two at most.
         let mut gone: [Option<(Arc<Endpoint>, Due)>; 2] = Default::default();

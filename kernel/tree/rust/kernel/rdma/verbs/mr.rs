@@ -31,7 +31,8 @@ pub enum MrState {
 /// What the peer needs to use an MR, and its state (for `conns`).
 #[derive(Clone, Copy, Debug)]
 pub struct MrInfo {
-    /// Its index among the QP's MRs (what [`RcQp::invalidate_mr`](super::RcQp::invalidate_mr) takes).
+    /// Its index among the QP's MRs (what
+    /// [`RcQp::invalidate_mr`](super::RcQp::invalidate_mr) takes).
     pub index: usize,
     /// The address the peer's RDMA READ and WRITE use.
     pub addr: u64,
