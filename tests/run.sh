@@ -17,9 +17,11 @@
 #           twice, unload with 1,000 live, 40 rounds of unload under
 #           timewait exits, 50 load/use/unload cycles, the storm at 500,
 #           the fuzzer for 120 s and its 40-round data pass, 2,000 cycles
-#           against a peer's hold (peer_held_within_bound).
+#           against a peer's hold (peer_held_within_bound), a flood of 3,000
+#           never-answered REQs (flood_vs_rdma_cm).
 # Every size can still be set by hand (RCD_CYCLES, RCD_ROUND, RCD_MANY,
-# RCD_LOADS, RCD_UNLOAD_ROUNDS, RCD_STORM, RCD_FUZZ_SECONDS, RCD_FUZZ_ROUNDS).
+# RCD_LOADS, RCD_UNLOAD_ROUNDS, RCD_STORM, RCD_FLOOD, RCD_FUZZ_SECONDS,
+# RCD_FUZZ_ROUNDS).
 # RCD_KO=/path/to/rust_cm_disconnect.ko tests another build of the module
 # (the product; the harness is tests/harness/rcd_harness.ko, RCD_HARNESS_KO).
 # RCD_TESTS=DIR runs the tests of DIR instead of tests/: `make check-intree`
@@ -32,7 +34,7 @@ tier=${RCD_TIER:-check}
 case $tier in
 check)
 	: "${RCD_CYCLES:=250}" "${RCD_ROUND:=125}" "${RCD_MANY:=50}" "${RCD_LOADS:=5}"
-	: "${RCD_UNLOAD_ROUNDS:=4}" "${RCD_STORM:=50}"
+	: "${RCD_UNLOAD_ROUNDS:=4}" "${RCD_STORM:=50}" "${RCD_FLOOD:=300}"
 	: "${RCD_FUZZ_SECONDS:=10}" "${RCD_FUZZ_ROUNDS:=10}"
 	# The randomized hostile CM peer (tests/t_fuzzpeer.sh).
 	: "${RCD_FUZZPEER_SECONDS:=30}"
@@ -52,13 +54,14 @@ check)
 stress)
 	: "${RCD_CYCLES:=10000}" "${RCD_ROUND:=500}" "${RCD_MANY:=1000}" "${RCD_LOADS:=50}"
 	: "${RCD_UNLOAD_ROUNDS:=40}" "${RCD_STORM:=1000}" "${RCD_STORM_BIG:=2000}"
+	: "${RCD_FLOOD:=3000}"
 	: "${RCD_FUZZ_SECONDS:=120}" "${RCD_FUZZ_ROUNDS:=40}"
 	: "${RCD_FUZZPEER_SECONDS:=600}"
 	: "${RCD_NO_SKIP:=1}"
 	# One guest: the slab levels the stress tests watch are per guest, and
 	# 1,000 connections (2,000 QPs) under KASAN want the memory.
 	: "${RCD_JOBS:=1}" "${RCD_VM_MEM:=4G}" "${RCD_VM_TIMEOUT:=4500}"
-	only='^(storm_cmtime_vs_rdma_cm|storm_big_cmtime_vs_rdma_cm|churn_cycles|peer_held_within_bound|many_at_once_both_sides|unload_with_many_live|unload_during_timewait_exits|load_use_unload|fuzz_ctl|fuzz_private_data|fuzz_cm_peer)$'
+	only='^(storm_cmtime_vs_rdma_cm|storm_big_cmtime_vs_rdma_cm|flood_vs_rdma_cm|churn_cycles|peer_held_within_bound|many_at_once_both_sides|unload_with_many_live|unload_during_timewait_exits|load_use_unload|fuzz_ctl|fuzz_private_data|fuzz_cm_peer)$'
 	;;
 *) echo "run: RCD_TIER=$tier: want check or stress" >&2; exit 2 ;;
 esac
@@ -110,7 +113,7 @@ hport=$((20000 + ($$ % 20000) * 2))
 until port_free $hport && port_free $((hport + 1)); do hport=$((hport + 2)); done
 
 knobs="RCD_CYCLES=$RCD_CYCLES RCD_ROUND=$RCD_ROUND RCD_MANY=$RCD_MANY RCD_LOADS=$RCD_LOADS"
-knobs="$knobs RCD_UNLOAD_ROUNDS=$RCD_UNLOAD_ROUNDS"
+knobs="$knobs RCD_UNLOAD_ROUNDS=$RCD_UNLOAD_ROUNDS RCD_FLOOD=$RCD_FLOOD"
 # The kernel's kselftest runner and KTAP helpers, from the test kernel's tree.
 knobs="$knobs RCD_KSFT=$KDIR/tools/testing/selftests"
 # Its configuration: which detectors it has (tests/t_kernel.sh:
