@@ -188,7 +188,9 @@ impl Cq {
     pub(super) fn new(device: &Device, nr: u32, caller: &'static CStr) -> Result<Self> {
         let n = crate::ffi::c_int::try_from(nr).map_err(|_| EINVAL)?;
         let shared = CqShared::new(usize::try_from(nr).map_err(|_| EINVAL)?)?;
-        let ctx = &*shared as *const CqShared as *mut crate::ffi::c_void;
+        let ctx = core::ptr::from_ref::<CqShared>(&shared)
+            .cast_mut()
+            .cast::<crate::ffi::c_void>();
         // SAFETY: `device` is registered; `caller` is static; `ctx` is
         // `shared`, which `Self` frees after the CQ.
         let cq = crate::error::from_err_ptr(unsafe {
