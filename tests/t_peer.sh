@@ -1046,3 +1046,39 @@ test_flood_vs_rdma_cm() {
 		test $((m1 - m0)) -lt $tol
 }
 timeout_test_flood_vs_rdma_cm=1500
+
+# A peer that asks for the longest REP timers the CM takes (16 times
+# 2^23 ms, about 37 h: resp=31 retries=15) and never sends its RTU: its
+# passive end (id and QP) is freed handshake_max after the REP (here 2 s;
+# the CM then sends a REJ), not when the REP runs out. A connection whose
+# RTU comes in time keeps its end past that deadline. The bound, 2 s, is
+# checked from below (not freed before it) and from above loosely (within
+# 30 s: the sweeper's wake-up is an event, not a poll).
+test_peer_handshake_bounded() {
+	local ids qps t0 rej0 ms p
+	peer_setup || return 1
+	ctl listen 4 rxe0 0x2000 handshake_max=2000 auto_drep=- || return 1
+	ids=$(rcd_stat cm_ids_live) qps=$(rdma_res qp)
+	rej0=$(cm_tx rej)
+	t0=${EPOCHREALTIME/./}
+	peer req lcid=0xf1000001 qpn=0x9000 sid=0x2000 resp=31 retries=15 || return 1
+	check "the REP went out" wait_for 20 counter_ge rxe1 cm_rx_msgs rep 1 || return 1
+	p=$(grep ' listener=4 ' $RCD_DBG/conns | awk '{ print $1 }')
+	check "freed as no RTU came within handshake_max" \
+		wait_for 30 stat_is handshakes_ended_late 1 || return 1
+	ms=$(( (${EPOCHREALTIME/./} - t0) / 1000 ))
+	log "passive end $p freed $ms ms after the REQ (handshake_max 2000 ms)"
+	check "not before handshake_max ($ms ms >= 2000)" test "$ms" -ge 2000 || return 1
+	check "the CM sent a REJ" wait_for 10 eval '[ "$(cm_tx rej)" -gt "$rej0" ]' || return 1
+	check "its id is gone" wait_for 20 stat_is cm_ids_live "$ids" || return 1
+	check "its QP is gone" wait_for 20 rdma_res_cmp -eq "$qps" qp || return 1
+	# With its RTU: established, still up after the deadline would have come.
+	ctl connect 30 rxe1 10.77.0.2 10.77.0.1 0x2000 || return 1
+	wait_event 30 30 ESTABLISHED && wait_event 30 $((30 + PASSIVE_BASE)) ESTABLISHED ||
+		return 1
+	nap 3
+	check "an established end is not freed at handshake_max" \
+		test "$(conn_state $((30 + PASSIVE_BASE)))" = ESTABLISHED || return 1
+	check "still one handshake ended late" stat_is handshakes_ended_late 1
+}
+timeout_test_peer_handshake_bounded=120

@@ -15,7 +15,7 @@
 //!         [backlog=N] [on_req=close|job_delay:MS|job_sleep:MS|fail_job|rep_then_fail]
 //!         [on_timewait=sleep:MS|after:MS] [on_error=sleep:MS]
 //!         [recv=COUNT[:SIZE]] [drep_after=MS] [keep=N] [free_after=MS]
-//!         [max_ends=N]
+//!         [handshake_max=MS] [max_ends=N]
 //! connect NUM DEV SRC_IP DST_IP SERVICE_ID [port=N] [auto_drep=DATA]
 //!         [on_dreq=ACTION] [lifetime=N] [resp=N] [retries=N] [cma_port=N]
 //!         [req_data=DATA] [on_timewait=sleep:MS|after:MS] [on_error=sleep:MS]
@@ -69,7 +69,10 @@
 //! 1024); the lowest-numbered goes first. `free_after=MS`: a passive end
 //! is freed MS (1..600000, default 60000) after its disconnect began (a
 //! DREP or a DREQ_ERROR received; a DREQ received: after its answer was
-//! due), whatever timewait its peer asked for. `max_ends=N`: the listener
+//! due), whatever timewait its peer asked for. `handshake_max=MS`: a
+//! passive end whose REP got no RTU is freed MS (1..600000, default
+//! 120000) after the REP, whatever REP timeout its peer asked for (the CM
+//! sends a REJ). `max_ends=N`: the listener
 //! has at most N passive ends with their id and QP (default 16384); the
 //! REQs beyond are rejected. `recv=COUNT[:SIZE]`: COUNT
 //! receives with SIZE-byte buffers are posted before the REQ (connect) or
@@ -230,6 +233,12 @@ fn listen(core: &Arc<Core>, args: &[&str]) -> Result {
             Some(("free_after", ms)) => {
                 behaviour.free_after_ms = parse_u32(ms)?;
                 if !(1..=DREQ_ANSWER_MAX_MS).contains(&behaviour.free_after_ms) {
+                    return Err(EINVAL);
+                }
+            }
+            Some(("handshake_max", ms)) => {
+                behaviour.handshake_max_ms = parse_u32(ms)?;
+                if !(1..=DREQ_ANSWER_MAX_MS).contains(&behaviour.handshake_max_ms) {
                     return Err(EINVAL);
                 }
             }

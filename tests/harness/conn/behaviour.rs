@@ -37,6 +37,14 @@ pub(crate) const DREQ_ANSWER_MAX_MS: u32 = 600_000;
 /// end (`TIMEWAIT_EXIT`).
 pub(crate) const FREE_AFTER_MS: u32 = 60_000;
 
+/// How long a passive end waits at most for the RTU once its REP went out,
+/// unless `handshake_max=MS` on its listener says otherwise: then it is
+/// freed (the CM sends a REJ). Its peer sets how long the CM would wait
+/// (its REQ's CM response timeout and retries: up to 16 times 2^23 ms,
+/// about 37 h). 120 s: beyond any REP timeout of the suite's peers that is
+/// meant to run out (64 s at most).
+pub(crate) const HANDSHAKE_MAX_MS: u32 = 120_000;
+
 /// Handshakes a listener has in flight at most, unless `backlog=N` says
 /// otherwise (from the REQ to the RTU, the REJ or the end's failure).
 ///
@@ -89,6 +97,9 @@ pub(crate) struct Behaviour {
     /// A passive end is freed this long (ms) after its disconnect began
     /// (see [`FREE_AFTER_MS`]).
     pub(crate) free_after_ms: u32,
+    /// A passive end is freed this long (ms) after its REP went out if no
+    /// RTU came (see [`HANDSHAKE_MAX_MS`]).
+    pub(crate) handshake_max_ms: u32,
 }
 
 impl Default for Behaviour {
@@ -103,6 +114,7 @@ impl Default for Behaviour {
             drep_after_ms: DREQ_ANSWER_MS,
             keep: DEFAULT_KEEP,
             free_after_ms: FREE_AFTER_MS,
+            handshake_max_ms: HANDSHAKE_MAX_MS,
         }
     }
 }
@@ -125,6 +137,7 @@ impl Behaviour {
             drep_after_ms: self.drep_after_ms,
             keep: self.keep,
             free_after_ms: self.free_after_ms,
+            handshake_max_ms: self.handshake_max_ms,
         })
     }
 }

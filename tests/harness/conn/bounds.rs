@@ -105,6 +105,8 @@ pub(super) struct BoundCounts {
     pub(super) prune_scans: AtomicU64,
     /// Passive ends freed at their deadline ([`Core::free_at`]).
     pub(super) ends_freed_late: AtomicU64,
+    /// Passive ends freed as no RTU came within `handshake_max`.
+    pub(super) handshakes_ended_late: AtomicU64,
     /// REQs rejected as their listener had `max_ends` passive ends.
     pub(super) ends_refused: AtomicU64,
     /// Passes of device removals over the table (`remove_all_on`): one
@@ -119,6 +121,7 @@ impl BoundCounts {
             records_pruned: AtomicU64::new(0),
             prune_scans: AtomicU64::new(0),
             ends_freed_late: AtomicU64::new(0),
+            handshakes_ended_late: AtomicU64::new(0),
             ends_refused: AtomicU64::new(0),
             removal_passes: AtomicU64::new(0),
         }

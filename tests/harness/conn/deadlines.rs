@@ -60,6 +60,17 @@ impl Core {
         }
     }
 
+    /// Takes passive end `ep`'s deadline (its state `st`, locked) off the
+    /// list: its handshake ended with the RTU, so the deadline of its
+    /// disconnect can be set when that begins.
+    pub(super) fn cancel_deadline(&self, st: &mut EndpointState) {
+        if let Some(key) = st.deadline.take() {
+            // Not the last reference (the caller's is alive): the endpoint's
+            // lock is held, the list's is a leaf.
+            drop(self.bounds.pending.lock().list.remove(&key));
+        }
+    }
+
     /// Puts `ep` on the list for `what` at `due`, and starts the sweeper if
     /// none runs, or wakes it if `due` is now the first deadline: the
     /// entry's key, or the error (no memory) with nothing on the list.
@@ -208,19 +219,19 @@ impl Endpoint {
     /// is still held, its disconnect not over.
     fn free_late(self: &Arc<Self>, core: &Core) {
         self.st.lock().deadline = None;
-        let held = core.with_own_cm(self.num, self, |cm| {
-            Ok(matches!(
-                cm.state(),
-                cm::State::DreqSent | cm::State::DreqRcvd | cm::State::Timewait
-            ))
-        });
-        if let Ok(true) = held {
-            core.bounds
-                .counts
-                .ends_freed_late
-                .fetch_add(1, Ordering::Relaxed);
-            self.free_id(core);
-        }
+        let held = core.with_own_cm(self.num, self, |cm| Ok(cm.state()));
+        let count = match held {
+            Ok(cm::State::DreqSent | cm::State::DreqRcvd | cm::State::Timewait) => {
+                &core.bounds.counts.ends_freed_late
+            }
+            // No RTU within `handshake_max` ([`Endpoint::rep_went_out`]).
+            Ok(cm::State::RepSent | cm::State::MraRepRcvd) => {
+                &core.bounds.counts.handshakes_ended_late
+            }
+            _ => return,
+        };
+        count.fetch_add(1, Ordering::Relaxed);
+        self.free_id(core);
     }
 
     /// The deadline of a peer's DREQ passed: a DREP, if the id is still in

@@ -72,8 +72,10 @@ impl Handler for EpHandle {
         };
         let mut st = self.st.lock();
         st.record(EventKind::Established, status, &[]);
-        // The handshake is over: its place on the listener is free.
+        // The handshake is over: its place on the listener is free, and its
+        // deadline (`handshake_max`) goes.
         let handshake = st.handshake.take();
+        core.cancel_deadline(&mut st);
         // rping's server: what came before the RTU is answered now.
         let wake = st.rping_wake.clone();
         drop(st);

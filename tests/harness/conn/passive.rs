@@ -209,6 +209,7 @@ impl Endpoint {
     pub(super) fn send_held_rep(self: &Arc<Self>, core: &Arc<Core>, rep: pace::HeldRep) {
         let res = self.send_rep_msg(core, rep.qp_num, rep.depth, rep.resources);
         if let Ok(Ok(())) = res {
+            self.rep_went_out(core);
             // Unless the handshake is over already (the RTU came).
             let bucket = self.st.lock().handshake.as_mut().and_then(|h| h.rep_sent());
             if let Some(b) = bucket {
@@ -221,6 +222,22 @@ impl Endpoint {
             return;
         }
         self.rep_failed(core, res);
+    }
+
+    /// The REP went out: the end is freed if no RTU comes within its
+    /// listener's `handshake_max`, whatever timers its peer asked for (the
+    /// CM would wait up to 16 times 2^23 ms). Not once the RTU came: the
+    /// state is read under the endpoint's lock, which the ESTABLISHED
+    /// callback takes to drop the deadline.
+    fn rep_went_out(self: &Arc<Self>, core: &Arc<Core>) {
+        let _ = core.with_own_cm(self.num, self, |cm| {
+            let mut st = self.st.lock();
+            if matches!(cm.state(), cm::State::RepSent | cm::State::MraRepRcvd) {
+                let after = i64::from(st.behaviour.handshake_max_ms);
+                core.free_at(self, &mut st, after);
+            }
+            Ok(())
+        });
     }
 
     /// A passive end's QP or REP failed (`Ok(Err)`: the end is freed and

@@ -245,6 +245,12 @@ impl Core {
         writeln!(out, "ends_to_free {}", to_free)?;
         let late = self.bounds.counts.ends_freed_late.load(Ordering::Relaxed);
         writeln!(out, "ends_freed_late {}", late)?;
+        let late = self
+            .bounds
+            .counts
+            .handshakes_ended_late
+            .load(Ordering::Relaxed);
+        writeln!(out, "handshakes_ended_late {}", late)?;
         let refused = self.bounds.counts.ends_refused.load(Ordering::Relaxed);
         writeln!(out, "ends_refused {}", refused)?;
         writeln!(
