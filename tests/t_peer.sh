@@ -891,9 +891,6 @@ timeout_test_peer_held_rep_dropped_at_close=180
 # printed beside it.
 FLOOD_N=${RCD_FLOOD:-300}
 
-# sent_ge DEV MSG N: DEV's CM sent N MSGs, retries not counted.
-sent_ge() { [ "$(sent "$1" "$2")" -ge "$3" ]; }
-
 # flood_mem_kb FILE: the live slab objects (active objects x their size,
 # every cache but the debug kernel's own bookkeeping, debug_objects_cache
 # and kmemleak_object, which it trims lazily) plus VmallocUsed, in kB: the

@@ -60,9 +60,9 @@ impl Core {
         }
     }
 
-    /// Takes passive end `ep`'s deadline (its state `st`, locked) off the
-    /// list: its handshake ended with the RTU, so the deadline of its
-    /// disconnect can be set when that begins.
+    /// Takes a passive end's deadline (its state `st`, locked) off the
+    /// list: its handshake ended with the RTU (the deadline of its
+    /// disconnect can be set when that begins), or the end is freed.
     pub(super) fn cancel_deadline(&self, st: &mut EndpointState) {
         if let Some(key) = st.deadline.take() {
             // Not the last reference (the caller's is alive): the endpoint's

@@ -31,14 +31,11 @@ impl Endpoint {
     /// here (in a CM callback, which holds up the CM's workqueue) at most
     /// [`CALLBACK_DRAIN_MS`]: see [`Endpoint::release_qp`].
     pub(super) fn free_id(self: &Arc<Self>, core: &Core) {
-        let (verbs, handshake, deadline) = {
+        let (verbs, handshake) = {
             let mut st = self.st.lock();
-            (st.verbs.take(), st.handshake.take(), st.deadline.take())
+            core.cancel_deadline(&mut st);
+            (st.verbs.take(), st.handshake.take())
         };
-        if let Some(key) = deadline {
-            // Not the last reference (the caller's is alive).
-            drop(core.bounds.pending.lock().list.remove(&key));
-        }
         core.destroy_own_cm(self);
         drop(handshake);
         if let Some(verbs) = verbs {
