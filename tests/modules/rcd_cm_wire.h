@@ -41,6 +41,8 @@
 struct rcd_cm_msg {
 	u16 attr;
 	u32 lcid, rcid, qpn, ts, resp, retries, msgd, reason, timeout, status;
+	/* REQ: the primary path's local ACK timeout (0: 18). */
+	u32 ack;
 	u64 sid, guid, tid;
 	u8 pd[256];
 	size_t pd_len;
@@ -188,7 +190,7 @@ static int rcd_cm_format(void *mad, const struct rcd_cm_msg *m,
 		IBA_SET(CM_REQ_PRIMARY_PACKET_RATE, p, IB_RATE_10_GBPS);
 		IBA_SET(CM_REQ_PRIMARY_HOP_LIMIT, p, 64);
 		IBA_SET(CM_REQ_PRIMARY_SUBNET_LOCAL, p, 0);
-		IBA_SET(CM_REQ_PRIMARY_LOCAL_ACK_TIMEOUT, p, 18);
+		IBA_SET(CM_REQ_PRIMARY_LOCAL_ACK_TIMEOUT, p, m->ack ?: 18);
 		return RCD_CM_PD(REQ, p, m, cut);
 	}
 	case CM_MRA_ATTR: {

@@ -23,6 +23,9 @@
  *   ts           REQ transport service type: 0 RC (default), 1 UC
  *   resp         local CM response timeout exponent (REQ; default 14)
  *   retries      max CM retries (REQ; default 2)
+ *   ack          the primary path's local ACK timeout (REQ; default 18):
+ *                the receiving CM's timewait is 2^(ack - 8) ms (cm.c:
+ *                cm_convert_to_ms), 2^23 ms at 31
  *   msg          message rejected or MRAed: 0 REQ, 1 REP, 2 other (REJ, MRA)
  *   reason       REJ reason (default 28, consumer defined; 4, timeout,
  *                carries guid as its ARI, as a CM whose REQ timed out sends)
@@ -100,6 +103,7 @@ static const struct {
 	{ "ts", offsetof(struct cmd, cm.ts), sizeof_field(struct cmd, cm.ts) },
 	{ "resp", offsetof(struct cmd, cm.resp), sizeof_field(struct cmd, cm.resp) },
 	{ "retries", offsetof(struct cmd, cm.retries), sizeof_field(struct cmd, cm.retries) },
+	{ "ack", offsetof(struct cmd, cm.ack), sizeof_field(struct cmd, cm.ack) },
 	{ "msg", offsetof(struct cmd, cm.msgd), sizeof_field(struct cmd, cm.msgd) },
 	{ "reason", offsetof(struct cmd, cm.reason), sizeof_field(struct cmd, cm.reason) },
 	{ "timeout", offsetof(struct cmd, cm.timeout), sizeof_field(struct cmd, cm.timeout) },
