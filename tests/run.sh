@@ -20,7 +20,7 @@
 #           against a peer's hold (peer_held_within_bound), a flood of 3,000
 #           never-answered REQs (flood_vs_rdma_cm).
 # Every size can still be set by hand (RCD_CYCLES, RCD_ROUND, RCD_MANY,
-# RCD_LOADS, RCD_UNLOAD_ROUNDS, RCD_STORM, RCD_FLOOD, RCD_FUZZ_SECONDS,
+# RCD_LOADS, RCD_UNLOAD_ROUNDS, RCD_STORM, RCD_FLOOD, RCD_PINGERS, RCD_FUZZ_SECONDS,
 # RCD_FUZZ_ROUNDS).
 # RCD_KO=/path/to/rust_cm_disconnect.ko tests another build of the module
 # (the product; the harness is tests/harness/rcd_harness.ko, RCD_HARNESS_KO).
@@ -34,7 +34,7 @@ tier=${RCD_TIER:-check}
 case $tier in
 check)
 	: "${RCD_CYCLES:=250}" "${RCD_ROUND:=125}" "${RCD_MANY:=50}" "${RCD_LOADS:=5}"
-	: "${RCD_UNLOAD_ROUNDS:=4}" "${RCD_STORM:=50}" "${RCD_FLOOD:=300}"
+	: "${RCD_UNLOAD_ROUNDS:=4}" "${RCD_STORM:=50}" "${RCD_FLOOD:=300}" "${RCD_PINGERS:=30}"
 	: "${RCD_FUZZ_SECONDS:=10}" "${RCD_FUZZ_ROUNDS:=10}"
 	# The randomized hostile CM peer (tests/t_fuzzpeer.sh).
 	: "${RCD_FUZZPEER_SECONDS:=30}"
@@ -54,14 +54,14 @@ check)
 stress)
 	: "${RCD_CYCLES:=10000}" "${RCD_ROUND:=500}" "${RCD_MANY:=1000}" "${RCD_LOADS:=50}"
 	: "${RCD_UNLOAD_ROUNDS:=40}" "${RCD_STORM:=1000}" "${RCD_STORM_BIG:=2000}"
-	: "${RCD_FLOOD:=3000}"
+	: "${RCD_FLOOD:=3000}" "${RCD_PINGERS:=300}"
 	: "${RCD_FUZZ_SECONDS:=120}" "${RCD_FUZZ_ROUNDS:=40}"
 	: "${RCD_FUZZPEER_SECONDS:=600}"
 	: "${RCD_NO_SKIP:=1}"
 	# One guest: the slab levels the stress tests watch are per guest, and
 	# 1,000 connections (2,000 QPs) under KASAN want the memory.
 	: "${RCD_JOBS:=1}" "${RCD_VM_MEM:=4G}" "${RCD_VM_TIMEOUT:=4500}"
-	only='^(storm_cmtime_vs_rdma_cm|storm_big_cmtime_vs_rdma_cm|flood_vs_rdma_cm|churn_cycles|peer_held_within_bound|many_at_once_both_sides|unload_with_many_live|unload_during_timewait_exits|load_use_unload|fuzz_ctl|fuzz_private_data|fuzz_cm_peer)$'
+	only='^(storm_cmtime_vs_rdma_cm|pings_and_long_timers_bounded|storm_big_cmtime_vs_rdma_cm|flood_vs_rdma_cm|churn_cycles|peer_held_within_bound|many_at_once_both_sides|unload_with_many_live|unload_during_timewait_exits|load_use_unload|fuzz_ctl|fuzz_private_data|fuzz_cm_peer)$'
 	;;
 *) echo "run: RCD_TIER=$tier: want check or stress" >&2; exit 2 ;;
 esac
@@ -128,7 +128,8 @@ else
 	knobs="$knobs RCD_KO=${RCD_KO:-$here/rust_cm_disconnect.ko}"
 fi
 for v in RCD_NO_SKIP RCD_FUZZ_SEED RCD_TEST_TIMEOUT RCD_STORM RCD_STORM_BIG RCD_STORM_GOAL RCD_STORM_FLOOR \
-	RCD_FUZZPEER_SEED RCD_FUZZPEER_DRAIN RCD_HARNESS_KO; do
+	RCD_FUZZPEER_SEED RCD_FUZZPEER_DRAIN RCD_HARNESS_KO RCD_PINGERS RCD_RPING_PROCS RCD_PAIRS RCD_LOAD_SLACK_MS \
+	RCD_REMOVAL_BOUND_S; do
 	[ -z "${!v:-}" ] || knobs="$knobs $v=${!v}"
 done
 

@@ -484,22 +484,22 @@ occupied_and_waiting() {
 
 # The sweepers never wait behind the rping pollers. The pollers' queue is
 # kept full (occupy_pollers: 1,100 items waiting, more than it runs at
-# once, 256 on 6.12 and 1,024 on 7.3), as that many endless
-# `rping -C 0` peers would; a peer's DREQ nobody answers must still be answered at its
-# listener's drep_after (1 s). With the sweepers on the pollers' queue
-# nothing answered it until the items were released.
+# once, 8), as that many endless `rping -C 0` peers would; a peer's DREQ
+# nobody answers must still be answered at its listener's drep_after
+# (1 s). With the sweepers on the pollers' queue nothing answered it until
+# the items were released.
 test_sweeper_not_behind_pollers() {
 	local rc
 	cm_pair 3 drep_after=1000 || return 1
 	ctl occupy_pollers 1100 || return 1
-	check "the pollers' queue is full: at least 256 of 1,100 items run, the rest wait" \
-		wait_for 120 occupied_and_waiting 256 1100 || return 1
+	check "the pollers' queue is full: 8 of 1,100 items run (its limit), the rest wait" \
+		wait_for 120 occupied_and_waiting 8 9 || return 1
 	log "$(rcd_stat pollers_occupiers) items run"
 	ctl dreq 3 && wait_event 20 $((3 + PASSIVE_BASE)) DREQ_RECEIVED || return 1
 	check "the DREQ answered at drep_after, the pollers' queue full" \
 		wait_event 20 3 DREP_RECEIVED; rc=$?
 	check "the items still wait: the queue stayed full" \
-		occupied_and_waiting 256 1100 || rc=1
+		occupied_and_waiting 8 9 || rc=1
 	ctl release_pollers || return 1
 	check "the items returned" wait_for 60 stat_is pollers_occupiers 0 || return 1
 	return $rc
@@ -1079,3 +1079,177 @@ test_peer_handshake_bounded() {
 	check "still one handshake ended late" stat_is handshakes_ended_late 1
 }
 timeout_test_peer_handshake_bounded=120
+
+# Endless pings and REQ+DREQ pairs with the longest timers, side by side.
+# PINGERS endless rping sessions (make check 30, make stress 300) ping the
+# harness's rping=1 listener on rxe1 (10.77.0.2, both ends there): up to
+# RPING_PROCS of them are rdma-core's `rping -c -C 0`, the others the
+# harness's own client (`rping=0:64`; a process costs the guest about half
+# a second of a vCPU to start under TCG, and 300 took 5 minutes). Endless
+# pings keep the guest's CPUs busy whatever their number, more sessions
+# than the pollers' 8 at once wait for them. Meanwhile rcd_peer, from rxe1
+# to rxe0, sends REQs that ask for the longest timers the CM takes: 16
+# REPs of 2^23 ms (resp=31 retries=15) and a timewait of 2^23 ms (ack=31),
+# about 2.3 h each, and a DREQ naming each REP's id, before any RTU.
+# Checked, the pings going on:
+# - the PAIRS DREQs to a listener with drep_after=2000 are answered 2 s
+#   after they came, not before and at most LOAD_SLACK_MS after (the
+#   sweeper is a timer on a queue of its own: no poller runs on it);
+# - with PAIRS more DREQs unanswered (drep_after: 10 minutes), as many
+#   handshakes waiting for an RTU, and the answered pairs' ends in their
+#   2.3 h timewait, `rdma link del rxe0` returns within REMOVAL_BOUND_S, and
+#   the pings go on on rxe1;
+# - `rmmod` of the harness, its PINGERS rping ends live and pinging,
+#   returns within REMOVAL_BOUND_S.
+PINGERS=${RCD_PINGERS:-30}
+RPING_PROCS=${RCD_RPING_PROCS:-10}
+PAIRS=${RCD_PAIRS:-16}
+LOAD_SLACK_MS=${RCD_LOAD_SLACK_MS:-3000}
+REMOVAL_BOUND_S=${RCD_REMOVAL_BOUND_S:-60}
+
+# pingers_stat N WHAT: of listener N's ends, how many have pinged (WHAT
+# "up") or their pings in all ("pings").
+pingers_stat() {
+	awk -v l=" listener=$1 " -v w="$2" 'index($0, l) {
+		for (i = 2; i <= NF; i++) if ($i ~ /^rping=/) {
+			split(substr($i, 7), a, ":"); s += a[2]; if (a[2] > 0) n++ } }
+		END { print (w == "up") ? n + 0 : s + 0 }' "$RCD_DBG/conns"
+}
+
+# pingers_up L N: at least N of listener L's ends have pinged (wait_for).
+pingers_up() { [ "$(pingers_stat "$1" up)" -ge "$2" ]; }
+
+# pings_beyond L N: listener L's ends have pinged more than N times in all.
+pings_beyond() { [ "$(pingers_stat "$1" pings)" -gt "$2" ]; }
+
+# long_pairs N LCID QPN SID LISTENER [dreq]: N REQs asking for the longest
+# timers (the first with local id LCID and QPN, then counting up), to
+# SID, whose ends LISTENER takes; with "dreq", once each end has sent its
+# REP, a DREQ naming the REP's id, before any RTU. Sets ENDS to the
+# passive ends. One read of the table a poll: the guest is busy pinging.
+long_pairs() {
+	local i x n=0 num lid rid qpn kv
+	local -a l f
+	for ((i = 0; i < $1; i++)); do
+		peer req lcid=$(($2 + i)) qpn=$(($3 + i)) sid="$4" resp=31 retries=15 ack=31 ||
+			return 1
+	done
+	wait_for 120 reps_out "$5" "$2" "$1" ||
+		{ fail "$(reps_out "$5" "$2" "$1"; echo "$REPS_OUT") of $1 REPs out"; return 1; }
+	[ "${6:-}" = dreq ] || return 0
+	ENDS=
+	mapfile -t l < "$RCD_DBG/conns"
+	for x in "${l[@]}"; do
+		[[ $x == *" listener=$5 "* && $x == *" state=REP_SENT "* ]] || continue
+		read -r num x <<< "$x"; read -r -a f <<< "$x"
+		lid= rid= qpn=
+		for kv in "${f[@]}"; do
+			case $kv in
+			local_id=*) lid=${kv#*=} ;; remote_id=*) rid=${kv#*=} ;; qpn=*) qpn=${kv#*=} ;;
+			esac
+		done
+		[ $((rid)) -ge $(($2)) ] && [ $((rid)) -lt $(($2 + $1)) ] || continue
+		peer dreq lcid="$rid" rcid="$lid" qpn="$qpn" || return 1
+		ENDS+=" $num"
+	done
+}
+
+# reps_out LISTENER LCID N: N of LISTENER's ends, from the peer's ids
+# LCID on, have sent their REP (REPS_OUT: how many have).
+reps_out() {
+	local x rid
+	local -a l
+	REPS_OUT=0
+	mapfile -t l < "$RCD_DBG/conns"
+	for x in "${l[@]}"; do
+		[[ $x == *" listener=$1 "* && $x == *" state=REP_SENT "* ]] || continue
+		rid=${x#* remote_id=}; rid=${rid%% *}
+		[ $((rid)) -ge $(($2)) ] && [ $((rid)) -lt $(($2 + $3)) ] && REPS_OUT=$((REPS_OUT + 1))
+	done
+	[ $REPS_OUT -ge "$3" ]
+}
+
+# drep_times ENDS: "N LO HI" for the ends ENDS: how many have sent their
+# DREP, the least and most ms from each one's DREQ to its DREP.
+drep_times() {
+	awk -v ends="$1" 'BEGIN { n = split(ends, e, " "); for (i = 1; i <= n; i++) w[e[i]] = 1 }
+		($1 in w) && ($2 == "DREQ_RECEIVED" || $2 == "DREP_SENT") && !(($1, $2) in t) {
+			v = $5; sub("t=", "", v); t[$1, $2] = v / 1000000 }
+		END { lo = -1; hi = 0; c = 0
+			for (x in w) if (((x, "DREP_SENT") in t) && ((x, "DREQ_RECEIVED") in t)) {
+				d = int(t[x, "DREP_SENT"] - t[x, "DREQ_RECEIVED"]); c++
+				if (lo < 0 || d < lo) lo = d; if (d > hi) hi = d }
+			print c, lo, hi }' "$RCD_DBG/events"
+}
+
+# dreps_sent ENDS N: N of ENDS have sent their DREP (wait_for).
+dreps_sent() { local r; r=$(drep_times "$1"); [ "${r%% *}" -ge "$2" ]; }
+
+test_pings_and_long_timers_bounded() {
+	local i t0 dt n0 bad=0 del r lo hi
+	local -a pids
+	command -v rping >/dev/null || { echo "# SKIP rping not installed"; return $KSFT_SKIP; }
+	peer_setup || return 1
+	ctl listen 6 rxe1 tcp:7189 cma=1 rping=1 auto_drep=- &&
+		ctl listen 5 rxe0 0x2000 drep_after=2000 &&
+		ctl listen 7 rxe0 0x2001 drep_after=600000 || return 1
+	t0=$SECONDS
+	for ((i = 0; i < RPING_PROCS && i < PINGERS; i++)); do
+		rping -c -a 10.77.0.2 -p 7189 -C 0 -S 64 > /tmp/rping-p$i.out 2>&1 &
+		pids+=($!)
+	done
+	for ((i = RPING_PROCS; i < PINGERS; i++)); do
+		ctl connect $((100 + i)) rxe1 10.77.0.2 10.77.0.2 tcp:7189 cma_port=$((10000 + i)) \
+			rping=0:64 || { bad=1; break; }
+	done
+	check "all $PINGERS rping sessions ping" wait_for 300 pingers_up 6 "$PINGERS" || bad=1
+	if [ $bad = 1 ]; then
+		log "$(pingers_stat 6 up) of $PINGERS ping after $((SECONDS - t0)) s; rping -c:"
+		cat /tmp/rping-p*.out | sort | uniq -c | sort -rn | head -5
+		kill "${pids[@]}"
+		return 1
+	fi
+	log "$PINGERS sessions pinging after $((SECONDS - t0)) s: $(pingers_stat 6 pings) pings"
+	t0=$SECONDS
+	long_pairs "$PAIRS" $((0xf3000000)) $((0x6000)) 0x2000 5 dreq || return 1
+	check "the $PAIRS DREQs answered" wait_for 120 dreps_sent "$ENDS" "$PAIRS" || bad=1
+	r=$(drep_times "$ENDS"); read -r _ lo hi <<< "$r"
+	log "$PAIRS pairs: DREQs answered $lo to $hi ms after they came (drep_after 2000," \
+		"slack $LOAD_SLACK_MS) $((SECONDS - t0)) s after the first REQ;" \
+		"$(pingers_stat 6 pings) pings"
+	check "every DREQ answered at drep_after, the pings going on" \
+		test "$lo" -ge 2000 -a "$hi" -le $((2000 + LOAD_SLACK_MS)) || bad=1
+	t0=$SECONDS
+	long_pairs "$PAIRS" $((0xf3100000)) $((0x6100)) 0x2001 7 dreq &&
+		long_pairs "$PAIRS" $((0xf3200000)) $((0x6200)) 0x2001 7 || return 1
+	check "$PAIRS DREQs wait for their answer" wait_for 60 stat_is dreqs_pending "$PAIRS" ||
+		bad=1
+	log "$PAIRS more pairs and $PAIRS handshakes out in $((SECONDS - t0)) s"
+	n0=$(pingers_stat 6 pings)
+	t0=${EPOCHREALTIME/./}
+	rdma link del rxe0 & del=$!
+	if wait_for "$REMOVAL_BOUND_S" proc_ended $del; then
+		wait $del; i=$?
+		dt=$(( (${EPOCHREALTIME/./} - t0) / 1000 ))
+		log "rdma link del rxe0: exit $i after $dt ms"
+		check "rdma link del rxe0 succeeds" test $i = 0 || bad=1
+	else
+		fail "rdma link del rxe0 still blocked after $REMOVAL_BOUND_S s"; bad=1
+	fi
+	check "the pings on rxe1 go on" wait_for 60 pings_beyond 6 $((n0 + PINGERS)) || bad=1
+	log "$(pingers_stat 6 up) sessions, $(pingers_stat 6 pings) pings"
+	t0=${EPOCHREALTIME/./}
+	rmmod rcd_harness & del=$!
+	if wait_for "$REMOVAL_BOUND_S" proc_ended $del; then
+		wait $del; i=$?
+		dt=$(( (${EPOCHREALTIME/./} - t0) / 1000 ))
+		log "rmmod with $PINGERS sessions pinging: exit $i after $dt ms"
+		check "rmmod succeeds" test $i = 0 || bad=1
+	else
+		fail "rmmod still blocked after $REMOVAL_BOUND_S s"; bad=1
+	fi
+	kill "${pids[@]}" 2>/dev/null
+	wait "${pids[@]}" 2>/dev/null
+	return $bad
+}
+timeout_test_pings_and_long_timers_bounded=900
