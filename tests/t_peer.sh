@@ -1253,7 +1253,7 @@ test_pings_and_long_timers_bounded() {
 	removal_bounded "rdma link del rxe0" $((3 * PAIRS)) rdma link del rxe0 || bad=1
 	check "the pings on rxe1 go on" wait_for 60 pings_beyond 6 $((n0 + PINGERS)) || bad=1
 	log "$(pingers_stat 6 up) sessions, $(pingers_stat 6 pings) pings"
-	removal_bounded "rmmod, $PINGERS sessions pinging," $((2 * PINGERS)) rmmod rcd_harness ||
+	removal_bounded "rmmod ($PINGERS sessions pinging)" $((2 * PINGERS)) rmmod rcd_harness ||
 		bad=1
 	kill "${pids[@]}" 2>/dev/null
 	wait "${pids[@]}" 2>/dev/null
