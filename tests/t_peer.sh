@@ -1135,19 +1135,32 @@ pings_beyond() { [ "$(pingers_stat "$1" pings)" -gt "$2" ]; }
 # REP, a DREQ naming the REP's id, before any RTU. Sets ENDS to the
 # passive ends. One read of the table a poll: the guest is busy pinging.
 long_pairs() {
-	local i x n=0 num lid rid qpn kv
-	local -a l f
+	local i e
 	for ((i = 0; i < $1; i++)); do
 		peer req lcid=$(($2 + i)) qpn=$(($3 + i)) sid="$4" resp=31 retries=15 ack=31 ||
 			return 1
 	done
 	wait_for 120 reps_out "$5" "$2" "$1" ||
-		{ fail "$(reps_out "$5" "$2" "$1"; echo "$REPS_OUT") of $1 REPs out"; return 1; }
+		{ fail "${#REPS_OUT[@]} of $1 REPs out"; return 1; }
 	[ "${6:-}" = dreq ] || return 0
 	ENDS=
+	for e in "${REPS_OUT[@]}"; do
+		read -r -a i <<< "$e"
+		peer dreq lcid="${i[2]}" rcid="${i[1]}" qpn="${i[3]}" || return 1
+		ENDS+=" ${i[0]}"
+	done
+}
+
+# reps_out LISTENER LCID N: N of LISTENER's ends, from the peer's ids
+# LCID on, have sent their REP. REPS_OUT: those ends, "NUM LOCAL_ID
+# REMOTE_ID QPN" each.
+reps_out() {
+	local x kv num lid rid qpn
+	local -a l f
+	REPS_OUT=()
 	mapfile -t l < "$RCD_DBG/conns"
 	for x in "${l[@]}"; do
-		[[ $x == *" listener=$5 "* && $x == *" state=REP_SENT "* ]] || continue
+		[[ $x == *" listener=$1 "* && $x == *" state=REP_SENT "* ]] || continue
 		read -r num x <<< "$x"; read -r -a f <<< "$x"
 		lid= rid= qpn=
 		for kv in "${f[@]}"; do
@@ -1155,25 +1168,10 @@ long_pairs() {
 			local_id=*) lid=${kv#*=} ;; remote_id=*) rid=${kv#*=} ;; qpn=*) qpn=${kv#*=} ;;
 			esac
 		done
-		[ $((rid)) -ge $(($2)) ] && [ $((rid)) -lt $(($2 + $1)) ] || continue
-		peer dreq lcid="$rid" rcid="$lid" qpn="$qpn" || return 1
-		ENDS+=" $num"
+		[ $((rid)) -ge $(($2)) ] && [ $((rid)) -lt $(($2 + $3)) ] &&
+			REPS_OUT+=("$num $lid $rid $qpn")
 	done
-}
-
-# reps_out LISTENER LCID N: N of LISTENER's ends, from the peer's ids
-# LCID on, have sent their REP (REPS_OUT: how many have).
-reps_out() {
-	local x rid
-	local -a l
-	REPS_OUT=0
-	mapfile -t l < "$RCD_DBG/conns"
-	for x in "${l[@]}"; do
-		[[ $x == *" listener=$1 "* && $x == *" state=REP_SENT "* ]] || continue
-		rid=${x#* remote_id=}; rid=${rid%% *}
-		[ $((rid)) -ge $(($2)) ] && [ $((rid)) -lt $(($2 + $3)) ] && REPS_OUT=$((REPS_OUT + 1))
-	done
-	[ $REPS_OUT -ge "$3" ]
+	[ ${#REPS_OUT[@]} -ge "$3" ]
 }
 
 # drep_times ENDS: "N LO HI" for the ends ENDS: how many have sent their
