@@ -137,13 +137,16 @@ nap() {
 	read -r -t "$1" -u "$RCD_NAP_FD" _ || true
 }
 
-# wait_for SECONDS COMMAND...: poll until COMMAND succeeds.
+# wait_for SECONDS COMMAND...: poll until COMMAND succeeds: every 0.2 s
+# for 2 s, then every 0.5 s. A poll that starts processes costs the guest
+# a good part of a 0.2 s period, taken from what the test waits for; a
+# wait that lasts is a timer's or a deletion's, where 0.3 s more is noise.
 wait_for() {
 	local t=$1; shift
-	local end=$((SECONDS + t))
+	local start=$SECONDS end=$((SECONDS + t))
 	until "$@"; do
 		[ $SECONDS -lt $end ] || return 1
-		nap 0.2
+		if [ $((SECONDS - start)) -lt 2 ]; then nap 0.2; else nap 0.5; fi
 	done
 }
 
@@ -324,15 +327,19 @@ rcd_unload() {
 }
 
 # stat NAME: a counter from the stats file.
-rcd_stat() {
+rcd_stat() { rcd_stat_v "$1" && echo "$REPLY"; }
+
+# rcd_stat_v NAME: the counter into REPLY (no subshell: polls use it).
+rcd_stat_v() {
 	local k v
+	REPLY=
 	while read -r k v; do
-		[ "$k" != "$1" ] || { echo "$v"; return 0; }
+		[ "$k" != "$1" ] || { REPLY=$v; return 0; }
 	done < "$RCD_DBG/stats"
 }
 
 # stat_is NAME VALUE: the counter NAME is VALUE (for wait_for).
-stat_is() { [ "$(rcd_stat "$1")" = "$2" ]; }
+stat_is() { rcd_stat_v "$1"; [ "$REPLY" = "$2" ]; }
 
 # nothing_mapped: no buffer mapped for a device and no MR left (for
 # wait_for: an end's QP freed at its timewait exit is destroyed by a job
@@ -791,18 +798,22 @@ pat_hex() {
 # A port counter of the IB CM since the test began (cleanup keeps devices:
 # what they counted before is subtracted): cm_counter DEV DIR MSG (DIR:
 # cm_tx_msgs, ...).
-cm_counter() {
+cm_counter() { cm_counter_v "$@" && echo "$REPLY"; }
+
+# cm_counter_v DEV DIR MSG: the counter into REPLY (no subshell).
+cm_counter_v() {
 	local v
 	cm_base_load
+	REPLY=
 	read -r v < "/sys/class/infiniband/$1/ports/1/$2/$3" || return 1
-	echo $((v - ${CM_BASE[$1/$2/$3]:-0}))
+	REPLY=$((v - ${CM_BASE[$1/$2/$3]:-0}))
 }
 
 # counter_ge DEV DIR MSG N: the counter has reached N (for wait_for).
-counter_ge() { [ "$(cm_counter "$1" "$2" "$3")" -ge "$4" ]; }
+counter_ge() { cm_counter_v "$1" "$2" "$3" && [ "$REPLY" -ge "$4" ]; }
 
 # counter_is DEV DIR MSG VALUE: for wait_for (the counter is read each time).
-counter_is() { [ "$(cm_counter "$1" "$2" "$3")" = "$4" ]; }
+counter_is() { cm_counter_v "$1" "$2" "$3" && [ "$REPLY" = "$4" ]; }
 
 # sent DEV MSG: messages sent, retransmissions not counted (cm.c adds
 # 1 + retries to cm_tx_msgs when a send completes).

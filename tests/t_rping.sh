@@ -303,7 +303,7 @@ rxe1_after_rxe0() {
 }
 
 # stat_above NAME N: the module's stats counter NAME is above N (for wait_for).
-stat_above() { local v; v=$(rcd_stat "$1") && [ "${v:-0}" -gt "$2" ]; }
+stat_above() { rcd_stat_v "$1" && [ "${REPLY:-0}" -gt "$2" ]; }
 
 # rtus_on_both N0 N1: rxe0's CM has received N0 RTUs and rxe1's N1 (for
 # wait_for).

@@ -66,7 +66,7 @@ slab_settled() {
 
 # stat_at_least NAME N: for wait_for (counters are cheap to read; the
 # events file is formatted under every endpoint's lock).
-stat_at_least() { [ "$(rcd_stat "$1")" -ge "$2" ]; }
+stat_at_least() { rcd_stat_v "$1"; [ "$REPLY" -ge "$2" ]; }
 
 # CYCLES connect/DREQ/DREP cycles, ROUND connections at a time: every DREP
 # arrives, every id and endpoint is freed after every round. From
