@@ -34,7 +34,8 @@ tier=${RCD_TIER:-check}
 case $tier in
 check)
 	: "${RCD_CYCLES:=250}" "${RCD_ROUND:=125}" "${RCD_MANY:=50}" "${RCD_LOADS:=5}"
-	: "${RCD_UNLOAD_ROUNDS:=4}" "${RCD_STORM:=50}" "${RCD_FLOOD:=300}" "${RCD_PINGERS:=30}"
+	: "${RCD_UNLOAD_ROUNDS:=4}" "${RCD_STORM:=50}" "${RCD_FLOOD:=300}"
+	: "${RCD_PINGERS:=10}" "${RCD_RPING_PROCS:=4}" "${RCD_PAIRS:=8}"
 	: "${RCD_FUZZ_SECONDS:=10}" "${RCD_FUZZ_ROUNDS:=10}"
 	# The randomized hostile CM peer (tests/t_fuzzpeer.sh).
 	: "${RCD_FUZZPEER_SECONDS:=30}"
@@ -54,7 +55,8 @@ check)
 stress)
 	: "${RCD_CYCLES:=10000}" "${RCD_ROUND:=500}" "${RCD_MANY:=1000}" "${RCD_LOADS:=50}"
 	: "${RCD_UNLOAD_ROUNDS:=40}" "${RCD_STORM:=1000}" "${RCD_STORM_BIG:=2000}"
-	: "${RCD_FLOOD:=3000}" "${RCD_PINGERS:=300}"
+	: "${RCD_FLOOD:=3000}"
+	: "${RCD_PINGERS:=300}" "${RCD_RPING_PROCS:=10}" "${RCD_PAIRS:=16}"
 	: "${RCD_FUZZ_SECONDS:=120}" "${RCD_FUZZ_ROUNDS:=40}"
 	: "${RCD_FUZZPEER_SECONDS:=600}"
 	: "${RCD_NO_SKIP:=1}"

@@ -1081,9 +1081,9 @@ test_peer_handshake_bounded() {
 timeout_test_peer_handshake_bounded=120
 
 # Endless pings and REQ+DREQ pairs with the longest timers, side by side.
-# PINGERS endless rping sessions (make check 30, make stress 300) ping the
+# PINGERS endless rping sessions (make check 10, make stress 300) ping the
 # harness's rping=1 listener on rxe1 (10.77.0.2, both ends there): up to
-# RPING_PROCS of them are rdma-core's `rping -c -C 0`, the others the
+# RPING_PROCS (4, 10) of them are rdma-core's `rping -c -C 0`, the others the
 # harness's own client (`rping=0:64`; a process costs the guest about half
 # a second of a vCPU to start under TCG, and 300 took 5 minutes). Endless
 # pings keep the guest's CPUs busy whatever their number, more sessions
@@ -1092,7 +1092,7 @@ timeout_test_peer_handshake_bounded=120
 # REPs of 2^23 ms (resp=31 retries=15) and a timewait of 2^23 ms (ack=31),
 # about 2.3 h each, and a DREQ naming each REP's id, before any RTU.
 # Checked, the pings going on:
-# - the PAIRS DREQs to a listener with drep_after=2000 are answered 2 s
+# - the PAIRS (8, 16) DREQs to a listener with drep_after=2000 are answered 2 s
 #   after they came, not before and at most LOAD_SLACK_MS after (the
 #   sweeper is a timer on a queue of its own: no poller runs on it);
 # - with PAIRS more DREQs unanswered (drep_after: 10 minutes), as many
