@@ -389,10 +389,11 @@ test_removal_bounded_under_churn() {
 	# ib_uverbs_event_read, the CM thread past TIMEWAIT_EXIT, rxe1's
 	# DREQ sent and received). That is after the disconnect reached it:
 	# the module's part, checked below.
-	if ! wait_for 30 proc_ended $PID; then
+	# Waited for: its end, or its loop's end then 5 s for it to leave.
+	if ! { wait_for 30 eval 'proc_ended $PID || rping_loop_ended' &&
+		wait_for 5 proc_ended $PID; }; then
 		rping_stuck_diag $PID $d0 $d1
-		if sed -n '/DISCONNECT EVENT/,$p' /tmp/rping-h.out |
-			grep -qxE 'wait for RDMA_(READ|WRITE)_(ADV|COMPLETE) state 10'; then
+		if rping_loop_ended; then
 			log "rping -c ended its loop at the DISCONNECTED and hangs in its" \
 				"CQ thread (its own wait for a flush): killed"
 		else
@@ -406,6 +407,13 @@ test_removal_bounded_under_churn() {
 	log "rping -c: exit $rc after the unload: $(tail -1 /tmp/rping-h.out)"
 	check "rping -c saw the disconnect" grep -q 'DISCONNECT EVENT' /tmp/rping-h.out || bad=1
 	return $bad
+}
+
+# rping_loop_ended: /tmp/rping-h.out's rping -c ended its test loop at the
+# DISCONNECTED ("wait for ... state 10" after the DISCONNECT EVENT).
+rping_loop_ended() {
+	sed -n '/DISCONNECT EVENT/,$p' /tmp/rping-h.out |
+		grep -qxE 'wait for RDMA_(READ|WRITE)_(ADV|COMPLETE) state 10'
 }
 
 # rping_stuck_diag PID TX0 RX0: what an rping (PID its timeout(1)) that did
