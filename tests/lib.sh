@@ -923,8 +923,21 @@ events_in() {
 		END { print n + 0 }' "$RCD_DBG/events"
 }
 
-# events_at_least KIND FIRST LAST N: for wait_for.
-events_at_least() { [ "$(events_in "$1" "$2" "$3")" -ge "$4" ]; }
+# events_at_least KIND FIRST LAST N: for wait_for. Builtins only, as
+# events_in counts (lines "NUM KIND ..."): no awk at each poll.
+events_at_least() {
+	local -a l
+	local x num n=0
+	mapfile -t l 2>/dev/null < "$RCD_DBG/events" || return 1
+	(($4 > 0)) || return 0
+	for x in "${l[@]}"; do
+		num=${x%% *} x=${x#* }
+		[ "${x%% *}" = "$1" ] || continue
+		case $num in '' | *[!0-9]*) continue ;; esac
+		((num >= $2 && num <= $3)) && ((++n >= $4)) && return 0
+	done
+	return 1
+}
 
 # wait_events SECONDS KIND FIRST LAST N: N events KIND among FIRST..LAST.
 # On failure it names the ends that had none, with their state and events.
