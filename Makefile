@@ -6,8 +6,8 @@
 #   make            build rust_cm_disconnect.ko (and the test harness
 #                   rcd_harness.ko, the test modules)
 #   make check      the KTAP test suite in QEMU guests over rdma_rxe: all of
-#                   it on 7.3, then a core set on 6.12 (tests/check.sh), as
-#                   one report; with KERNEL= or T=regex, one kernel's run
+#                   it on 7.3, beside it a core set on 6.12 (tests/check.sh),
+#                   as one report; with KERNEL= or T=regex, one kernel's run
 #   make stress     the full-size stress runs (10,000 cycles, 1,000 at once, ...)
 #   make check-slow the 7.3 suite with both guests on one host CPU: each at
 #                   about half its speed, as on a machine twice as slow
