@@ -384,11 +384,10 @@ test_removal_bounded_under_churn() {
 	# Or it hangs on its own: its test loop ends at the DISCONNECTED
 	# ("wait for ... state 10", then returns 0), and main joins its CQ
 	# thread, which leaves only on a flushed completion (rping.c's
-	# cq_thread); when none comes, it waits for ever (seen once, in a CI
-	# run at 35afffa: main in futex_wait, the CQ thread in
-	# ib_uverbs_event_read, the CM thread past TIMEWAIT_EXIT, rxe1's
-	# DREQ sent and received). That is after the disconnect reached it:
-	# the module's part, checked below.
+	# cq_thread); when none comes, it waits for ever (seen in CI runs:
+	# main in futex_wait, the CQ thread in ib_uverbs_event_read, the CM
+	# thread past TIMEWAIT_EXIT, rxe1's DREQ sent and received). That is
+	# after the disconnect reached it: the module's part, checked below.
 	# Waited for: its end, or its loop's end then 5 s for it to leave.
 	if ! { wait_for 30 eval 'proc_ended $PID || rping_loop_ended' &&
 		wait_for 5 proc_ended $PID; }; then
