@@ -258,8 +258,11 @@ uverbs_users() {
 # RPING_BOUND: what a remote peer that keeps pinging may add to `rmmod` or
 # to `rdma link del` of a device: the module's own work,
 # a destroy and a QP drain per connection on the device (2 s at most each,
-# milliseconds on rxe), not the peer's protocol. Seconds, generous for TCG.
-RPING_BOUND=15
+# milliseconds on rxe), not the peer's protocol (its DREQ's retries run
+# for minutes). Seconds: removal_bounded_under_churn's deletion, the
+# longest, took 2-6 s in make check's guests here and 12 s in make
+# check-slow's, at half their speed; 30 s holds at a third.
+RPING_BOUND=30
 
 # timed_or_unblock WHAT PID PEER: waits up to RPING_BOUND s for PID to end;
 # if it does not, kills PEER (what holds it), reaps both and fails. Sets
