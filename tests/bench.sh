@@ -30,8 +30,6 @@ mount | grep -q ' /sys/kernel/debug ' || mount -t debugfs none /sys/kernel/debug
 CBASE=$RCD_TOP/tests/modules/rcd_cbase.ko
 set -u
 
-stat_ge() { rcd_stat_v "$1"; [ "$REPLY" -ge "$2" ]; }
-
 slab_kb() { awk '/^Slab:/ {print $2}' /proc/meminfo; }
 
 # bench_rounds N: the rounds of N connections per repetition (above).

@@ -338,8 +338,11 @@ rcd_stat_v() {
 	done < "$RCD_DBG/stats"
 }
 
-# stat_is NAME VALUE: the counter NAME is VALUE (for wait_for).
+# stat_is NAME VALUE: the counter NAME is VALUE (for wait_for); stat_ge:
+# at least VALUE; stat_above: more than VALUE (an absent counter is 0).
 stat_is() { rcd_stat_v "$1"; [ "$REPLY" = "$2" ]; }
+stat_ge() { rcd_stat_v "$1"; [ "$REPLY" -ge "$2" ]; }
+stat_above() { rcd_stat_v "$1" && [ "${REPLY:-0}" -gt "$2" ]; }
 
 # nothing_mapped: no buffer mapped for a device and no MR left (for
 # wait_for: an end's QP freed at its timewait exit is destroyed by a job

@@ -709,9 +709,6 @@ pace_hostile_reqs() {
 	done
 }
 
-# stat_ge NAME N: the counter NAME is at least N (for wait_for).
-stat_ge() { rcd_stat_v "$1"; [ "$REPLY" -ge "$2" ]; }
-
 # pace_beside FIRST_REQ QPN SRC IN_FLIGHT FIRST_NUM: the hostile peer's 64
 # unanswered REQs (pace_hostile_reqs FIRST_REQ QPN SRC), REPs in flight up to
 # IN_FLIGHT, then PACE_N connections from FIRST_NUM timed (PACE_MS), and

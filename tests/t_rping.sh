@@ -305,9 +305,6 @@ rxe1_after_rxe0() {
 	[ -n "$i0" ] && [ -n "$i1" ] && [ "$i1" -gt "$i0" ]
 }
 
-# stat_above NAME N: the module's stats counter NAME is above N (for wait_for).
-stat_above() { rcd_stat_v "$1" && [ "${REPLY:-0}" -gt "$2" ]; }
-
 # rtus_on_both N0 N1: rxe0's CM has received N0 RTUs and rxe1's N1 (for
 # wait_for).
 rtus_on_both() { counter_ge rxe0 cm_rx_msgs rtu "$1" && counter_ge rxe1 cm_rx_msgs rtu "$2"; }

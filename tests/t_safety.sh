@@ -170,7 +170,6 @@ test_unload_during_timewait_exits() {
 		tw_opt=on_timewait=sleep:100
 		[ $((r % 2)) = 0 ] || tw_opt=on_timewait=after:300
 		connect_range $first $last 10.77.0.1 $tw_opt || return 1
-		# (stat_above: t_rping.sh.)
 		wait_for 60 stat_above established $((2 * k - 1)) ||
 			fail "round $r: $(rcd_stat established) of $((2 * k)) ends established" ||
 			return 1

@@ -64,10 +64,6 @@ slab_settled() {
 	slab_used_kb
 }
 
-# stat_at_least NAME N: for wait_for (counters are cheap to read; the
-# events file is formatted under every endpoint's lock).
-stat_at_least() { rcd_stat_v "$1"; [ "$REPLY" -ge "$2" ]; }
-
 # CYCLES connect/DREQ/DREP cycles, ROUND connections at a time: every DREP
 # arrives, every id and endpoint is freed after every round. From
 # SLAB_CYCLES on, the slab level (settled, see slab_settled) must not move
@@ -86,11 +82,11 @@ test_churn_cycles() {
 	for ((r = 0; r < rounds; r++)); do
 		est=$(rcd_stat established); drep=$(rcd_stat drep_received)
 		connect_range $first $last 10.77.0.1 || return 1
-		wait_for 300 stat_at_least established $((est + 2 * ROUND)) ||
+		wait_for 300 stat_ge established $((est + 2 * ROUND)) ||
 			fail "round $r: $(( $(rcd_stat established) - est )) of" \
 				"$((2 * ROUND)) ends established" || return 1
 		ctl dreq $first-$last || return 1
-		wait_for 300 stat_at_least drep_received $((drep + ROUND)) ||
+		wait_for 300 stat_ge drep_received $((drep + ROUND)) ||
 			fail "round $r: $(( $(rcd_stat drep_received) - drep ))" \
 				"of $ROUND DREPs" || return 1
 		ctl close $first-$last &&
