@@ -902,7 +902,7 @@ flood_mem_kb() {
 	local f k v u m o cur low=-1 flat=0 i
 	for ((i = 0; i < 10 && flat < 2; i++)); do
 		for f in /sys/kernel/slab/*/shrink; do echo 1 > "$f" 2>/dev/null; done
-		nap 1
+		nap 0.5
 		awk 'NR > 2 { print $1, int($2 * $4 / 1024) }' /proc/slabinfo > "$1.new"
 		o=0
 		while read -r k v; do
