@@ -19,7 +19,7 @@
 # Each test's lines, as tests/run.sh reads them:
 #   # test: NAME            it starts
 #   # ...                   what it prints, as it prints it
-#   # time: cleanup C s, test T s
+#   # time: cleanup C s, test T s, busy B s
 #   RESULT ok NAME | RESULT not ok NAME | RESULT ok NAME # SKIP reason
 # A test returns 0 (pass), 4 (skip: it prints "# SKIP reason") or anything
 # else (fail).
@@ -71,7 +71,8 @@ run_hosts() {
 
 # run_host_test NAME: this host's half of a two-host test.
 run_host_test() {
-	local t=$1 t0=$SECONDS t1 rc=1 tmo clean=ok
+	local t=$1 t0=$SECONDS t1 rc=1 tmo clean=ok b0
+	cpu_busy; b0=$CPU_BUSY
 	export RCD_HOSTS_DIR=$queue/hosts.d/$t
 	mkdir -p "$RCD_HOSTS_DIR"
 	echo "# test: $t"
@@ -105,7 +106,8 @@ run_host_test() {
 	peer_put end "$rc"
 	[ -n "${RCD_HOSTS_MISSED:-}" ] ||
 		peer_wait end 120 quiet 2>&1 >/dev/null || echo "# host $RCD_PEER did not end its half (in 120 s, or its guest stopped)"
-	echo "# time: cleanup $((t1 - t0)) s, test $((SECONDS - t1)) s"
+	cpu_busy
+	echo "# time: cleanup $((t1 - t0)) s, test $((SECONDS - t1)) s, busy $(( (CPU_BUSY - b0 + 50) / 100 )) s"
 	if [ $clean = failed ]; then
 		echo "# the clean guest before it failed (cleanup above)"
 		rc=1

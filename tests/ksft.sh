@@ -25,7 +25,7 @@
 # its lines streamed as they come:
 #   # test: NAME
 #   # ...                  what it measured
-#   # time: cleanup C s, test T s
+#   # time: cleanup C s, test T s, busy B s (the guest's CPU: lib.sh cpu_busy)
 # then its KTAP result, or in queue mode the line tests/run.sh reads:
 #   RESULT ok NAME | RESULT not ok NAME | RESULT ok NAME # SKIP reason
 # A test function returns 0 (pass), 4 (skip, after printing
@@ -48,8 +48,9 @@ fi
 # rcd_one NAME: test NAME (function test_NAME or hosts_NAME), streamed.
 # Returns 0, 4 (skipped) or 1; RCD_REASON is a skip's reason.
 rcd_one() {
-	local t=$1 fn=test_$1 t0=$SECONDS t1 tmo rc
+	local t=$1 fn=test_$1 t0=$SECONDS t1 tmo rc b0
 	[[ $t != hosts_* ]] || fn=$t
+	cpu_busy; b0=$CPU_BUSY
 	echo "# test: $t"
 	RCD_REASON=
 	declare -F "$fn" >/dev/null || { echo "# no test $t in tests/t_*.sh"; return 1; }
@@ -68,7 +69,8 @@ rcd_one() {
 	rcd_run "$fn" "$tmo"
 	rc=$?
 	[ "$rc" -ne 124 ] || echo "# timed out after $tmo s"
-	echo "# time: cleanup $((t1 - t0)) s, test $((SECONDS - t1)) s"
+	cpu_busy
+	echo "# time: cleanup $((t1 - t0)) s, test $((SECONDS - t1)) s, busy $(( (CPU_BUSY - b0 + 50) / 100 )) s"
 	if [ "$rc" -eq "$KSFT_SKIP" ]; then
 		RCD_REASON=$(sed -n 's/^# SKIP //p' /run/rcd-test.out | tail -1)
 		RCD_REASON=${RCD_REASON:-no reason given}

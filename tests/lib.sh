@@ -127,6 +127,18 @@ check() {
 # second of a vCPU: the helpers below that run often (polls, the clean guest
 # between tests) read /sys and debugfs with shell builtins instead.
 
+# cpu_busy: CPU_BUSY, the guest's busy time so far in 1/100 s (USER_HZ):
+# /proc/stat's user, nice, system, irq, softirq and steal (not idle, not
+# iowait; guest time is already in user). Builtins only. Under TCG a vCPU
+# that is busy costs the host a CPU, one that idles almost nothing: the
+# guests are CPU-bound, so a test's busy time, not its wall time, is what
+# it takes from the others.
+cpu_busy() {
+	local _c u n s _i _w q sq st _r
+	read -r _c u n s _i _w q sq st _r < /proc/stat
+	CPU_BUSY=$((u + n + s + q + sq + st))
+}
+
 # nap SECONDS: sleep without a process (a read that times out on a FIFO
 # nobody writes).
 nap() {

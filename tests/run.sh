@@ -71,7 +71,7 @@ export RCD_VM_MEM RCD_VM_TIMEOUT
 
 # The plan: every test_* of the t_*.sh files that both filters select, the
 # longest first (by the last run's times on this kernel, kept in the cache:
-# NAME CLEANUP-S TEST-S a line) so that the guests finish together.
+# NAME CLEANUP-S TEST-S BUSY-S a line) so that the guests finish together.
 times=$RCD_CACHE/test-times-$KERNEL
 # A fresh cache starts from the times shipped with the tests (tests/test-times:
 # NAME KERNEL CLEANUP-S TEST-S).
@@ -265,10 +265,11 @@ nres=$(grep -cE '^(not )?ok [0-9]+ ' "$q/body")
 
 # Keep each test's clean-up and test times for the next plan's order (this
 # run's replace the earlier ones; a two-host test keeps the slower host's).
-cat "$q"/g*.log | awk '/^# test: / { t = $3 } /^# time: / && t { print t, $4, $7; t = "" }' > "$q/times.new"
+# The guest's CPU during both (busy) is kept beside them, for the reader.
+cat "$q"/g*.log | awk '/^# test: / { t = $3 } /^# time: / && t { print t, $4, $7, $10; t = "" }' > "$q/times.new"
 touch "$times"
-awk 'NR == FNR { t[$1] = $2 " " $3; next }
-	!($1 in s) || $2 + $3 > s[$1] { s[$1] = $2 + $3; n[$1] = $2 " " $3 }
+awk 'NR == FNR { t[$1] = $2 " " $3 " " $4; next }
+	!($1 in s) || $2 + $3 > s[$1] { s[$1] = $2 + $3; n[$1] = $2 " " $3 " " $4 }
 	END { for (k in t) if (!(k in n)) n[k] = t[k]; for (k in n) print k, n[k] }' \
 	"$times" "$q/times.new" | sort > "$q/times.all" && mv "$q/times.all" "$times"
 
@@ -290,7 +291,7 @@ done
 # (guest_end and report_matches_plan have failed the count already.)
 [ $((passed + skipped + failed)) -eq "$plan" ] || [ $((passed + skipped + failed)) -eq $((plan + 1)) ] ||
 	{ echo "# planned $plan, reported $((passed + skipped + failed))"; failed=$((failed + 1)); }
-echo "# $tier: $elapsed s in the guests; cleanup $(awk '/^# time: / { c += $4; t += $7 } END { print c " s, tests " t " s" }' "$log")"
+echo "# $tier: $elapsed s in the guests; cleanup $(awk '/^# time: / { c += $4; t += $7; b += $10 } END { print c " s, tests " t " s, busy " b " s" }' "$log")"
 [ "$failed" -eq 0 ] || rc=1
 line="$passed passed, $failed failed"
 [ "$skipped" -eq 0 ] || line="$line, $skipped skipped"
