@@ -139,6 +139,21 @@ cpu_busy() {
 	CPU_BUSY=$((u + n + s + q + sq + st))
 }
 
+# plant_insmod KO ARG...: insmod tests/modules/rcd_drepleak.ko, which plants
+# kmemleak's control object (an object whose only pointer it hides), so
+# that the scans that follow can find it. The allocator's frames leave
+# stale copies of the object's pointer on the insmod's kernel stack, and
+# an exited task's stack is kept for the next fork (kernel/fork.c:
+# cached_stacks, two per CPU), a vmalloc area that kmemleak scans: a copy
+# left there referenced the control, and kmemleak_clean failed ("0 of 1
+# planted", a make check of 2026-12-05). So the insmod runs on CPU 0 and
+# then four processes at once on CPU 0: their forks take both of its
+# cached stacks, each zeroed for its reuse.
+plant_insmod() {
+	taskset -c 0 insmod "$@" || return 1
+	taskset -c 0 sh -c 'sleep 0.1 & sleep 0.1 & sleep 0.1 & sleep 0.1 & wait'
+}
+
 # nap SECONDS: sleep without a process (a read that times out on a FIFO
 # nobody writes).
 nap() {

@@ -23,7 +23,7 @@ test_drep_too_long_no_leak() {
 	[ -e "$ko" ] || { fail "no $ko (make builds it)"; return 1; }
 	rxe_add rxe0 v0 || return 1
 	[ ! -d /sys/module/rcd_drepleak ] || rmmod rcd_drepleak || return 1
-	insmod "$ko" dev=rxe0 || { fail "insmod $ko"; return 1; }
+	plant_insmod "$ko" dev=rxe0 || { fail "insmod $ko"; return 1; }
 	read -r calls < /sys/module/rcd_drepleak/parameters/calls
 	read -r einval < /sys/module/rcd_drepleak/parameters/einval
 	read -r planted < /sys/module/rcd_drepleak/parameters/planted

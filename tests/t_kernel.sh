@@ -23,7 +23,7 @@ test_kmemleak_clean() {
 	fi
 	[ -e "$ko" ] || { fail "no $ko (make builds it)"; return 1; }
 	[ ! -d /sys/module/rcd_drepleak ] || rmmod rcd_drepleak || return 1
-	insmod "$ko" plant_only=1 || { fail "insmod $ko plant_only=1"; return 1; }
+	plant_insmod "$ko" plant_only=1 || { fail "insmod $ko plant_only=1"; return 1; }
 	read -r planted < /sys/module/rcd_drepleak/parameters/planted
 	# A scan lists an object that it finds unreferenced, 5 s old at the
 	# scan's start (jiffies_last_scan) and unchanged since the scan before
