@@ -7,7 +7,8 @@
 # still connected when it is unloaded.
 
 SAMPLE_KO=$RCD_MODS/rust_rdma_cm.ko
-SAMPLE_SID=0x52530001
+# rdma_cm's service id of TCP port 21075 (the sample's SERVICE_ID).
+SAMPLE_SID=0x01065253
 
 # text_hex_padded TEXT BYTES: TEXT's bytes in hex, zeros up to BYTES.
 text_hex_padded() {
@@ -29,11 +30,10 @@ sample_qps_are() {
 	[ "$(rdma resource show qp 2>/dev/null | grep -c 'comm \[rust_rdma_cm\]')" = "$1" ]
 }
 
-test_sample_rdma_cm() {
-	local got want
-	rxe_add rxe0 v0 && rcd_load || return 1
-	# Built beside the tests out of tree (make), or by the kernel in tree
-	# (CONFIG_SAMPLE_RUST_RDMA_CM).
+# sample_load: the sample loaded, listening on rxe0. Built beside the
+# tests out of tree (make), or by the kernel in tree
+# (CONFIG_SAMPLE_RUST_RDMA_CM).
+sample_load() {
 	if [ -f "$SAMPLE_KO" ]; then
 		insmod "$SAMPLE_KO" || { fail "insmod $SAMPLE_KO"; return 1; }
 	else
@@ -41,7 +41,12 @@ test_sample_rdma_cm() {
 			{ fail "no $SAMPLE_KO, no rust_rdma_cm to modprobe"; return 1; }
 	fi
 	check "the sample listens on rxe0" \
-		wait_for 10 dmesg_has 'rust_rdma_cm: listening on rxe0$' || return 1
+		wait_for 10 dmesg_has 'rust_rdma_cm: listening on rxe0$'
+}
+
+test_sample_rdma_cm() {
+	local got want
+	rxe_add rxe0 v0 && rcd_load && sample_load || return 1
 	ctl connect 2 rxe0 10.77.0.1 10.77.0.1 $SAMPLE_SID req_data=text:hello-sample &&
 		ctl connect 3 rxe0 10.77.0.1 10.77.0.1 $SAMPLE_SID req_data=text:second || return 1
 	wait_event 20 2 ESTABLISHED && wait_event 20 3 ESTABLISHED || return 1
@@ -68,3 +73,34 @@ test_sample_rdma_cm() {
 	check "the sample left no QP" wait_for 10 sample_qps_are 0
 }
 timeout_test_sample_rdma_cm=120
+
+# The sample with an rdma_cm client: rdma-core's ucmatose (rxe0 to
+# itself), as it would connect to a server listening on TCP port 21075
+# (the sample's service id is rdma_cm's for that port). No messages (-C 0):
+# the sample posts no receives. (rdma_client's protocol is a SEND each
+# way, which needs them: it is not a peer of this sample.) ucmatose's
+# client connects, then waits for the server to disconnect: the sample
+# accepted the REQ with its cma header and moved its QP to RTS at the
+# RTU; its unload sends the DREQ, which ucmatose answers (its
+# DISCONNECTED, rdma_disconnect()'s DREP) before it exits 0.
+test_sample_rdma_cm_ucmatose() {
+	local rc=0 pid out=/tmp/sample-ucmatose.out
+	command -v ucmatose >/dev/null ||
+		{ echo "# SKIP ucmatose (rdmacm-utils) not installed"; return $KSFT_SKIP; }
+	rxe_add rxe0 v0 && sample_load || return 1
+	timeout 60 ucmatose -s 10.77.0.1 -p 21075 -C 0 -c 1 > $out 2>&1 & pid=$!
+	check "the RTU reached the sample (its QP to RTS)" wait_for 30 \
+		dmesg_has 'rust_rdma_cm: connection 0x[0-9a-f]+ established$' || rc=1
+	rmmod rust_rdma_cm || { fail "rmmod rust_rdma_cm"; rc=1; }
+	wait $pid || rc=$?
+	sed 's/^/#   ucmatose: /' $out
+	# What the sample logged, on either outcome.
+	dmesg_test | grep rust_rdma_cm | sed 's/^/#   /'
+	# Its exit status is 0 only once its DISCONNECTED came (cmatose.c:
+	# run_client, disconnect_events).
+	[ $rc = 0 ] || { fail "ucmatose -C 0 against the sample: exit $rc"; return 1; }
+	check "the sample's REQ callback ran" dmesg_has 'rust_rdma_cm: REQ on rxe0: ' ||
+		return 1
+	check "the sample left no QP" wait_for 10 sample_qps_are 0
+}
+timeout_test_sample_rdma_cm_ucmatose=120

@@ -36,8 +36,11 @@ module! {
     license: "GPL",
 }
 
-/// The service id the sample listens on.
-const SERVICE_ID: u64 = 0x5253_0001;
+/// The service id the sample listens on: rdma_cm's for TCP port 21075
+/// (`RDMA_PS_TCP << 16 | port`), so that an rdma_cm client reaches it as it
+/// would reach a server listening on that port (`ucmatose -C 0 -p 21075`:
+/// a connection without messages, then its disconnect).
+const SERVICE_ID: u64 = 0x0106_5253;
 
 /// The REP's private data.
 const REP_DATA: &[u8] = b"rust_rdma_cm: accepted";
