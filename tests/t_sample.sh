@@ -84,21 +84,22 @@ timeout_test_sample_rdma_cm=120
 # RTU; its unload sends the DREQ, which ucmatose answers (its
 # DISCONNECTED, rdma_disconnect()'s DREP) before it exits 0.
 test_sample_rdma_cm_ucmatose() {
-	local rc=0 pid out=/tmp/sample-ucmatose.out
+	local rc=0 bad=0 pid out=/tmp/sample-ucmatose.out
 	command -v ucmatose >/dev/null ||
 		{ echo "# SKIP ucmatose (rdmacm-utils) not installed"; return $KSFT_SKIP; }
 	rxe_add rxe0 v0 && sample_load || return 1
 	timeout 60 ucmatose -s 10.77.0.1 -p 21075 -C 0 -c 1 > $out 2>&1 & pid=$!
 	check "the RTU reached the sample (its QP to RTS)" wait_for 30 \
-		dmesg_has 'rust_rdma_cm: connection 0x[0-9a-f]+ established$' || rc=1
-	rmmod rust_rdma_cm || { fail "rmmod rust_rdma_cm"; rc=1; }
+		dmesg_has 'rust_rdma_cm: connection 0x[0-9a-f]+ established$' || bad=1
+	rmmod rust_rdma_cm || { fail "rmmod rust_rdma_cm"; bad=1; }
 	wait $pid || rc=$?
 	sed 's/^/#   ucmatose: /' $out
 	# What the sample logged, on either outcome.
 	dmesg_test | grep rust_rdma_cm | sed 's/^/#   /'
 	# Its exit status is 0 only once its DISCONNECTED came (cmatose.c:
 	# run_client, disconnect_events).
-	[ $rc = 0 ] || { fail "ucmatose -C 0 against the sample: exit $rc"; return 1; }
+	check "ucmatose -C 0 against the sample exits 0 (got $rc)" test $rc = 0 || return 1
+	[ $bad = 0 ] || return 1
 	check "the sample's REQ callback ran" dmesg_has 'rust_rdma_cm: REQ on rxe0: ' ||
 		return 1
 	check "the sample left no QP" wait_for 10 sample_qps_are 0
