@@ -82,8 +82,8 @@ export RCD_VM_MEM RCD_VM_TIMEOUT
 # NAME CLEANUP-S TEST-S BUSY-S a line) so that the guests finish together.
 times=$RCD_CACHE/test-times-$KERNEL
 # A fresh cache starts from the times shipped with the tests (tests/test-times:
-# NAME KERNEL CLEANUP-S TEST-S).
-[ -s "$times" ] || awk -v k="$KERNEL" '!/^#/ && $2 == k { print $1, $3, $4 }' \
+# NAME KERNEL CLEANUP-S TEST-S BUSY-S).
+[ -s "$times" ] || awk -v k="$KERNEL" '!/^#/ && $2 == k { print $1, $3, $4, $5 }' \
 	"$here/tests/test-times" > "$times" 2>/dev/null
 q=$(mktemp -d "$RCD_CACHE/queue.XXXXXX")
 trap 'rm -rf "$q"' EXIT
