@@ -145,10 +145,11 @@ cpu_busy() {
 # stale copies of the object's pointer on the insmod's kernel stack, and
 # an exited task's stack is kept for the next fork (kernel/fork.c:
 # cached_stacks, two per CPU), a vmalloc area that kmemleak scans: a copy
-# left there referenced the control, and kmemleak_clean failed ("0 of 1
-# planted", a make check of 2026-12-05). So the insmod runs on CPU 0 and
+# left there would reference the control. So the insmod runs on CPU 0 and
 # then four processes at once on CPU 0: their forks take both of its
-# cached stacks, each zeroed for its reuse.
+# cached stacks, each zeroed for its reuse. (The other stale copy, in the
+# slab allocator's free pointers, is the module's to avoid: see its
+# comment.)
 plant_insmod() {
 	taskset -c 0 insmod "$@" || return 1
 	taskset -c 0 sh -c 'sleep 0.1 & sleep 0.1 & sleep 0.1 & sleep 0.1 & wait'

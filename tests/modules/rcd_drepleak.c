@@ -18,6 +18,21 @@
  * whose only pointer is kept XORed (kmemleak must report it: proof that a
  * scan in the test's window finds an object this young), and freed at
  * unload so that it never reaches the end-of-guest kmemleak check.
+ *
+ * The control is the first object of a cache of its own, never one of
+ * kmalloc's. SLUB keeps a free object's free pointer in the middle of the
+ * object (mm/slub.c, calculate_sizes), and without
+ * CONFIG_SLAB_FREELIST_HARDENED it is the next free object's plain
+ * address. So an object from a shared cache is named by its predecessor
+ * in the free list, and that object is allocated next to it: just before
+ * it from 6.12's per-CPU free list, just after it from 7.3's per-CPU
+ * sheaves (which hand out a refill's objects last first). If that
+ * neighbour's owner does not write over those bytes, kmemleak scans it,
+ * finds the pointer and never reports the control. The only object of a
+ * new cache has no allocated neighbour. To keep that cause in view, the
+ * control is planted between two kmalloc() objects of its size that this
+ * module keeps (referenced, never written): the neighbours a kmalloc()ed
+ * control would have on either kernel.
  * Results in the read-only parameters calls, einval and planted.
  *
  * With plant_only=1 it plants the control object and nothing else (no
@@ -54,6 +69,8 @@ MODULE_PARM_DESC(planted, "the control object was allocated (read only): 1");
 /* Not a kernel address once XORed: kmemleak sees no reference to it. */
 #define HIDE 0x5a5a5a5a5a5a5a5aUL
 static unsigned long planted_hidden;
+static struct kmem_cache *control_cache;
+static void *neighbour[2];
 
 static u8 data[U8_MAX];
 
@@ -104,8 +121,15 @@ static noinline int drepleak_run(void)
 		calls, dev, IB_CM_DREP_PRIVATE_DATA_SIZE + 1, U8_MAX, einval);
 
 plant:
-	p = kmemdup(data, IB_CM_DREP_PRIVATE_DATA_SIZE + 1, GFP_KERNEL);
+	control_cache = kmem_cache_create("rcd_control", IB_CM_DREP_PRIVATE_DATA_SIZE + 1,
+					  0, SLAB_NO_MERGE, NULL);
+	if (!control_cache)
+		return -ENOMEM;
+	neighbour[0] = kmalloc(IB_CM_DREP_PRIVATE_DATA_SIZE + 1, GFP_KERNEL);
+	p = kmem_cache_alloc(control_cache, GFP_KERNEL);
+	neighbour[1] = kmalloc(IB_CM_DREP_PRIVATE_DATA_SIZE + 1, GFP_KERNEL);
 	if (p) {
+		memcpy(p, data, IB_CM_DREP_PRIVATE_DATA_SIZE + 1);
 		planted_hidden = (unsigned long)p ^ HIDE;
 		planted = 1;
 	}
@@ -120,7 +144,10 @@ static int __init drepleak_init(void)
 static void __exit drepleak_exit(void)
 {
 	if (planted)
-		kfree((void *)(planted_hidden ^ HIDE));
+		kmem_cache_free(control_cache, (void *)(planted_hidden ^ HIDE));
+	kmem_cache_destroy(control_cache);
+	kfree(neighbour[0]);
+	kfree(neighbour[1]);
 }
 
 module_init(drepleak_init);
