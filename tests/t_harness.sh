@@ -128,8 +128,8 @@ test_harness_log_checks_are_the_tests() {
 
 # The harness's files import each other one way only: no file imports one
 # that imports it back, through any chain (tests/imports.py follows every
-# `use` and path of a sibling file, and the re-exports of conn.rs). At
-# 0458725 one ring held seven of conn/'s files (endpoint, table, handler,
+# `use` and path of a sibling file, and the re-exports of conn.rs). One
+# ring once held seven of conn/'s files (endpoint, table, handler,
 # deadlines, pace, reports, test_hooks).
 test_harness_imports_no_ring() {
 	local h=$RCD_TESTS/harness out rc=0
