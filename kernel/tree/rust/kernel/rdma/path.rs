@@ -24,8 +24,8 @@
 //! A consumer that has its path by other means (an SA query on InfiniBand,
 //! its own neighbour table, a peer's REQ) builds a [`PathRecord`] and makes
 //! it a [`Route`] with [`Route::new`]: the resolution above is rdma_cm's
-//! way, for IPv4 (the only family the harness and the tests use), not the
-//! only one.
+//! way, for IPv4 only (its resolution and its GID lookup take an IPv4
+//! address), and not the only one.
 //!
 //! # The resolution's callback
 //!

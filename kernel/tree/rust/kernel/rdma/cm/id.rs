@@ -255,8 +255,6 @@ impl CmIdRef {
     }
 }
 
-/// The memory behind a [`CmId`]: the id, the consumer's data, and what the
-/// callback trampoline needs to know.
 /// A task inside one of an id's callbacks: a record on the trampoline's
 /// stack, linked into the id's list ([`Inner::callbacks`]) for as long as
 /// the callback runs.
@@ -278,6 +276,8 @@ pub(super) struct CallbackList(pub(super) *mut CallbackRecord);
 // (each is unlinked by its own task before its frame ends).
 unsafe impl Send for CallbackList {}
 
+/// The memory behind a [`CmId`]: the id, the consumer's data, and what the
+/// callback trampoline needs to know.
 #[pin_data]
 pub(super) struct Inner<T: Handler> {
     pub(super) id: AtomicPtr<bindings::ib_cm_id>,
@@ -292,8 +292,9 @@ pub(super) struct Inner<T: Handler> {
     /// callback reads it under the lock before it enters the list, so a
     /// destroy that has set it and then seen the list empty is seen by
     /// every later callback (`CmId::defer` sets it early, without the lock:
-    /// only a hint, the queued destroy sets it again). A spinlock: the last callback to leave wakes
-    /// `idle` and unlocks, and then the memory may go.
+    /// only a hint, the queued destroy sets it again). A spinlock: the last
+    /// callback to leave wakes `idle` and unlocks, and then the memory may
+    /// go.
     #[pin]
     pub(super) callbacks: SpinLock<CallbackList>,
     /// Notified when the last task leaves `callbacks`.

@@ -28,7 +28,7 @@ pub enum MrState {
     Failed,
 }
 
-/// What the peer needs to use an MR, and its state (for `conns`).
+/// What the peer needs to use an MR, and its state.
 #[derive(Clone, Copy, Debug)]
 pub struct MrInfo {
     /// Its index among the QP's MRs (what

@@ -30,7 +30,7 @@ use core::{mem::ManuallyDrop, ptr::NonNull};
 /// ```
 /// use kernel::{c_str, rdma::verbs::QpSize};
 ///
-/// let size = QpSize { send: 64, recv: 256, max_mrs: 2, caller: c_str!("rping") };
+/// let size = QpSize { send: 64, recv: 256, max_mrs: 2, caller: c_str!("my_ulp") };
 /// assert_eq!((size.send, size.recv, size.max_mrs), (64, 256, 2));
 /// ```
 #[derive(Clone, Copy)]
