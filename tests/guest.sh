@@ -107,7 +107,8 @@ run_host_test() {
 	[ -n "${RCD_HOSTS_MISSED:-}" ] ||
 		peer_wait end 120 quiet 2>&1 >/dev/null || echo "# host $RCD_PEER did not end its half (in 120 s, or its guest stopped)"
 	cpu_busy
-	echo "# time: cleanup $((t1 - t0)) s, test $((SECONDS - t1)) s, busy $(( (CPU_BUSY - b0 + 50) / 100 )) s"
+	echo "# time: cleanup $((t1 - t0)) s, test $((SECONDS - t1)) s," \
+		"busy $(( (CPU_BUSY - b0 + 50) / 100 )) s"
 	if [ $clean = failed ]; then
 		echo "# the clean guest before it failed (cleanup above)"
 		rc=1

@@ -70,7 +70,8 @@ rcd_one() {
 	rc=$?
 	[ "$rc" -ne 124 ] || echo "# timed out after $tmo s"
 	cpu_busy
-	echo "# time: cleanup $((t1 - t0)) s, test $((SECONDS - t1)) s, busy $(( (CPU_BUSY - b0 + 50) / 100 )) s"
+	echo "# time: cleanup $((t1 - t0)) s, test $((SECONDS - t1)) s," \
+		"busy $(( (CPU_BUSY - b0 + 50) / 100 )) s"
 	if [ "$rc" -eq "$KSFT_SKIP" ]; then
 		RCD_REASON=$(sed -n 's/^# SKIP //p' /run/rcd-test.out | tail -1)
 		RCD_REASON=${RCD_REASON:-no reason given}

@@ -1095,7 +1095,7 @@ timeout_test_peer_handshake_bounded=120
 # - with PAIRS more DREQs unanswered (drep_after: 10 minutes), as many
 #   handshakes waiting for an RTU, and the answered pairs' ends in their
 #   2.3 h timewait, `rdma link del rxe0` returns within the removal bound,
-#   and the pings go on on rxe1;
+#   and the pings on rxe1 go on;
 # - `rmmod` of the harness, its 2 x PINGERS rping ends live and pinging,
 #   returns within the removal bound.
 # The removal bound is REMOVAL_BOUND_S plus REMOVAL_PER_END_MS for each
@@ -1162,7 +1162,9 @@ reps_out() {
 		lid= rid= qpn=
 		for kv in "${f[@]}"; do
 			case $kv in
-			local_id=*) lid=${kv#*=} ;; remote_id=*) rid=${kv#*=} ;; qpn=*) qpn=${kv#*=} ;;
+			local_id=*) lid=${kv#*=} ;;
+			remote_id=*) rid=${kv#*=} ;;
+			qpn=*) qpn=${kv#*=} ;;
 			esac
 		done
 		[ $((rid)) -ge $(($2)) ] && [ $((rid)) -lt $(($2 + $3)) ] &&
