@@ -44,13 +44,9 @@ check)
 	# Two guests of one vCPU each: the suite is one shell after another,
 	# so one guest keeps about one core busy. Measured: see README.
 	# 1 GiB each: the guests are CPU-bound, and with less memory kmemleak
-	# scans less (every scan reads each page's struct page), boots faster
-	# and the kernel has less to keep: one kmemleak scan pair (the
-	# control's) took 14 busy-s instead of 20, and a whole make check's
-	# guests 1,473 busy-s instead of 1,571 (7.3) and 522 s instead of 586
-	# (6.12), on the same commit (2026-12-05; its one failure was rping's
-	# own race, since accepted). The most memory a test keeps is
-	# flood_vs_rdma_cm's: SUnreclaim about 54 MB after its floods.
+	# scans less (every scan reads each page's struct page) and the guest
+	# boots faster. The most memory a test keeps is flood_vs_rdma_cm's
+	# (SUnreclaim about 54 MB after its floods).
 	: "${RCD_JOBS:=2}" "${RCD_VM_MEM:=1G}"
 	# The guests' limit: three times the guests' part of the last run
 	# measured here (1,200 s, README), so that a machine three

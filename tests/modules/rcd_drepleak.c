@@ -68,6 +68,8 @@ MODULE_PARM_DESC(planted, "the control object was allocated (read only): 1");
 
 /* Not a kernel address once XORed: kmemleak sees no reference to it. */
 #define HIDE 0x5a5a5a5a5a5a5a5aUL
+/* The control's size: the shortest DREP private data the CM refuses. */
+#define CONTROL_SIZE (IB_CM_DREP_PRIVATE_DATA_SIZE + 1)
 static unsigned long planted_hidden;
 static struct kmem_cache *control_cache;
 static void *neighbour[2];
@@ -121,15 +123,14 @@ static noinline int drepleak_run(void)
 		calls, dev, IB_CM_DREP_PRIVATE_DATA_SIZE + 1, U8_MAX, einval);
 
 plant:
-	control_cache = kmem_cache_create("rcd_control", IB_CM_DREP_PRIVATE_DATA_SIZE + 1,
-					  0, SLAB_NO_MERGE, NULL);
+	control_cache = kmem_cache_create("rcd_control", CONTROL_SIZE, 0, SLAB_NO_MERGE, NULL);
 	if (!control_cache)
 		return -ENOMEM;
-	neighbour[0] = kmalloc(IB_CM_DREP_PRIVATE_DATA_SIZE + 1, GFP_KERNEL);
+	neighbour[0] = kmalloc(CONTROL_SIZE, GFP_KERNEL);
 	p = kmem_cache_alloc(control_cache, GFP_KERNEL);
-	neighbour[1] = kmalloc(IB_CM_DREP_PRIVATE_DATA_SIZE + 1, GFP_KERNEL);
+	neighbour[1] = kmalloc(CONTROL_SIZE, GFP_KERNEL);
 	if (p) {
-		memcpy(p, data, IB_CM_DREP_PRIVATE_DATA_SIZE + 1);
+		memcpy(p, data, CONTROL_SIZE);
 		planted_hidden = (unsigned long)p ^ HIDE;
 		planted = 1;
 	}
