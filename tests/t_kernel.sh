@@ -122,7 +122,14 @@ test_dmesg_clean() {
 	# Reports a test provoked on purpose and checked itself are skipped
 	# (expect_reports_begin/end in lib.sh).
 	bad=$(dmesg_outside_expected | grep -E "$DMESG_BAD")
-	[ -z "$bad" ] || { echo "$bad" | head -40 | sed 's/^/# /'; return 1; }
+	[ -z "$bad" ] || {
+		echo "$bad" | head -40 | sed 's/^/# /'
+		# The first report whole (its lines up to 80), for its stack.
+		echo "# the first report, from its first line:"
+		dmesg_outside_expected | RCD_ERE=$DMESG_BAD awk '
+			!n && $0 ~ ENVIRON["RCD_ERE"] { n = 1 } n && n++ <= 80' | sed 's/^/#   /'
+		return 1
+	}
 	return $rc
 }
 
