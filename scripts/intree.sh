@@ -8,7 +8,7 @@
 #                              series in $RCD_CACHE/intree-7.3/, each with a
 #                              cover letter (kernel/7.3/covers/) and To:/Cc:
 #                              from get_maintainer.pl: 1-ib-cm/ (linux-rdma),
-#                              2-rust-debugfs/ (rust-for-linux), 3-mm-slub/
+#                              2-rust/ (rust-for-linux), 3-mm-slub/
 #                              (mm), 4-rfc-rust-rdma/ (after the three). 6.12,
 #                              the test kernel's: one, intree/series/. A
 #                              series has one patch per $KSERIES/*.patch
@@ -371,7 +371,7 @@ kpatches() {
 }
 
 # group_of NAME: which of 7.3's four series a kernel patch belongs to:
-# 1 the IB/cm fixes (linux-rdma), 2 the kernel::debugfs .owner fix
+# 1 the IB/cm fixes (linux-rdma), 2 the kernel::debugfs and workqueue fixes
 # (rust-for-linux), 3 SLUB's kmemleak fix (mm), 4 the RFC (kernel::rdma,
 # then the module and its selftests, which come after all of these).
 # 6.12's series is one (its backport is not for the lists): all 4.
@@ -379,7 +379,7 @@ group_of() {
 	if [ "$KERNEL" = 6.12 ]; then echo 4; return; fi
 	case $1 in
 	0000-IB-cm-*) echo 1 ;;
-	0000-rust-debugfs-*) echo 2 ;;
+	0000-rust-debugfs-* | 0000-rust-workqueue-*) echo 2 ;;
 	0000-mm-slub-*) echo 3 ;;
 	0000-*) echo "intree: ${1}: no list for this fix (group_of)" >&2; exit 1 ;;
 	*) echo 4 ;;
@@ -388,7 +388,7 @@ group_of() {
 
 # The four series of 7.3: directory (its cover letter kernel/7.3/covers/DIR.txt)
 # and subject prefix.
-groups=("1-ib-cm PATCH" "2-rust-debugfs PATCH" "3-mm-slub PATCH" "4-rfc-rust-rdma RFC PATCH")
+groups=("1-ib-cm PATCH" "2-rust PATCH" "3-mm-slub PATCH" "4-rfc-rust-rdma RFC PATCH")
 
 # series_patches: the patches of what write_series wrote, in the order
 # they apply (no cover letters).
