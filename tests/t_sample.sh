@@ -2,9 +2,10 @@
 #
 # samples/rust/rust_rdma_cm.rs, the series' sample user of kernel::rdma,
 # with the harness as its peer: it accepts a REQ (its REP, then the RTU),
-# logs the REQ's and the DREQ's private data, answers the DREQ with its
-# DREP, frees the connection at timewait exit, and disconnects what is
-# still connected when it is unloaded.
+# logs the REQ's and the DREQ's private data, echoes a message, answers
+# the DREQ with its DREP, frees the connection at timewait exit, and
+# disconnects what is still connected when it is unloaded. Then with
+# rdma-core's clients: ucmatose and rdma_client.
 
 SAMPLE_KO=$RCD_MODS/rust_rdma_cm.ko
 # rdma_cm's service id of TCP port 21075 (the sample's SERVICE_ID).
@@ -47,16 +48,23 @@ sample_load() {
 test_sample_rdma_cm() {
 	local got want
 	rxe_add rxe0 v0 && rcd_load && sample_load || return 1
-	ctl connect 2 rxe0 10.77.0.1 10.77.0.1 $SAMPLE_SID req_data=text:hello-sample &&
+	ctl connect 2 rxe0 10.77.0.1 10.77.0.1 $SAMPLE_SID req_data=text:hello-sample recv=1:64 &&
 		ctl connect 3 rxe0 10.77.0.1 10.77.0.1 $SAMPLE_SID req_data=text:second || return 1
 	wait_event 20 2 ESTABLISHED && wait_event 20 3 ESTABLISHED || return 1
 	check "the sample's two QPs" sample_qps_are 2 ||
 		{ rdma resource show qp | sed 's/^/# /'; return 1; }
 	check "the sample logged the REQ's private data" \
 		dmesg_has 'rust_rdma_cm: REQ on rxe0: hello-sample$' || return 1
-	check "the RTU reached the sample (its QP to RTS)" \
+	check "the RTU reached the sample" \
 		wait_for 10 dmesg_count_ge 'rust_rdma_cm: connection 0x[0-9a-f]+ established$' 2 ||
 		return 1
+	ctl post 2 0 1 data=text:echo-me || return 1
+	check "the sample echoed our message" wait_for 20 polled_is 2 rx_msgs 1 ||
+		{ log "$(wr_line 2)"; return 1; }
+	check "its 7 bytes" test "$(conn_field 2 rx_bytes)/$(conn_field 2 rx_last)" = \
+		"7/$(text_hex echo-me)" || { log "$(wr_line 2)"; return 1; }
+	check "the sample logged it" \
+		dmesg_has 'rust_rdma_cm: received 7 bytes on 0x[0-9a-f]+$' || return 1
 	ctl dreq 2 text:bye-sample && wait_event 20 2 DREP_RECEIVED || return 1
 	got=$(event_field 2 DREP_RECEIVED data)
 	want=$(text_hex_padded "rust_rdma_cm: bye" 224)
@@ -76,20 +84,19 @@ timeout_test_sample_rdma_cm=120
 
 # The sample with an rdma_cm client: rdma-core's ucmatose (rxe0 to
 # itself), as it would connect to a server listening on TCP port 21075
-# (the sample's service id is rdma_cm's for that port). No messages (-C 0):
-# the sample posts no receives. (rdma_client's protocol is a SEND each
-# way, which needs them: it is not a peer of this sample.) ucmatose's
-# client connects, then waits for the server to disconnect: the sample
-# accepted the REQ with its cma header and moved its QP to RTS at the
-# RTU; its unload sends the DREQ, which ucmatose answers (its
-# DISCONNECTED, rdma_disconnect()'s DREP) before it exits 0.
+# (the sample's service id is rdma_cm's for that port). No messages (-C 0:
+# ucmatose's server side sends first, which the sample does not).
+# ucmatose's client connects, then waits for the server to disconnect:
+# the sample accepted the REQ with its cma header; its unload sends the
+# DREQ, which ucmatose answers (its DISCONNECTED, rdma_disconnect()'s
+# DREP) before it exits 0.
 test_sample_rdma_cm_ucmatose() {
 	local rc=0 bad=0 pid out=/tmp/sample-ucmatose.out
 	command -v ucmatose >/dev/null ||
 		{ echo "# SKIP ucmatose (rdmacm-utils) not installed"; return $KSFT_SKIP; }
 	rxe_add rxe0 v0 && sample_load || return 1
 	timeout 60 ucmatose -s 10.77.0.1 -p 21075 -C 0 -c 1 > $out 2>&1 & pid=$!
-	check "the RTU reached the sample (its QP to RTS)" wait_for 30 \
+	check "the RTU reached the sample" wait_for 30 \
 		dmesg_has 'rust_rdma_cm: connection 0x[0-9a-f]+ established$' || bad=1
 	rmmod rust_rdma_cm || { fail "rmmod rust_rdma_cm"; bad=1; }
 	wait $pid || rc=$?
@@ -105,3 +112,33 @@ test_sample_rdma_cm_ucmatose() {
 	check "the sample left no QP" wait_for 10 sample_qps_are 0
 }
 timeout_test_sample_rdma_cm_ucmatose=120
+
+# The sample with rdma-core's rdma_client (librdmacm's synchronous verbs
+# example), as a server listening on TCP port 21075: rdma_client posts a
+# 16-byte receive, connects, sends 16 bytes and waits for their SEND's and
+# that receive's completions, then disconnects (rdma_client.c: run). The
+# sample's echo answers the receive; its DREP, the DREQ.
+test_sample_rdma_client() {
+	local rc=0 out=/tmp/sample-rdma_client.out
+	command -v rdma_client >/dev/null ||
+		{ echo "# SKIP rdma_client (rdmacm-utils) not installed"; return $KSFT_SKIP; }
+	rxe_add rxe0 v0 && sample_load || return 1
+	timeout 60 rdma_client -s 10.77.0.1 -p 21075 > $out 2>&1 || rc=$?
+	sed 's/^/#   rdma_client: /' $out
+	dmesg_test | grep rust_rdma_cm | sed 's/^/#   /'
+	# It ends 0 once a completion of its receive came: only our echo
+	# completes it before its own disconnect.
+	check "rdma_client ended 0 (status $rc)" grep -qx 'rdma_client: end 0' $out || return 1
+	# (The echo's own completion may be a flush: rdma_client disconnects
+	# as soon as the echo arrived, and the sample's DREQ handler moves its
+	# QP to error, maybe before the ACK is processed; see
+	# send_came_back_once.)
+	check "the sample received its 16 bytes" \
+		dmesg_has 'rust_rdma_cm: received 16 bytes on 0x[0-9a-f]+$' || return 1
+	check "its DREQ reached the sample" \
+		wait_for 10 dmesg_has 'rust_rdma_cm: DREQ on 0x[0-9a-f]+: ?$' || return 1
+	check "the sample freed it at timewait exit" \
+		wait_for 30 dmesg_has 'rust_rdma_cm: connection 0x[0-9a-f]+ freed$' || return 1
+	check "the sample left no QP" wait_for 10 sample_qps_are 0
+}
+timeout_test_sample_rdma_client=120

@@ -4,12 +4,15 @@
 //!
 //! A passive side of the IB connection manager over `kernel::rdma`: on every
 //! RDMA device with an IB CM port it listens on [`SERVICE_ID`]; it accepts
-//! each REQ for a reliable connection with an RC QP of its own, moved to RTR
-//! with the attributes the CM computes, and a REP carrying [`REP_DATA`]; the
-//! RTU moves the QP to RTS. It answers the peer's DREQ by moving the QP to
-//! the error state and sending a DREP carrying [`DREP_DATA`], and frees the
-//! connection once it left timewait. Unloading it (or removing the device)
-//! disconnects whatever is still connected: dropping an id sends its DREQ.
+//! each REQ for a reliable connection with an RC QP of its own, moved to RTS
+//! with the attributes the CM computes (as rdma_cm's `rdma_accept()` does,
+//! before the REP), and a REP carrying [`REP_DATA`]. It echoes each message
+//! the peer sends (up to [`MSG_MAX`] bytes): a receive is posted before the
+//! REP, and the QP's completions queue the echo. It answers the peer's DREQ
+//! by moving the QP to the error state and sending a DREP carrying
+//! [`DREP_DATA`], and frees the connection once it left timewait. Unloading
+//! it (or removing the device) disconnects whatever is still connected:
+//! dropping an id sends its DREQ.
 //!
 //! The private data a peer sends in its REQ and DREQ is logged, as text.
 
@@ -21,7 +24,7 @@ use kernel::{
         client::{Client, Registration},
         cm::{CmId, CmIdRef, Handler, Rep, Request},
         device::Device,
-        verbs::{QpAttr, QpSize, QpState, RcQp},
+        verbs::{QpAttr, QpSize, QpState, RcQp, Waker, WcStatus, WrKind},
     },
     str::BStr,
     sync::{Arc, Mutex},
@@ -39,8 +42,12 @@ module! {
 /// The service id the sample listens on: rdma_cm's for TCP port 21075
 /// (`RDMA_PS_TCP << 16 | port`), so that an rdma_cm client reaches it as it
 /// would reach a server listening on that port (`ucmatose -C 0 -p 21075`:
-/// a connection without messages, then its disconnect).
+/// a connection without messages, then its disconnect; `rdma_client -p
+/// 21075`: 16 bytes each way).
 const SERVICE_ID: u64 = 0x0106_5253;
+
+/// The longest message echoed: the size of each receive posted.
+const MSG_MAX: usize = 64;
 
 /// The REP's private data.
 const REP_DATA: &[u8] = b"rust_rdma_cm: accepted";
@@ -66,23 +73,70 @@ struct Listening {
 #[pin_data]
 struct Conns {
     #[pin]
-    list: Mutex<RBTree<u32, CmId<Endpoint>>>,
+    list: Mutex<RBTree<u32, Conn>>,
+    /// Where the echoes run.
+    reaper: QueueRef,
+}
+
+/// An accepted connection: its id and its QP.
+struct Conn {
+    id: CmId<Endpoint>,
+    qp: Arc<Mutex<RcQp>>,
 }
 
 impl Conns {
     /// Takes the connection of `id` out of the list: its caller drops it
     /// after the lock (dropping an id may wait for its callbacks, which may
     /// take the lock).
-    fn take(&self, id: &CmIdRef) -> Option<CmId<Endpoint>> {
+    fn take(&self, id: &CmIdRef) -> Option<Conn> {
         self.list.lock().remove(&id.local_id())
     }
+
+    /// Echoes what connection `local_id` received, with a new receive
+    /// posted for the next message first. Queued by the QP's completions;
+    /// a completion of a connection already freed finds nothing.
+    fn echo(&self, local_id: u32) {
+        let Some(qp) = self.list.lock().get(&local_id).map(|c| c.qp.clone()) else {
+            return;
+        };
+        let mut verbs = qp.lock();
+        while let Ok(Some(c)) = verbs.poll_one() {
+            // Flushed requests (the disconnect) end here, their buffers freed.
+            if c.status != WcStatus::Success {
+                continue;
+            }
+            let res = match c.kind {
+                Some(WrKind::Recv) => {
+                    let len = usize::try_from(c.byte_len).map_or(0, |n| n.min(c.buf.len()));
+                    pr_info!("received {} bytes on {:#x}\n", len, local_id);
+                    answer(&mut verbs, &c.buf[..len])
+                }
+                Some(WrKind::Send) => {
+                    pr_info!("echoed {} bytes on {:#x}\n", c.buf.len(), local_id);
+                    Ok(())
+                }
+                _ => Ok(()),
+            };
+            if let Err(e) = res {
+                pr_warn!("echo on {:#x}: {:?}\n", local_id, e);
+            }
+        }
+    }
+}
+
+/// Posts the receive of the next message, then the echo of `msg`.
+fn answer(verbs: &mut RcQp, msg: &[u8]) -> Result {
+    verbs.post_recv(KVec::from_elem(0, MSG_MAX, GFP_KERNEL)?)?;
+    let mut echo = KVec::with_capacity(msg.len(), GFP_KERNEL)?;
+    echo.extend_from_slice(msg, GFP_KERNEL)?;
+    verbs.post_send(echo)
 }
 
 /// A listener (no QP) or an accepted connection (its QP): the CM gives a
 /// listener's new ids the listener's handler type.
 struct Endpoint {
     conns: Arc<Conns>,
-    qp: Option<Arc<RcQp>>,
+    qp: Option<Arc<Mutex<RcQp>>>,
 }
 
 impl Endpoint {
@@ -96,7 +150,7 @@ impl Endpoint {
             max_mrs: 0,
             caller: c_str!("rust_rdma_cm"),
         };
-        let qp = Arc::new(RcQp::new(req.device(), size)?, GFP_KERNEL)?;
+        let qp = Arc::pin_init(new_mutex!(RcQp::new(req.device(), size)?), GFP_KERNEL)?;
         // The list's node, allocated before anything is sent.
         let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
         let (depth, resources) = (req.initiator_depth(), req.responder_resources());
@@ -105,16 +159,38 @@ impl Endpoint {
             qp: Some(qp.clone()),
         };
         let id = req.accept(endpoint)?;
+        let local_id = id.local_id();
         // An error from here drops `id` in its own REQ callback: the CM
         // destroys it, and rejects the REQ unless the REP went out.
-        qp.modify(&id.init_qp_attr(QpState::Init)?)?;
-        let mut rtr = id.init_qp_attr(QpState::Rtr)?;
-        // Our PSN, announced in the REP: the CM learns it only then.
-        rtr.set_rq_psn(qp.qp_num());
-        qp.modify(&rtr)?;
+        let qp_num = {
+            let mut verbs = qp.lock();
+            verbs.modify(&id.init_qp_attr(QpState::Init)?)?;
+            // The peer may send as soon as it has sent its RTU.
+            verbs.post_recv(KVec::from_elem(0, MSG_MAX, GFP_KERNEL)?)?;
+            // Each completion queues the echo; the waker holds the list
+            // (not the QP, which holds the waker), until the connection
+            // leaves it.
+            let (conns, reaper) = (self.conns.clone(), self.conns.reaper.clone());
+            let waker: Waker = Arc::new(
+                move || {
+                    let conns = conns.clone();
+                    if reaper.spawn(move || conns.echo(local_id)).is_err() {
+                        pr_warn!("echo on {:#x}: not queued\n", local_id);
+                    }
+                },
+                GFP_KERNEL,
+            )?;
+            verbs.set_waker(Some(waker));
+            let mut rtr = id.init_qp_attr(QpState::Rtr)?;
+            // Our PSN, announced in the REP: the CM learns it only then.
+            rtr.set_rq_psn(verbs.qp_num());
+            verbs.modify(&rtr)?;
+            verbs.modify(&id.init_qp_attr(QpState::Rts)?)?;
+            verbs.qp_num()
+        };
         let rep = Rep {
-            qp_num: qp.qp_num(),
-            starting_psn: qp.qp_num(),
+            qp_num,
+            starting_psn: qp_num,
             responder_resources: depth.min(1),
             initiator_depth: resources.min(1),
             flow_control: true,
@@ -124,10 +200,9 @@ impl Endpoint {
         // In the list before the REP goes: its failure (REP_ERROR, from the
         // MAD's completion, not serialised with this callback) frees the
         // connection through the list.
-        let local_id = id.local_id();
         let mut conns = self.conns.list.lock();
-        let replaced = conns.insert(node.into_node(local_id, id));
-        let sent = conns.get(&local_id).ok_or(ENOENT)?.send_rep(&rep);
+        let replaced = conns.insert(node.into_node(local_id, Conn { id, qp }));
+        let sent = conns.get(&local_id).ok_or(ENOENT)?.id.send_rep(&rep);
         let failed = sent.is_err().then(|| conns.remove(&local_id)).flatten();
         drop(conns);
         // Dropped after the lock (this is the id's own REQ callback: the
@@ -158,16 +233,7 @@ impl Handler for Endpoint {
     }
 
     fn established(&self, id: &CmIdRef) {
-        let rts = match &self.qp {
-            Some(qp) => id
-                .init_qp_attr(QpState::Rts)
-                .and_then(|attr| qp.modify(&attr)),
-            None => Ok(()),
-        };
-        match rts {
-            Ok(()) => pr_info!("connection {:#x} established\n", id.local_id()),
-            Err(e) => pr_warn!("QP of {:#x} to RTS: {:?}\n", id.local_id(), e),
-        }
+        pr_info!("connection {:#x} established\n", id.local_id());
     }
 
     fn dreq_received(&self, id: &CmIdRef, private_data: &[u8]) {
@@ -179,7 +245,7 @@ impl Handler for Endpoint {
         // As rdma_disconnect() does: the QP to the error state first, so
         // that what is posted on it is flushed, then the DREP.
         if let Some(qp) = &self.qp {
-            if let Err(e) = qp.modify(&QpAttr::to_error()) {
+            if let Err(e) = qp.lock().modify(&QpAttr::to_error()) {
                 pr_warn!("QP of {:#x} to error: {:?}\n", id.local_id(), e);
             }
         }
@@ -218,6 +284,7 @@ impl Client for Sample {
         let conns = Arc::pin_init(
             pin_init!(Conns {
                 list <- new_mutex!(RBTree::new()),
+                reaper: self.reaper.clone(),
             }),
             GFP_KERNEL,
         )?;
