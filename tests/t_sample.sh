@@ -14,7 +14,7 @@ SAMPLE_SID=0x01065253
 # text_hex_padded TEXT BYTES: TEXT's bytes in hex, zeros up to BYTES.
 text_hex_padded() {
 	local h
-	h=$(printf '%s' "$1" | od -An -tx1 | tr -d ' \n')
+	h=$(text_hex "$1")
 	printf '%s' "$h"
 	printf '%0*d' $(($2 * 2 - ${#h})) 0
 }

@@ -124,9 +124,14 @@ impl Conns {
     }
 }
 
+/// Posts the receive of the next message (of up to [`MSG_MAX`] bytes).
+fn post_recv(verbs: &mut RcQp) -> Result {
+    verbs.post_recv(KVec::from_elem(0, MSG_MAX, GFP_KERNEL)?)
+}
+
 /// Posts the receive of the next message, then the echo of `msg`.
 fn answer(verbs: &mut RcQp, msg: &[u8]) -> Result {
-    verbs.post_recv(KVec::from_elem(0, MSG_MAX, GFP_KERNEL)?)?;
+    post_recv(verbs)?;
     let mut echo = KVec::with_capacity(msg.len(), GFP_KERNEL)?;
     echo.extend_from_slice(msg, GFP_KERNEL)?;
     verbs.post_send(echo)
@@ -166,7 +171,7 @@ impl Endpoint {
             let mut verbs = qp.lock();
             verbs.modify(&id.init_qp_attr(QpState::Init)?)?;
             // The peer may send as soon as it has sent its RTU.
-            verbs.post_recv(KVec::from_elem(0, MSG_MAX, GFP_KERNEL)?)?;
+            post_recv(&mut verbs)?;
             // Each completion queues the echo; the waker holds the list
             // (not the QP, which holds the waker), until the connection
             // leaves it.
