@@ -73,22 +73,16 @@ struct Listening {
 #[pin_data]
 struct Conns {
     #[pin]
-    list: Mutex<RBTree<u32, Conn>>,
+    list: Mutex<RBTree<u32, CmId<Endpoint>>>,
     /// Where the echoes run.
     reaper: QueueRef,
-}
-
-/// An accepted connection: its id and its QP.
-struct Conn {
-    id: CmId<Endpoint>,
-    qp: Arc<Mutex<RcQp>>,
 }
 
 impl Conns {
     /// Takes the connection of `id` out of the list: its caller drops it
     /// after the lock (dropping an id may wait for its callbacks, which may
     /// take the lock).
-    fn take(&self, id: &CmIdRef) -> Option<Conn> {
+    fn take(&self, id: &CmIdRef) -> Option<CmId<Endpoint>> {
         self.list.lock().remove(&id.local_id())
     }
 
@@ -96,7 +90,10 @@ impl Conns {
     /// posted for the next message first. Queued by the QP's completions;
     /// a completion of a connection already freed finds nothing.
     fn echo(&self, local_id: u32) {
-        let Some(qp) = self.list.lock().get(&local_id).map(|c| c.qp.clone()) else {
+        let conns = self.list.lock();
+        let qp = conns.get(&local_id).and_then(|id| id.data().qp.clone());
+        drop(conns);
+        let Some(qp) = qp else {
             return;
         };
         let mut verbs = qp.lock();
@@ -206,8 +203,8 @@ impl Endpoint {
         // MAD's completion, not serialised with this callback) frees the
         // connection through the list.
         let mut conns = self.conns.list.lock();
-        let replaced = conns.insert(node.into_node(local_id, Conn { id, qp }));
-        let sent = conns.get(&local_id).ok_or(ENOENT)?.id.send_rep(&rep);
+        let replaced = conns.insert(node.into_node(local_id, id));
+        let sent = conns.get(&local_id).ok_or(ENOENT)?.send_rep(&rep);
         let failed = sent.is_err().then(|| conns.remove(&local_id)).flatten();
         drop(conns);
         // Dropped after the lock (this is the id's own REQ callback: the

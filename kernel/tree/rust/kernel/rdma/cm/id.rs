@@ -565,6 +565,12 @@ impl<T: Handler> CmId<T> {
         })
     }
 
+    /// The consumer's data: the handler whose callbacks the id's events run,
+    /// for what the owner keeps in it (a connection's QP, say).
+    pub fn data(&self) -> &T {
+        &self.inner.data
+    }
+
     /// Destroys the id from its queue, never waiting here: for callers that
     /// hold a lock a callback of the id may need. The id gets no more
     /// events; [`QueueRef::flush`] waits for the destroy.
