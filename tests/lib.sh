@@ -979,6 +979,14 @@ wait_events() {
 	return 1
 }
 
+# ends_by_state [PATTERN]: the module's ends (in conns) whose line matches
+# the awk PATTERN (every end by default), counted by state: "STATE=N ...".
+ends_by_state() {
+	awk -v pat="${1:-.}" '$0 ~ pat {
+		for (i = 2; i <= NF; i++) if ($i ~ /^state=/) c[substr($i, 7)]++ }
+		END { for (k in c) printf "%s=%d ", k, c[k] }' "$RCD_DBG/conns"
+}
+
 # ends_without KIND FIRST LAST [MAX]: the endpoints of FIRST..LAST (in conns)
 # without a KIND event, at most MAX (8) of them, each with its state and
 # its events in order, for the log.

@@ -280,9 +280,7 @@ test_fuzz_cm_peer() {
 'drep_received|dreq_sent|drep_sent|events_lost)$')"
 	log "module events: $(awk '{ c[$2]++ } END { for (k in c) printf "%s=%d ", k, c[k] }' \
 		"$RCD_DBG/events")"
-	log "module ends by state: $(awk '{
-		for (i = 2; i <= NF; i++) if ($i ~ /^state=/) c[substr($i, 7)]++ }
-		END { for (k in c) printf "%s=%d ", k, c[k] }' "$RCD_DBG/conns")"
+	log "module ends by state: $(ends_by_state)"
 	check "the peer sent messages of every kind" fuzzpeer_sent_every_kind || bad=1
 	# Nothing held in a handshake or a disconnect once the CM's own
 	# timers (bounded by the peer's max_resp and max_retries) have run:

@@ -429,12 +429,9 @@ BOUND_SLACK_KB=${RCD_BOUND_SLACK_KB:-256}
 # held_ends_diag: what a failed wait of peer_held_within_bound saw: the
 # DREQs answered late and pending, the ids, listener 1's ends by state.
 held_ends_diag() {
-	local ends
-	ends=$(awk '/ listener=1 / { for (i = 2; i <= NF; i++) if ($i ~ /^state=/) c[$i]++ }
-		END { for (k in c) printf "%s %d ", k, c[k] }' "$RCD_DBG/conns")
 	log "dreq_answered_late $(rcd_stat dreq_answered_late)," \
 		"dreqs_pending $(rcd_stat dreqs_pending), cm_ids_live $(rcd_stat cm_ids_live);" \
-		"listener 1's ends: $ends"
+		"listener 1's ends: $(ends_by_state ' listener=1 ')"
 }
 test_peer_held_within_bound() {
 	local r rounds=$(( (BOUND_CYCLES + 199) / 200 )) keep=50 ids0 qps0 rc n s0 s1 eps
