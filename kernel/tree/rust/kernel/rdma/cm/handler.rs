@@ -7,7 +7,7 @@
 
 use super::{
     enums::{RejReason, SidrStatus},
-    id::{current_task, CallbackRecord, CmId, CmIdRef, Inner},
+    id::{CmId, CmIdRef, Inner},
     msg::{
         Message, DREP_PRIVATE_DATA_SIZE, DREQ_PRIVATE_DATA_SIZE, REJ_PRIVATE_DATA_SIZE,
         REQ_PRIVATE_DATA_SIZE, SIDR_REQ_PRIVATE_DATA_SIZE,
@@ -370,24 +370,11 @@ impl<T: Handler> Adapter<T> {
         event: &bindings::ib_cm_event,
         kind: EventType,
     ) -> c_int {
-        let mut record = CallbackRecord {
-            task: current_task(),
-            next: core::ptr::null_mut(),
-        };
-        let record: *mut CallbackRecord = &mut record;
-        // Under the list's lock with the destroy's `dropped`: either the
-        // destroy sees this callback linked and waits for it before
-        // `ib_destroy_cm_id`, or this callback sees `dropped` and leaves the
-        // id alone (its owner is gone and its destroy under way: the destroy
-        // answers what needs an answer, REJ or DREP).
-        //
-        // SAFETY: `record` lives in this frame, is not moved, and is
-        // unlinked below before the frame ends.
-        if unsafe { inner.enter(record) } {
+        // Once the owner is gone, its destroy answers what needs an answer
+        // (REJ, DREP). A destroy that sets `dropped` after this read waits
+        // for this callback in `ib_destroy_cm_id`.
+        if !inner.dropped.load(Ordering::Acquire) {
             Self::dispatch(&inner.data, id, event, kind);
-            // SAFETY: Linked above by this same task. The last access to
-            // `inner`: a destroy waits for this.
-            unsafe { inner.leave(record) };
         }
         0
     }
@@ -440,17 +427,11 @@ impl<T: Handler> Adapter<T> {
         if !unsafe { &*ctx }.destroy_on_return.load(Ordering::Acquire) {
             return 0;
         }
-        // SAFETY: `ctx` is the id's context, alive until released below.
-        let inner = unsafe { &*ctx };
-        // No callback but this one can be running: the id was dropped in
-        // `REQ_RCVD` (`CmId::drop`), so no MAD of its own is outstanding
-        // and no `*_ERROR` event can come. Stopping them costs nothing.
-        inner.stop_callbacks();
         // SAFETY: The context's reference: the owner is gone, and the CM
         // destroys the id when we return non-zero (`cm_process_work`), with
-        // no callback in between or after: it sent nothing that could fail
-        // (above), and a REQ's id gets no other event before its handler
-        // returned.
+        // no callback in between or after: the id was dropped in `REQ_RCVD`
+        // (`CmId::drop`), so it sent nothing that could fail, and a REQ's id
+        // gets no other event before its handler returned.
         drop(unsafe { Arc::from_raw(ctx) });
         ret.err().unwrap_or(EINVAL).to_errno()
     }

@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The ids: [`CmIdRef`], an id borrowed (what can be done with one), and
-//! [`CmId`], an owned id with the consumer's data, its destroy, and the
-//! record of the callbacks running on it.
+//! [`CmId`], an owned id with the consumer's data, and its destroy.
 
 use super::{
     enums::State,
@@ -21,13 +20,12 @@ use crate::{
     },
     str::CStr,
     sync::aref::ARef,
-    sync::{Arc, CondVar, SpinLock},
+    sync::Arc,
     types::Opaque,
     workqueue::{QueueRef, Work, WorkItem},
 };
 use core::{
     ops::Deref,
-    ptr::NonNull,
     sync::atomic::{AtomicBool, AtomicPtr, Ordering},
 };
 
@@ -255,27 +253,6 @@ impl CmIdRef {
     }
 }
 
-/// A task inside one of an id's callbacks: a record on the trampoline's
-/// stack, linked into the id's list ([`Inner::callbacks`]) for as long as
-/// the callback runs.
-pub(super) struct CallbackRecord {
-    pub(super) task: *mut c_void,
-    pub(super) next: *mut CallbackRecord,
-}
-
-/// The head of an id's list of [`CallbackRecord`]s.
-///
-/// # Invariants
-///
-/// Every record reachable from the head is alive and not moved: it lives
-/// in the frame of the `Adapter::own` call that linked it, which unlinks
-/// it before it returns. The list is only read or changed under its lock.
-pub(super) struct CallbackList(pub(super) *mut CallbackRecord);
-
-// SAFETY: The records are only reached under the list's lock, from any task
-// (each is unlinked by its own task before its frame ends).
-unsafe impl Send for CallbackList {}
-
 /// The memory behind a [`CmId`]: the id, the consumer's data, and what the
 /// callback trampoline needs to know.
 #[pin_data]
@@ -286,20 +263,6 @@ pub(super) struct Inner<T: Handler> {
     /// device's unregistration waits for this reference, so the id never
     /// outlives it, whatever the owner of the [`CmId`] holds.
     pub(super) device: ARef<Device>,
-    /// The tasks running one of this id's callbacks now (more than one at
-    /// once: a `*_ERROR` callback comes from the MAD completion, beside
-    /// the CM's workqueue). A destroy sets `dropped` under this lock, and a
-    /// callback reads it under the lock before it enters the list, so a
-    /// destroy that has set it and then seen the list empty is seen by
-    /// every later callback (`CmId::defer` sets it early, without the lock:
-    /// only a hint, the queued destroy sets it again). A spinlock: the last
-    /// callback to leave wakes `idle` and unlocks, and then the memory may
-    /// go.
-    #[pin]
-    pub(super) callbacks: SpinLock<CallbackList>,
-    /// Notified when the last task leaves `callbacks`.
-    #[pin]
-    pub(super) idle: CondVar,
     /// The task running the REQ callback that accepted this id, while
     /// `in_req`; else null.
     pub(super) req_task: AtomicPtr<c_void>,
@@ -308,12 +271,12 @@ pub(super) struct Inner<T: Handler> {
     /// The [`CmId`] was dropped inside the REQ callback that accepted it:
     /// the trampoline rejects the REQ instead (the CM destroys the id).
     pub(super) destroy_on_return: AtomicBool,
-    /// The [`CmId`] is gone and the destroy queued: no more events are
-    /// delivered, REQs are rejected. The CM holds no reference on the id
-    /// while it delivers the `*_ERROR` events, so `ib_destroy_cm_id` does
-    /// not wait for those: the destroy paths set this, then wait for
-    /// `callbacks` to empty before `ib_destroy_cm_id` frees the id and
-    /// again before they free this memory.
+    /// The [`CmId`] is gone and its destroy under way: no more events reach
+    /// the handler, REQs are rejected. A callback that read it before it
+    /// was set runs to its end, and `ib_destroy_cm_id` waits for it: the CM
+    /// holds the id for every handler it calls (`cm_process_work`, and
+    /// `cm_process_send_error` for the `*_ERROR` events since "IB/cm: Keep
+    /// the cm_id alive while its send error handler runs").
     pub(super) dropped: AtomicBool,
     #[pin]
     pub(super) work: Work<Inner<T>>,
@@ -325,23 +288,18 @@ kernel::impl_has_work! {
     impl{T: Handler} HasWork<Inner<T>> for Inner<T> { self.work }
 }
 
-/// The lockdep names of `Inner`'s lock, condition variable and work, made
-/// in this crate alone (`inline(never)`: rustc copies small functions,
-/// closures and their constants into the crates that call them), so that
-/// each name has one address whichever crate instantiates `Inner<T>`.
-/// Their keys are statics in `Inner::new`, one item each (a static in a
-/// generic function is not instantiated per `T`): one key per lock for
-/// every `T` of every crate. A name copied into each crate that
-/// instantiates `Inner<T>` gives lockdep that key with two names as soon as
-/// a second module uses `cm` (it warns), and a name left in an unloaded
-/// module's memory.
+/// The lockdep name of `Inner`'s work, made in this crate alone
+/// (`inline(never)`: rustc copies small functions, closures and their
+/// constants into the crates that call them), so that the name has one
+/// address whichever crate instantiates `Inner<T>`. Its key is a static in
+/// `Inner::new`, one item (a static in a generic function is not
+/// instantiated per `T`): one key for every `T` of every crate. A name
+/// copied into each crate that instantiates `Inner<T>` gives lockdep that
+/// key with two names as soon as a second module uses `cm` (it warns), and
+/// a name left in an unloaded module's memory.
 #[inline(never)]
-fn names() -> [&'static CStr; 3] {
-    [
-        crate::c_str!("cm::Inner::callbacks"),
-        crate::c_str!("cm::Inner::idle"),
-        crate::c_str!("cm::Inner::work"),
-    ]
+fn work_name() -> &'static CStr {
+    crate::c_str!("cm::Inner::work")
 }
 
 impl<T: Handler> Inner<T> {
@@ -352,17 +310,10 @@ impl<T: Handler> Inner<T> {
         reaper: QueueRef,
         data: T,
     ) -> Result<Arc<Self>> {
-        let [callbacks, idle, work] = names();
         Arc::pin_init(
             pin_init!(Self {
                 id: AtomicPtr::new(id),
                 device: device.into(),
-                callbacks <- SpinLock::new(
-                    CallbackList(core::ptr::null_mut()),
-                    callbacks,
-                    crate::static_lock_class!()
-                ),
-                idle <- CondVar::new(idle, crate::static_lock_class!()),
                 req_task: AtomicPtr::new(if in_req {
                     current_task()
                 } else {
@@ -371,7 +322,7 @@ impl<T: Handler> Inner<T> {
                 in_req: AtomicBool::new(in_req),
                 destroy_on_return: AtomicBool::new(false),
                 dropped: AtomicBool::new(false),
-                work <- Work::new(work, crate::static_lock_class!()),
+                work <- Work::new(work_name(), crate::static_lock_class!()),
                 reaper,
                 data,
             }),
@@ -379,95 +330,21 @@ impl<T: Handler> Inner<T> {
         )
     }
 
-    /// Delivers no more events (`dropped`) and sleeps until no callback is
-    /// inside the handler.
-    pub(super) fn stop_callbacks(&self) {
-        let mut list = self.callbacks.lock();
-        self.dropped.store(true, Ordering::Relaxed);
-        while !list.0.is_null() {
-            self.idle.wait(&mut list);
-        }
-    }
-
-    /// Records that the running task is inside a callback of this id, unless
-    /// the id is `dropped` (then `false`, and nothing is linked).
-    ///
-    /// # Safety
-    ///
-    /// `record` must be valid, not moved and not linked, until [`Inner::leave`]
-    /// unlinks it, which the same caller must do before `record` goes.
-    pub(super) unsafe fn enter(&self, record: *mut CallbackRecord) -> bool {
-        let mut list = self.callbacks.lock();
-        if self.dropped.load(Ordering::Relaxed) {
-            return false;
-        }
-        // SAFETY: The caller's record, valid and ours to change.
-        unsafe { (*record).next = list.0 };
-        // INVARIANT: valid until `leave` unlinks it (the caller's promise).
-        list.0 = record;
-        true
-    }
-
-    /// Unlinks a record [`Inner::enter`] linked, and wakes a destroy waiting
-    /// for the last one. After this the caller must not use `self`: a
-    /// destroy may free it.
-    ///
-    /// # Safety
-    ///
-    /// `record` must have been linked by `enter` and not unlinked since.
-    pub(super) unsafe fn leave(&self, record: *mut CallbackRecord) {
-        let mut list = self.callbacks.lock();
-        let mut link: *mut *mut CallbackRecord = &mut list.0;
-        // SAFETY: `link` points at the head or at the `next` of a linked
-        // record, all alive under the lock (type invariant of the list).
-        unsafe {
-            while !(*link).is_null() {
-                if *link == record {
-                    *link = (*record).next;
-                    break;
-                }
-                link = &mut (**link).next;
-            }
-        }
-        if list.0.is_null() {
-            self.idle.notify_all();
-        }
-    }
-
-    /// Whether `task` is inside one of this id's callbacks.
-    pub(super) fn in_callback(&self, task: *mut c_void) -> bool {
-        let list = self.callbacks.lock();
-        let mut p = list.0;
-        while let Some(r) = NonNull::new(p) {
-            // SAFETY: A linked record, alive under the lock (type invariant
-            // of the list).
-            let r = unsafe { r.as_ref() };
-            if r.task == task {
-                return true;
-            }
-            p = r.next;
-        }
-        false
-    }
-
     /// Destroys the id, not from one of its callbacks, and releases the
     /// context's reference (`CmId`'s invariant), which the caller must not
     /// use afterwards.
     ///
-    /// No callback reaches the handler once `dropped` is set; those already
-    /// in it are waited for before `ib_destroy_cm_id`, as the CM does not
-    /// hold the id for its `*_ERROR` callbacks: a handler may sleep and
-    /// then use its id. `ib_destroy_cm_id` waits for the callbacks the CM
-    /// holds; a `*_ERROR` callback that came in between saw `dropped`, and
-    /// is waited for before this memory goes.
+    /// No callback reaches the handler once `dropped` is set, and
+    /// `ib_destroy_cm_id` returns once none of the id's handlers runs (the
+    /// CM holds the id for each, see `dropped`): a handler may sleep and
+    /// then use its id.
     pub(super) fn destroy(&self) {
-        self.stop_callbacks();
+        self.dropped.store(true, Ordering::Release);
         let id = self.id.load(Ordering::Acquire);
         // SAFETY: The id is live (`CmId`'s invariant) and this is its only
         // destroy; we are not in one of its callbacks (the caller's
         // promise), so waiting for them ends.
         unsafe { bindings::ib_destroy_cm_id(id) };
-        self.stop_callbacks();
         let ctx: *const Inner<T> = self;
         // SAFETY: The id's `context` reference (`CmId`'s invariant: `Arc::into_raw` gave this
         // address); the id is gone and no callback is inside the trampoline, so nothing uses
@@ -495,7 +372,8 @@ impl<T: Handler> WorkItem for Inner<T> {
 /// Whether the running task is a workqueue worker: the CM delivers every
 /// event from one (its own workqueue for received messages and timewait
 /// exit, the MAD layer's completion and timeout work for the `*_ERROR`
-/// events; a flushed MAD reaches no handler).
+/// events; a flushed MAD reaches no handler), so a drop in one of the id's
+/// own callbacks is a drop in a worker.
 fn in_worker() -> bool {
     let task: *mut bindings::task_struct = current_task().cast();
     // SAFETY: The running task is valid while it runs; only the task itself
@@ -580,12 +458,9 @@ impl<T: Handler> CmId<T> {
 
     /// Queues the destroy on the id's queue.
     fn defer(&self) {
-        // Without the callbacks' lock: this runs from any context
-        // (`destroy_deferred`), and that lock is taken with interrupts on. A
-        // callback that enters without seeing it is linked, and the queued
-        // destroy's `stop_callbacks` sets it again under the lock and waits
-        // for that callback.
-        self.inner.dropped.store(true, Ordering::SeqCst);
+        // No event reaches the handler from here on; one that read the flag
+        // before runs to its end, and the queued destroy waits for it.
+        self.inner.dropped.store(true, Ordering::Release);
         // The only enqueue of this work item: it cannot be queued already.
         if self
             .inner
@@ -629,13 +504,13 @@ impl<T: Handler> Drop for CmId<T> {
             }
             return;
         }
-        if self.deferred || self.inner.in_callback(me) || in_worker() {
-            // One of its own callbacks (waiting for them would wait for
-            // itself), or any workqueue worker, where every callback of
-            // every id runs: a listener inside one of its REQ callbacks
-            // (the CM holds it until the callback returns), or another id,
-            // whose callback may be waiting for the id of this one, or be
-            // queued behind it.
+        if self.deferred || in_worker() {
+            // Any workqueue worker, where every callback of every id runs:
+            // one of the id's own callbacks (waiting for them would wait for
+            // itself), a listener inside one of its REQ callbacks (the CM
+            // holds it until the callback returns), or another id, whose
+            // callback may be waiting for the id of this one, or be queued
+            // behind it.
             self.defer();
             return;
         }
