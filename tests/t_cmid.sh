@@ -28,11 +28,11 @@ cmid_state_is() { [ "$(conn_state "$1")" = "$2" ]; }
 # A DREQ nobody answers (v0 drops everything), the DREQ_ERROR handler
 # sleeps 9 s and then reads its id (on_error=sleep:9000). With lifetime=14
 # the id's timewait is about 130 ms: the CM delivers TIMEWAIT_EXIT on its
-# own workqueue while the DREQ_ERROR handler (the MAD completion, which the
-# CM does not hold the id for) still sleeps, and that callback frees the
+# own workqueue while the DREQ_ERROR handler (the MAD completion, not
+# serialised with that workqueue) still sleeps, and that callback frees the
 # id (destroy queued on the reaper). Two callbacks of one id at once; the
-# destroy must wait for the sleeping one before ib_destroy_cm_id frees what
-# it uses.
+# destroy must wait for the sleeping one (ib_destroy_cm_id does, since the
+# CM's fix holds the id for it) before the id and its data are freed.
 #
 # KASAN alone does not see a destroy that did not wait: 7.3's CM frees the
 # id with kfree_rcu into a per-CPU sheaf that can outlive the handler's

@@ -300,11 +300,11 @@ impl<T: Handler> Adapter<T> {
         // REQ's new id: the listener's, which the CM keeps alive while it delivers the REQ).
         let ctx = unsafe { (*cm_id).context }.cast::<Inner<T>>().cast_const();
 
-        // What the CM does with our return value, per event (cm.c, 6.12):
-        // for events delivered through `cm_process_work` a non-zero return
+        // What the CM does with our return value, per event (cm.c): for
+        // events delivered through `cm_process_work` a non-zero return
         // destroys the id right after the handler; for the `*_ERROR` events
-        // (`cm_process_send_error`) the same, but from the MAD completion and
-        // with no reference of the CM's held during the call. Nothing here
+        // (`cm_process_send_error`) the same, from the MAD completion. The
+        // CM holds the id during every call. Nothing here
         // returns non-zero on an id we own: destroys go through the id's queue
         // (see `CmId`), where unload can wait for them.
         let Some(kind) = EventType::from_raw(event.event) else {
