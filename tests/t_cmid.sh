@@ -86,6 +86,8 @@ test_error_callback_outlives_close() {
 	tc qdisc add dev v0 root netem loss 100% || return 1
 	ctl dreq $n text:anyone-there || return 1
 	wait_event 60 $n DREQ_ERROR || return 1
+	check "close starts while the handler sleeps" \
+		eval "! dmesg_has 'conn $n: after an error callback'" || return 1
 	t0=${EPOCHREALTIME/./}
 	ctl close $n || return 1
 	dt=$(( (${EPOCHREALTIME/./} - t0) / 1000 ))
