@@ -901,48 +901,35 @@ timeout_test_peer_held_rep_dropped_at_close=180
 # client waits behind the flood on both. Checked: each flood reached its
 # server (a REP sent for each of its REQs), the client connected to the
 # harness, no later than to cmtime -b (within twice its time plus a second:
-# one run each, on a noisy machine), and what the flood took (live slab
-# objects plus vmalloc) came back once the harness was unloaded (and
+# one run each, on a noisy machine), and what the flood took (the kmalloc
+# caches' live objects plus vmalloc) came back once the harness was unloaded (and
 # loaded again, as before the flood). What cmtime -b leaves once killed is
 # printed beside it.
 FLOOD_N=${RCD_FLOOD:-300}
 
-# flood_mem_kb FILE: the live slab objects (active objects x their size,
-# every cache but the debug kernel's own bookkeeping, debug_objects_cache
-# and kmemleak_object, which it trims lazily) plus VmallocUsed, in kB: the
-# lowest of samples taken (each after shrinking every slab cache, which
-# also empties KASAN's quarantine) until two in a row did not fall, up to
-# 10. Not SUnreclaim: slab pages stay with the allocator, partly used,
-# after their objects are freed (5 MB after 300 REQs, whichever server
-# came first). The caches' sizes of that sample (name, kB) go into FILE,
-# and FLOOD_MEM says the parts ("objects O kB, vmalloc V kB, SUnreclaim S
-# kB").
+# flood_mem_kb FILE: what the flood can leave behind, in kB: the kmalloc
+# caches' live objects once settled (kmalloc_settled: the CM's ids, rxe's
+# QPs, the MADs and the harness's endpoints all live there) plus
+# VmallocUsed (rxe's queues). Not SUnreclaim: slab pages stay with the
+# allocator, partly used, after their objects are freed (5 MB after 300
+# REQs, whichever server came first). Not every cache: shrinking each of
+# them, which the settle does to empty KASAN's quarantine, walked the
+# whole quarantine some hundreds of times and took about 15 s a sample
+# under TCG, where the kmalloc caches alone take 2-5 s. The kmalloc
+# caches' sizes (name, kB) go into FILE, and FLOOD_MEM says the parts
+# ("kmalloc K kB, vmalloc V kB, SUnreclaim S kB").
 flood_mem_kb() {
-	local f k v u m o cur low=-1 flat=0 i
-	for ((i = 0; i < 10 && flat < 2; i++)); do
-		for f in /sys/kernel/slab/*/shrink; do echo 1 > "$f" 2>/dev/null; done
-		nap 0.5
-		awk 'NR > 2 { print $1, int($2 * $4 / 1024) }' /proc/slabinfo > "$1.new"
-		o=0
-		while read -r k v; do
-			case $k in debug_objects_cache|kmemleak_object) ;; *) o=$((o + v)) ;; esac
-		done < "$1.new"
-		u=0 m=0
-		while read -r k v _; do
-			case $k in SUnreclaim:) u=$v ;; VmallocUsed:) m=$v ;; esac
-		done < /proc/meminfo
-		cur=$((o + m))
-		if [ $low -lt 0 ] || [ $cur -lt $low ]; then
-			low=$cur flat=0 FLOOD_MEM="objects $o kB, vmalloc $m kB, SUnreclaim $u kB"
-			mv "$1.new" "$1"
-		else
-			flat=$((flat + 1))
-		fi
-	done
-	echo $low
+	local k v u=0 m=0 o
+	o=$(kmalloc_settled)
+	kmalloc_by_cache > "$1"
+	while read -r k v _; do
+		case $k in SUnreclaim:) u=$v ;; VmallocUsed:) m=$v ;; esac
+	done < /proc/meminfo
+	FLOOD_MEM="kmalloc $o kB, vmalloc $m kB, SUnreclaim $u kB"
+	echo $((o + m))
 }
 
-# flood_grew BEFORE AFTER: the three slab caches that grew most.
+# flood_grew BEFORE AFTER: the three kmalloc caches that grew most.
 flood_grew() {
 	awk 'NR == FNR { b[$1] = $2; next } { print $2 - b[$1], $1 }' "$1" "$2" |
 		sort -rn | head -3 | awk '{ printf "%s%s +%d kB", (NR > 1 ? ", " : ""), $2, $1 }'

@@ -396,7 +396,7 @@ test_req_to_rep_window() {
 timeout_test_req_to_rep_window=180
 
 # A storm of REQs, side by side in one guest: rdma-core's cmtime
-# client, RCD_STORM connections (make check 50, make stress 1,000 and, in
+# client, RCD_STORM connections (make check 30, make stress 1,000 and, in
 # storm_big_cmtime_vs_rdma_cm, RCD_STORM_BIG 2,000: the larger size the
 # storm was measured at, see the commit that added this), against the
 # module's listener (tcp:7999, cma=1, auto_drep=-) and against rdma_cm's
