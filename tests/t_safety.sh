@@ -396,7 +396,7 @@ test_req_to_rep_window() {
 timeout_test_req_to_rep_window=180
 
 # A storm of REQs, side by side in one guest: rdma-core's cmtime
-# client, RCD_STORM connections (make check 30, make stress 1,000 and, in
+# client, RCD_STORM connections (make stress 1,000 and, in
 # storm_big_cmtime_vs_rdma_cm, RCD_STORM_BIG 2,000: the larger size the
 # storm was measured at, see the commit that added this), against the
 # module's listener (tcp:7999, cma=1, auto_drep=-) and against rdma_cm's
@@ -409,7 +409,10 @@ timeout_test_req_to_rep_window=180
 # it holds no id or QP once cmtime is done (only the listener's id).
 # Printed too: REQ retries and MRAs, and the job queue's latency from the
 # REQ callback to the REP (rep_latency_us_*), which the MRA's timeout must
-# cover.
+# cover. make check leaves both storms out (tests/run.sh): below 1,000 the
+# comparison means little (storm_side_by_side), and what a small storm
+# checks, every connection of rdma-core's cmtime served, disconnected and
+# freed, is interop_cmtime_client_100's, with 100 connections.
 # storm_sample T0: one line of the storm's timeline, read with shell
 # builtins only (a process costs 0.25 s of the guest's vCPU): seconds since
 # T0, then the IB CM's counters on rxe0 (client and server share it) as
