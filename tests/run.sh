@@ -16,10 +16,10 @@
 #           and CI.
 #   stress  the full-size runs only: 10,000 cycles, 1,000 connections at once
 #           twice, unload with 1,000 live, 40 rounds of unload under
-#           timewait exits, 50 load/use/unload cycles, the storm at 500,
-#           the fuzzer for 120 s and its 40-round data pass, 2,000 cycles
-#           against a peer's hold (peer_held_within_bound), a flood of 3,000
-#           never-answered REQs (flood_vs_rdma_cm).
+#           timewait exits, 50 load/use/unload cycles, the storms at 1,000
+#           and 2,000, the fuzzer for 120 s and its 40-round data pass,
+#           2,000 cycles against a peer's hold (peer_held_within_bound), a
+#           flood of 3,000 never-answered REQs (flood_vs_rdma_cm).
 # Every size can still be set by hand (RCD_CYCLES, RCD_ROUND, RCD_MANY,
 # RCD_LOADS, RCD_UNLOAD_ROUNDS, RCD_STORM, RCD_FLOOD, RCD_PINGERS, RCD_FUZZ_SECONDS,
 # RCD_FUZZ_ROUNDS).
