@@ -87,6 +87,10 @@ status_count() {
 		"$RCD_DBG/events"
 }
 
+# peer_mac: the other host's NIC's MAC, as tests/run.sh gives guest N
+# (host a is guest 1, host b guest 2): 52:54:00:12:78:0N.
+peer_mac() { echo "52:54:00:12:78:0$([ "$RCD_PEER" = a ] && echo 1 || echo 2)"; }
+
 # neigh_of IP: the MAC the neighbour table has for IP on the NIC, one line.
 neigh_of() {
 	local v
@@ -219,7 +223,7 @@ hosts_module_to_module() {
 	check "connect accepted (got $got)" test "$got" = OK || return 1
 	check "no MAC for the peer before the connect" \
 		test "${before/lladdr/}" = "$before" || return 1
-	mac=52:54:00:12:78:0$([ "$RCD_PEER" = a ] && echo 1 || echo 2)
+	mac=$(peer_mac)
 	check "the peer's MAC ($mac) learned by the connect's ARP" \
 		test "${after/lladdr $mac/}" != "$after" || return 1
 	wait_event 30 2 ESTABLISHED || return 1
@@ -519,9 +523,8 @@ hosts_link_del_50() {
 		# resolution (measured 13 s with the entry REACHABLE, 18 s from
 		# STALE, 34 to 42 s in full runs) where the CM's 16 tries of
 		# 640 ms are 10 s. The test is about the CM's retries, not ARP:
-		# host a's MAC is pinned (it is the guest's own, 52:54:00:12:78:01)
-		# so that every try goes out at once.
-		ip neigh replace "$RCD_PEER_IP" lladdr 52:54:00:12:78:01 dev "$RCD_NIC" \
+		# host a's MAC is pinned so that every try goes out at once.
+		ip neigh replace "$RCD_PEER_IP" lladdr "$(peer_mac)" dev "$RCD_NIC" \
 			nud permanent || return 1
 		t=$SECONDS nb=$(neigh_of "$RCD_PEER_IP")
 		ctl disconnect 2-51 text:anyone
