@@ -114,7 +114,7 @@ place_tests() {
 	local t=$1
 	rm -rf "${t:?}/$sel"
 	mkdir -p "$t/$sel/modules/harness/conn"
-	cp "$here"/tests/{Makefile,config,settings,rust_cm_disconnect.sh,ksft.sh,lib.sh,fuzz.py,imports.py,sidr_flood.c} \
+	cp "$here"/tests/{Makefile,config,settings,rust_cm_disconnect.sh,ksft.sh,lib.sh,fuzz.py,imports.py,freeze_thread.py,sidr_flood.c} \
 		"$here"/tests/t_*.sh "$t/$sel/"
 	# The sources only: an out-of-tree build leaves *.mod.c beside them.
 	cp "$here"/tests/modules/{Kbuild,Makefile,*.h} "$t/$sel/modules/"

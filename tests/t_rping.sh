@@ -130,44 +130,106 @@ test_rping_module_client() {
 	check "MRs deregistered, nothing mapped" wait_for 10 nothing_mapped
 }
 
-# rping_end PID OUT: waits up to 60 s for the rping PID (its output in
-# OUT) to end after our DREP_RECEIVED, and sets RC to its exit status, or to
-# "hung" for the one hang that is rping's. Our DREP_RECEIVED says rping
-# called rdma_disconnect(), which first moved its QP to the error state;
-# after it rping joins its CQ thread, and that thread ends only on a flushed
-# completion. When the peer's last message, sent before its DREQ, is taken
-# from the CQ after that (its receive had completed, nothing was posted, so
-# nothing was flushed), the thread posts a new receive, which nothing flushes
-# (rxe's user-space post does not enter the kernel), and waits for good.
-# Seen so: rping left its test loop after the DISCONNECT EVENT (its last
-# line a wait's failure or "rping ... failed: -1"), its main thread in futex
-# (pthread_join) and a thread in read() on its completion channel. Any
-# other rping still running after 60 s is killed and fails the check.
+# child_of PID: the process PID started (timeout(1)'s command); builtins.
+child_of() {
+	local st p pp
+	for st in /proc/[0-9]*/stat; do
+		read -r p _ _ pp _ 2>/dev/null < "$st" && [ "$pp" = "$1" ] &&
+			{ echo "$p"; return 0; }
+	done
+	return 1
+}
+
+# cq_reader PID: the thread of PID in read() on a completion channel.
+cq_reader() {
+	local t sys fd
+	for t in /proc/"$1"/task/*; do
+		read -r sys fd _ 2>/dev/null < "$t/syscall" || continue
+		[ "$sys" = 0 ] &&
+			[[ $(readlink "/proc/$1/fd/$((fd))") == 'anon_inode:[infinibandevent]' ]] &&
+			{ echo "${t##*/}"; return 0; }
+	done
+	return 1
+}
+
+# rping_end PID OUT: waits up to RPING_END_WAIT (60) s for the rping run
+# by timeout(1) PID (its output in OUT) to end after our DREP_RECEIVED, and
+# sets RC to its exit status, or to "hung" for the one hang that is rping's.
+# Our DREP_RECEIVED says rping called rdma_disconnect(), which first moved
+# its QP to the error state; after it rping joins its CQ thread, and that
+# thread ends only on a flushed completion. When the peer's last message,
+# sent before its DREQ, is taken from the CQ after that (its receive had
+# completed, nothing was posted, so nothing was flushed), the thread posts a
+# new receive, which nothing flushes (rxe's user-space post does not enter
+# the kernel), and waits for good. Seen so: rping left its test loop after
+# the DISCONNECT EVENT (its last line a wait's failure or "rping ...
+# failed: -1"), a thread in futex (the join) and one in read() on its
+# completion channel. Any other rping still running is killed and fails
+# the check. (rping_end_tells_hangs.)
 rping_end() {
-	local pid=$1 out=$2 st p pp r= t sys fd _ cq=0 futex=0 left
-	if wait_for 60 proc_ended "$pid"; then
+	local pid=$1 out=$2 r t sys fd _ futex=0 cq left
+	if wait_for "${RPING_END_WAIT:-60}" proc_ended "$pid"; then
 		wait "$pid"; RC=$?
 		return 0
 	fi
-	# PID is timeout(1)'s; rping is its child.
-	for st in /proc/[0-9]*/stat; do
-		read -r p _ _ pp _ 2>/dev/null < "$st" && [ "$pp" = "$pid" ] && r=$p
-	done
+	r=$(child_of "$pid") || r=$pid
 	for t in /proc/"$r"/task/*; do
 		read -r sys fd _ 2>/dev/null < "$t/syscall" || continue
-		case $sys in
-		202) futex=1 ;;
-		0) [[ $(readlink "/proc/$r/fd/$((fd))") == 'anon_inode:[infinibandevent]' ]] && cq=1 ;;
-		esac
+		[ "$sys" != 202 ] || futex=1
 		log "rping thread ${t##*/}: syscall $sys $fd, wchan $(< "$t/wchan")"
 	done
+	cq=$(cq_reader "$r")
 	left=$(sed -n '/DISCONNECT EVENT/,$p' "$out" | grep -v '^unhandled event' | tail -1)
-	kill "${r:-$pid}"; wait "$pid"; RC=$?
-	if [ $cq = 1 ] && [ $futex = 1 ] && [[ $left =~ ^(wait\ for\ RDMA_(READ|WRITE)_(ADV|COMPLETE)\ state\ ([6-9]|10)|rping\ (client|server)\ failed:\ -1)$ ]]; then
+	kill "$r"; wait "$pid"; RC=$?
+	if [ -n "$cq" ] && [ $futex = 1 ] && [[ $left =~ ^(wait\ for\ RDMA_(READ|WRITE)_(ADV|COMPLETE)\ state\ ([6-9]|10)|rping\ (client|server)\ failed:\ -1)$ ]]; then
 		log "rping waited for a flush its QP in the error state never gives" \
 			"(its own race; left its loop with \"$left\"): killed"
 		RC=hung
 	fi
+}
+
+# rping_end's two verdicts on hangs made on purpose. rping -c's CQ thread
+# is held (ptrace, tests/freeze_thread.py) from before our disconnect until
+# after our DREP_RECEIVED: the server's go-ahead completes its one receive,
+# rping's main thread sees the DISCONNECTED, moves the QP to the error
+# state (nothing posted: nothing flushed) and joins the held thread, which,
+# let go, takes the go-ahead, posts a receive and waits: rping's hang,
+# "hung". A process that prints the same lines but waits in nothing of
+# rping's (sleep) is not, and is killed.
+test_rping_end_tells_hangs() {
+	local pid p r cq fz flag=/run/rcd-thaw RPING_END_WAIT=5
+	rping_setup || return
+	command -v python3 >/dev/null || { echo "# SKIP python3 not installed"; return $KSFT_SKIP; }
+	rm -f $flag
+	ctl listen 1 rxe0 tcp:7184 cma=1 rping=1 || return 1
+	timeout 120 rping -c -a 10.77.0.1 -p 7184 -C 0 -S 1024 -V > /tmp/rping-h.out 2>&1 & pid=$!
+	foreign_established || return 1; p=$FOREIGN
+	check "5 pings served" wait_for 60 pings_at_least $p 5 || return 1
+	r=$(child_of $pid) && cq=$(cq_reader "$r") || fail "no CQ thread in rping ($r)" || return 1
+	python3 "$RCD_TESTS/freeze_thread.py" "$cq" $flag > /tmp/freeze.out 2>&1 & fz=$!
+	check "rping's CQ thread held" wait_for 30 text_in /tmp/freeze.out frozen || return 1
+	# The pings stop: the go-ahead waits in the CQ.
+	check "pings stopped" wait_for 30 pings_stopped $p || return 1
+	ctl disconnect $p || return 1
+	wait_event 30 $p DREP_RECEIVED || return 1
+	touch $flag; wait $fz
+	check "the CQ thread let go after our DREP_RECEIVED" \
+		grep -qx thawed /tmp/freeze.out || return 1
+	rping_end $pid /tmp/rping-h.out
+	sed 's/^/# rping -c: /' /tmp/rping-h.out | tail -3
+	check "rping's hang is rping's (got $RC)" test "$RC" = hung || return 1
+
+	printf 'client DISCONNECT EVENT...\nwait for RDMA_WRITE_COMPLETE state 10\n' > /tmp/rping-h.out
+	timeout 120 sleep 100 & pid=$!
+	RPING_END_WAIT=1 rping_end $pid /tmp/rping-h.out
+	check "a hang in anything else is not (got $RC)" test "$RC" != hung
+}
+
+# pings_stopped NUM: NUM's ping count stayed the same for 2 s.
+pings_stopped() {
+	local a b
+	a=$(rping_field "$1" pings); nap 2; b=$(rping_field "$1" pings)
+	[ "$a" = "$b" ]
 }
 
 # Disconnects from the module's side in the middle of endless runs (-C 0),
