@@ -111,6 +111,14 @@ mod table;
 mod test_hooks;
 mod wr_stats;
 
+use kernel::time::{ClockSource, Monotonic};
+
+/// `CLOCK_MONOTONIC` now, in nanoseconds: the clock of every time the
+/// harness records (the one an `Instant<Monotonic>` reads).
+pub(crate) fn now_ns() -> i64 {
+    Monotonic::ktime_get()
+}
+
 pub(crate) use behaviour::{Behaviour, OnDreq, OnRep, OnReq, TestHooks, DREQ_ANSWER_MAX_MS};
 pub(crate) use commands::{ConnectArgs, GivenPath, Post, Rdma};
 pub(crate) use qp::CountedQp;

@@ -6,14 +6,14 @@
 //! each device from its `add` to its `remove`: the commands take their device
 //! from here, by reference, and never ask the RDMA core for it by name.
 
-use crate::kcompat::{cstr_bytes, fmt, ARef};
+use crate::kcompat::fmt;
 use core::fmt::Write;
 use kernel::{
     prelude::*,
     rbtree::RBTree,
     rdma::device::Device,
     str::{CStr, CString},
-    sync::Arc,
+    sync::{aref::ARef, Arc},
 };
 
 /// What is known of one device between its `add` and its `remove`.
@@ -91,11 +91,12 @@ impl Devices {
     }
 
     /// The device called `name` now (a device may be renamed), while it is
-    /// in the set.
+    /// in the set. Names compare as UTF-8 (`to_str`, which both kernels'
+    /// `CStr` have); one that is not matches nothing.
     pub(crate) fn find(&self, name: &CStr) -> Option<ARef<Device>> {
         self.live
             .values()
-            .find(|e| cstr_bytes(e.device.name()) == cstr_bytes(name))
+            .find(|e| matches!((e.device.name().to_str(), name.to_str()), (Ok(a), Ok(b)) if a == b))
             .map(|e| e.device.clone())
     }
 

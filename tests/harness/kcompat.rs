@@ -3,29 +3,26 @@
 //! The kernel crate as the harness needs it, on either kernel it builds for.
 //!
 //! The harness builds against Linux 6.12 with the project's series (its own
-//! `kernel::debugfs`, `sync::ArcSlot`, `time::{msleep, Ktime}`) and against
-//! Linux 7.3, whose crate has these things upstream under other names and
-//! shapes (`kernel::debugfs::{Dir, Scope}` with callback files, the global
-//! locks, `time::{Instant, Delta, delay::fsleep}`, `sync::aref::ARef`).
-//! Every spelling that differs is here, and only here: the rest of the
-//! harness reads the same on both. `Kbuild` passes `--cfg rcd_kernel_7_3`
-//! when the kernel's `VERSION.PATCHLEVEL` is 7.3 or later.
+//! `kernel::debugfs`, `sync::ArcSlot`, `time::msleep`) and against Linux
+//! 7.3, whose crate has these things upstream under other names and shapes
+//! (`kernel::debugfs::{Dir, Scope}` with callback files, the global locks,
+//! `time::delay::fsleep`). What 6.12 has under 7.3's spelling through the
+//! series' backport patch (`module!`'s `authors`, `sync::aref::ARef`,
+//! `time::Monotonic`) is used as it is everywhere. Every spelling that
+//! still differs is here, and only here: the rest of the harness reads the
+//! same on both. `Kbuild` passes `--cfg rcd_kernel_7_3` when the kernel's
+//! `VERSION.PATCHLEVEL` is 7.3 or later.
 //!
-//! - [`ARef`]: the kernel crate's `ARef`; [`fmt!`](fmt), the macro that
-//!   makes `Arguments` for the crate's `CString::try_from_fmt`;
-//!   [`cstr_bytes`], a C string's bytes without its NUL.
-//! - [`now_ns`], [`sleep_ms`]: the monotonic clock in nanoseconds, a sleep.
+//! - [`fmt!`](fmt), the macro that makes `Arguments` for the crate's
+//!   `CString::try_from_fmt`; [`sleep_ms`], a sleep.
 //! - [`arc_slot!`] and [`ArcSlotExt`]: a static holding an `Arc` for C code
 //!   to reach (`rcd_test_with_conn()`), emptied (waiting for its readers)
 //!   before the module goes.
 //! - [`Control`], [`ControlFile`], [`ControlDir`]: a debugfs directory of
 //!   files served by one object, by file number.
-//! - [`harness_module!`]: `module!`, whose author key 7.3 spells `authors`.
 
 // The same names from either half, listed: what the rest of the crate uses.
-pub(crate) use imp::{
-    arc_slot, cstr_bytes, fmt, harness_module, now_ns, sleep_ms, ARef, ArcSlotExt, ControlDir,
-};
+pub(crate) use imp::{arc_slot, fmt, sleep_ms, ArcSlotExt, ControlDir};
 
 /// What a debugfs file of a [`ControlDir`] is: its name, whether it is the
 /// one written (`0o200`) or one read (`0o444`), and its number.
@@ -72,34 +69,10 @@ mod imp {
         prelude::*,
         str::CStr,
         sync::{Arc, ArcBorrow, ArcSlot},
-        time::{msleep, Ktime},
+        time::msleep,
     };
 
-    pub(crate) use kernel::{fmt, types::ARef};
-
-    /// The bytes of `s`, without the NUL.
-    pub(crate) fn cstr_bytes(s: &CStr) -> &[u8] {
-        s.as_bytes()
-    }
-
-    /// `module!` with one author.
-    macro_rules! harness_module {
-        (type: $t:tt, name: $n:tt, author: $a:tt, description: $d:tt, license: $l:tt,) => {
-            kernel::prelude::module! {
-                type: $t,
-                name: $n,
-                author: $a,
-                description: $d,
-                license: $l,
-            }
-        };
-    }
-    pub(crate) use harness_module;
-
-    /// `CLOCK_MONOTONIC` now, in nanoseconds.
-    pub(crate) fn now_ns() -> i64 {
-        Ktime::ktime_get().to_ns()
-    }
+    pub(crate) use kernel::fmt;
 
     /// Sleeps at least `ms` milliseconds.
     pub(crate) fn sleep_ms(ms: u32) {
@@ -200,36 +173,11 @@ mod imp {
         prelude::*,
         str::CStr,
         sync::{Arc, GlobalLock, GlobalLockBackend},
-        time::{delay::fsleep, ClockSource, Delta, Monotonic},
+        time::{delay::fsleep, Delta},
         uaccess::UserSliceReader,
     };
 
-    pub(crate) use kernel::{prelude::fmt, sync::aref::ARef};
-
-    /// The bytes of `s`, without the NUL.
-    pub(crate) fn cstr_bytes(s: &CStr) -> &[u8] {
-        s.to_bytes()
-    }
-
-    /// `module!` with one author (7.3's key is `authors`, a list).
-    macro_rules! harness_module {
-        (type: $t:tt, name: $n:tt, author: $a:tt, description: $d:tt, license: $l:tt,) => {
-            kernel::prelude::module! {
-                type: $t,
-                name: $n,
-                authors: [$a],
-                description: $d,
-                license: $l,
-            }
-        };
-    }
-    pub(crate) use harness_module;
-
-    /// `CLOCK_MONOTONIC` now, in nanoseconds: the clock an
-    /// `Instant<Monotonic>` reads (whose nanoseconds are the crate's own).
-    pub(crate) fn now_ns() -> i64 {
-        Monotonic::ktime_get()
-    }
+    pub(crate) use kernel::prelude::fmt;
 
     /// Sleeps at least `ms` milliseconds.
     pub(crate) fn sleep_ms(ms: u32) {

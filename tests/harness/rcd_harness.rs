@@ -35,10 +35,10 @@ use kernel::rdma::{cm, path};
 // The RDMA client's context: a slot of the module's own.
 kernel::rdma_client_slot!(conn::Core);
 
-kcompat::harness_module! {
+module! {
     type: RcdHarness,
     name: "rcd_harness",
-    author: "rust_cm_disconnect developers",
+    authors: ["rust_cm_disconnect developers"],
     description: "Test harness of rust_cm_disconnect: IB CM connections driven from debugfs",
     license: "GPL",
 }

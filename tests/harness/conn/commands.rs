@@ -6,11 +6,11 @@
 use super::{
     behaviour::{copy, Behaviour},
     endpoint::{Endpoint, EndpointState, EpHandle, EventKind, Role, PASSIVE_BASE, REQ_MAGIC},
+    now_ns,
     qp::{qp_size, CountedQp},
     stats::{Counted, STATS},
     table::Core,
 };
-use crate::kcompat::{now_ns, ARef};
 use crate::{
     cm::Message,
     cm::{CmId, Req},
@@ -24,7 +24,7 @@ use kernel::{
         device::Device,
         verbs::{Access, QpAttr, WrKind},
     },
-    sync::Arc,
+    sync::{aref::ARef, Arc},
 };
 
 /// The largest buffer a work request of `post` (or an MR) carries: the

@@ -7,9 +7,9 @@
 use super::{
     bounds::Due,
     endpoint::{Endpoint, EndpointState, EventKind, Role},
+    now_ns,
     table::Core,
 };
-use crate::kcompat::now_ns;
 use crate::{
     cm::{self, Message},
     product,

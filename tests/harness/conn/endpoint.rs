@@ -5,11 +5,12 @@
 
 use super::{
     behaviour::Behaviour,
+    now_ns,
     qp::CountedQp,
     stats::{Counted, STATS},
     wr_stats::{DataStats, WrStats},
 };
-use crate::kcompat::{fmt, now_ns};
+use crate::kcompat::fmt;
 use crate::{
     cm::{CmIdRef, Message},
     rping::{self, Rping},

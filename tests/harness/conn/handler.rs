@@ -6,9 +6,9 @@
 use super::{
     behaviour::copy,
     endpoint::{EpHandle, EventKind, Role},
+    now_ns,
     table::Core,
 };
-use crate::kcompat::now_ns;
 use crate::{
     cm::{CmIdRef, Handler, Message, RejReason, Request},
     product,

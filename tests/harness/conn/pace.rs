@@ -149,7 +149,7 @@ impl Peers {
 
 /// The monotonic clock in ns, unsigned.
 pub(super) fn now_ns() -> u64 {
-    u64::try_from(crate::kcompat::now_ns()).unwrap_or(0)
+    u64::try_from(super::now_ns()).unwrap_or(0)
 }
 
 /// A passive end whose QP is ready (RTR) and whose REP waits for room.

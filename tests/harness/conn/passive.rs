@@ -11,11 +11,10 @@ use super::{
         EndSlot, Endpoint, EpHandle, EventKind, Handshake, Role, FOREIGN_BASE, PASSIVE_BASE,
         REQ_MAGIC,
     },
-    pace,
+    now_ns, pace,
     qp::{qp_size, CountedQp},
     table::Core,
 };
-use crate::kcompat::now_ns;
 use crate::{
     cm::{self, Rep, Request},
     cma::{self, PortSpace},

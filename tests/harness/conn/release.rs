@@ -7,12 +7,12 @@
 
 use super::{
     endpoint::{Endpoint, EventKind, DRAIN_WAIT_MS},
+    now_ns,
     qp::CountedQp,
     table::Core,
 };
 use crate::{
     cm::{CmIdRef, Message},
-    kcompat::now_ns,
     product,
 };
 use kernel::{prelude::*, sync::Arc};

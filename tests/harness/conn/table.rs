@@ -12,7 +12,7 @@ use super::{
 use crate::{
     cm::{CmId, Message},
     devices::{DeviceEntry, Devices},
-    kcompat::{arc_slot, ARef, ArcSlotExt},
+    kcompat::{arc_slot, ArcSlotExt},
 };
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use kernel::{
@@ -21,7 +21,7 @@ use kernel::{
     rbtree::{RBTree, RBTreeNodeReservation},
     rdma::{client::Client, device::Device},
     str::CStr,
-    sync::{Arc, CondVar, Mutex},
+    sync::{aref::ARef, Arc, CondVar, Mutex},
     workqueue::QueueRef,
 };
 

@@ -13,10 +13,11 @@
 use super::{
     behaviour::{Behaviour, OnDreq, OnRep, OnReq, TestHooks},
     endpoint::{Endpoint, EpHandle, EventKind, Role},
+    now_ns,
     table::Core,
 };
 use crate::cm::{CmId, CmIdRef};
-use crate::kcompat::{now_ns, sleep_ms};
+use crate::kcompat::sleep_ms;
 use core::sync::atomic::Ordering;
 use kernel::{prelude::*, rdma::verbs::QpRef, str::CStr, sync::Arc, time::msecs_to_jiffies};
 
