@@ -8,8 +8,8 @@
 # bytes) returns -EINVAL and, without the fix, leaks its kmemdup'd copy
 # (cm.c: cm_send_drep_locked returns before kfree on the length check;
 # only the wrong-state path frees it). tests/modules/rcd_drepleak.ko calls
-# it on an idle id for every length 225..255 and plants one object of its
-# own (the control: this window's scans must find an object this young).
+# it on an idle id for every length 225..255 and plants three objects of
+# its own (the control: this window's scans must find one this young).
 # kmemleak, scanned twice (the second scan starting when the objects are
 # 5 s old), must list the planted object and no object allocated under
 # ib_send_cm_drep.
@@ -72,8 +72,8 @@ test_drep_too_long_no_leak() {
 	check "every call returned -EINVAL" test "$calls" = 31 -a "$einval" = 31 || return 1
 	check "no DREP private data leaked ($cm object(s) under ib_send_cm_drep)" \
 		test "$cm" = 0 || return 1
-	check "kmemleak found the planted control object in this window" \
-		test "$planted" = 1 -a "$ctl" -ge 1
+	check "kmemleak found a planted control object in this window" \
+		test "$planted" -ge 1 -a "$ctl" -ge 1
 }
 
 # ib_destroy_cm_id() must not return while the id's REQ_ERROR handler

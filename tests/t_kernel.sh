@@ -9,11 +9,12 @@
 # unreferenced object allocated by this module, rxe, the IB CM or core (a
 # backtrace naming them, or with a bare address: code of a module since
 # unloaded) fails the run. Others are counted in the log.
-# The control: a leak planted before the scans (tests/modules/rcd_drepleak.c
-# with plant_only=1: one object whose only pointer is hidden), which these
-# two scans must report and the filter below must count as ours; else a
-# scan that reports nothing, or a filter that matches nothing, would pass.
-# It is freed at its module's unload, after the count.
+# The control: leaks planted before the scans (tests/modules/rcd_drepleak.c
+# with plant_only=1: three objects whose only pointers are hidden), which
+# these two scans must report (one at least: a stale copy of a pointer can
+# hide one) and the filter below must count as ours; else a scan that
+# reports nothing, or a filter that matches nothing, would pass. They are
+# freed at their module's unload, after the count.
 test_kmemleak_clean() {
 	local f=/sys/kernel/debug/kmemleak all ours t0 left
 	local ko=$RCD_MODS/rcd_drepleak.ko planted=0 ctl n
@@ -95,8 +96,8 @@ test_kmemleak_clean() {
 		END { for (f in c) print c[f], f }' $f | sort -rn | head -8 | sed 's/^/#   /'
 	echo "$ours" | sed 's/^/# /'
 	read -r _ n _ ctl <<<"$(echo "$ours" | tail -1)"
-	check "kmemleak reported the planted control object as ours ($ctl of $planted planted)" \
-		test "$planted" = 1 -a "$ctl" = 1 || return 1
+	check "kmemleak reported planted control objects as ours ($ctl of $planted planted)" \
+		test "$planted" -ge 1 -a "$ctl" -ge 1 -a "$ctl" -le "$planted" || return 1
 	check "no other object of ours unreferenced ($((n - ctl)))" test "$((n - ctl))" = 0
 }
 

@@ -14,12 +14,18 @@
  * At load: an ib_cm_id on @dev (idle: the leak needs no connection), then
  * ib_send_cm_drep(id, data, len) for len = 225..255 (the u8 lengths over
  * the field), each of which must return -EINVAL; the id is destroyed.
- * Then the control: one planted object of the same size, allocated here,
- * whose only pointer is kept XORed (kmemleak must report it: proof that a
- * scan in the test's window finds an object this young), and freed at
- * unload so that it never reaches the end-of-guest kmemleak check.
+ * Then the control: CONTROLS planted objects of the same size, allocated
+ * here, whose only pointers are kept XORed (kmemleak must report at least
+ * one: proof that a scan in the test's window finds an object this young),
+ * and freed at unload so that they never reach the end-of-guest kmemleak
+ * check. More than one because a stale copy of the last pointer (in a
+ * register this function saved, or a stack slot of the calls it made, in
+ * a task stack kept for reuse) can look like a reference: a 6.12 guest's
+ * kmemleak_clean once saw no unreferenced object at all. Each pointer
+ * goes through the same slots, so the earlier ones' copies are
+ * overwritten by the later ones'.
  *
- * The control is the first object of a cache of its own, never one of
+ * The controls are the first objects of a cache of its own, never ones of
  * kmalloc's. SLUB keeps a free object's free pointer in the middle of the
  * object (mm/slub.c, calculate_sizes), and without
  * CONFIG_SLAB_FREELIST_HARDENED it is the next free object's plain
@@ -28,16 +34,17 @@
  * it from 6.12's per-CPU free list, just after it from 7.3's per-CPU
  * sheaves (which hand out a refill's objects last first). If that
  * neighbour's owner does not write over those bytes, kmemleak scans it,
- * finds the pointer and never reports the control. The only object of a
- * new cache has no allocated neighbour. To keep that cause in view, the
- * control is planted between two kmalloc() objects of its size that this
- * module keeps (referenced, never written): the neighbours a kmalloc()ed
- * control would have on either kernel.
+ * finds the pointer and never reports the control. In a new cache the
+ * free list runs ahead of the allocations, and each control, written over
+ * whole, no longer names the next one. To keep that cause in view, the
+ * controls are planted between two kmalloc() objects of their size that
+ * this module keeps (referenced, never written): the neighbours a
+ * kmalloc()ed control would have on either kernel.
  * Results in the read-only parameters calls, einval and planted.
  *
- * With plant_only=1 it plants the control object and nothing else (no
- * device needed): the planted leak of the end-of-guest kmemleak check
- * (tests/t_kernel.sh: kmemleak_clean), which must report it as one of ours.
+ * With plant_only=1 it plants the control objects and nothing else (no
+ * device needed): the planted leaks of the end-of-guest kmemleak check
+ * (tests/t_kernel.sh: kmemleak_clean), which must report them as ours.
  */
 #include <linux/module.h>
 #include <linux/slab.h>
@@ -64,13 +71,14 @@ MODULE_PARM_DESC(plant_only, "only plant the control object (no CM calls, no dev
 
 static int planted;
 module_param(planted, int, 0444);
-MODULE_PARM_DESC(planted, "the control object was allocated (read only): 1");
+MODULE_PARM_DESC(planted, "control objects allocated (read only): 3");
 
 /* Not a kernel address once XORed: kmemleak sees no reference to it. */
 #define HIDE 0x5a5a5a5a5a5a5a5aUL
 /* The control's size: the shortest DREP private data the CM refuses. */
 #define CONTROL_SIZE (IB_CM_DREP_PRIVATE_DATA_SIZE + 1)
-static unsigned long planted_hidden;
+#define CONTROLS 3
+static unsigned long planted_hidden[CONTROLS];
 static struct kmem_cache *control_cache;
 static void *neighbour[2];
 
@@ -95,7 +103,7 @@ static noinline int drepleak_run(void)
 	struct ib_cm_id *id;
 	unsigned int len;
 	void *p;
-	int ret;
+	int ret, i;
 
 	if (plant_only)
 		goto plant;
@@ -127,13 +135,15 @@ plant:
 	if (!control_cache)
 		return -ENOMEM;
 	neighbour[0] = kmalloc(CONTROL_SIZE, GFP_KERNEL);
-	p = kmem_cache_alloc(control_cache, GFP_KERNEL);
-	neighbour[1] = kmalloc(CONTROL_SIZE, GFP_KERNEL);
-	if (p) {
+	for (i = 0; i < CONTROLS; i++) {
+		p = kmem_cache_alloc(control_cache, GFP_KERNEL);
+		if (!p)
+			break;
 		memcpy(p, data, CONTROL_SIZE);
-		planted_hidden = (unsigned long)p ^ HIDE;
-		planted = 1;
+		planted_hidden[i] = (unsigned long)p ^ HIDE;
+		planted++;
 	}
+	neighbour[1] = kmalloc(CONTROL_SIZE, GFP_KERNEL);
 	return 0;
 }
 
@@ -144,8 +154,10 @@ static int __init drepleak_init(void)
 
 static void __exit drepleak_exit(void)
 {
-	if (planted)
-		kmem_cache_free(control_cache, (void *)(planted_hidden ^ HIDE));
+	int i;
+
+	for (i = 0; i < planted; i++)
+		kmem_cache_free(control_cache, (void *)(planted_hidden[i] ^ HIDE));
 	kmem_cache_destroy(control_cache);
 	kfree(neighbour[0]);
 	kfree(neighbour[1]);
