@@ -131,7 +131,7 @@ place_tests() {
 # maintainers TREE: MAINTAINERS lines for the files the staged change adds
 # to TREE (a git repository): the kernel crate's RDMA files one by one in
 # INFINIBAND SUBSYSTEM [RUST], its debugfs in DRIVER CORE, KOBJECTS, DEBUGFS
-# AND SYSFS, its ArcSlot and OwnedQueue in RUST, the module's and its selftests' directories
+# AND SYSFS, its OwnedQueue in RUST, the module's and its selftests' directories
 # in RUST CM DISCONNECT DRIVER; each entry made, in its sorted place (after
 # INFINIBAND SUBSYSTEM, after RUST), by the first patch that needs it.
 maintainers() {
@@ -150,7 +150,6 @@ after = {"abs": "INFINIBAND SUBSYSTEM", "mod": "RUST"}
 want = {"abs": set(), "mod": set()}
 EXISTING = {
     "rust/kernel/debugfs.rs": "DRIVER CORE, KOBJECTS, DEBUGFS AND SYSFS",
-    "rust/kernel/sync/arc_slot.rs": "RUST",
     "rust/kernel/workqueue/owned.rs": "RUST",
 }
 want_existing = {}
@@ -165,7 +164,7 @@ for f in sys.stdin.read().split():
     else:
         if f in EXISTING:
             # Not RDMA: the entry of what it wraps (debugfs: DRIVER CORE,
-            # as upstream later did; ArcSlot: RUST).
+            # as upstream later did; OwnedQueue: RUST).
             want_existing.setdefault(EXISTING[f], set()).add(f)
         else:
             want["abs"].add(f)

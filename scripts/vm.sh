@@ -45,7 +45,7 @@ cmdline=
 	cmdline="rootflags=version=9p2000.L,trans=virtio,access=any,msize=524288,cache=${RCD_VM_9P_CACHE:-loose}"
 # The debug kernel runs the kernel crate's doctests (KUnit) at boot, all of
 # them: kernel::rdma's and the patches' kernel::debugfs and
-# kernel::sync::ArcSlot among the rest (tests/t_kernel.sh: rdma_doctests
+# kernel::sync::global_lock! among the rest (tests/t_kernel.sh: rdma_doctests
 # reads their results). 133 doctests cost no measurable boot time (30.5 s
 # either way, 2026-11-30). RCD_VM_KUNIT overrides the glob.
 kunit=rust_doctests_kernel.*

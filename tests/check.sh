@@ -36,8 +36,9 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 #   REQ callback's bounds (req_to_rep_window: the MRA of the backport's
 #   ib_prepare_cm_mra());
 # - interop with rdma-core's ucmatose and rdma_server;
-# - the 6.12 kernel crate (its doctests, ArcSlot among them), the
-#   series' debugfs (.owner) and its sample user of kernel::rdma;
+# - the 6.12 kernel crate (its doctests, the backported global_lock!'s
+#   among them), the series' debugfs (.owner) and its sample user of
+#   kernel::rdma;
 # and each guest's end tests (devices deleted, kmemleak, verbs leaks, dmesg,
 # detectors), as always.
 core612='^(dreq_drep_private_data|crossing_dreqs|dreq_unanswered|callback_disconnects_own'

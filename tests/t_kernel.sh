@@ -293,16 +293,15 @@ test_detectors_armed() {
 # The kernel crate's doctests, run by KUnit at boot (CONFIG_RUST_KERNEL_DOCTESTS,
 # kernel/debug.config; scripts/vm.sh's kunit.filter_glob selects them): each
 # passed, and those of the series' abstractions (kernel::rdma,
-# kernel::workqueue::OwnedQueue, and kernel::debugfs and
-# kernel::sync::ArcSlot) were among them. KUnit's debugfs results of the
-# suite are its KTAP; a doctest that fails prints where. On 7.3 the series
-# adds kernel::rdma and OwnedQueue only (kernel::debugfs is upstream's,
-# ArcSlot has no 7.3 twin): sync_arc_slot_ is 6.12's alone.
-RCD_DOCTESTS="rdma_ debugfs_ sync_arc_slot_ workqueue_owned_"
+# kernel::workqueue::OwnedQueue, and kernel::debugfs and the backported
+# kernel::sync::global_lock!) were among them. KUnit's debugfs results of
+# the suite are its KTAP; a doctest that fails prints where. On 7.3 the
+# series adds kernel::rdma and OwnedQueue only (kernel::debugfs and
+# global_lock! are upstream's, whose doctests run there too).
+RCD_DOCTESTS="rdma_ debugfs_ sync_lock_global_ workqueue_owned_"
 test_rdma_doctests() {
 	local f=/sys/kernel/debug/kunit/rust_doctests_kernel/results ok=0 bad=0 all=0 l p n
 	local want=$RCD_DOCTESTS
-	case $(uname -r) in 6.*) ;; *) want=${want/sync_arc_slot_/} ;; esac
 	if [ ! -e /sys/kernel/debug/kunit ]; then
 		echo "# SKIP this kernel has no KUnit (CONFIG_KUNIT_DEBUGFS): the plain kernel"
 		return $KSFT_SKIP

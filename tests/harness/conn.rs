@@ -63,7 +63,7 @@
 //! call under them, none of which calls back into the module: the IB CM's
 //! (`cm_id_priv->lock`), the verbs provider's, and the `cm` abstraction's
 //! own leaf lock (an id's record of its running callbacks); and the lock
-//! of the module's slot that `Core::get` reads (`kcompat::arc_slot`), a
+//! of the module's slot that `Core::get` reads (`CORE`, a global mutex), a
 //! leaf. The IB core
 //! calls the `ib_client`'s `add` with its device's `client_data_rwsem` held
 //! for read, so that lock comes before `Core::inner`; nothing here registers

@@ -3,26 +3,23 @@
 //! The kernel crate as the harness needs it, on either kernel it builds for.
 //!
 //! The harness builds against Linux 6.12 with the project's series (its own
-//! `kernel::debugfs`, `sync::ArcSlot`, `time::msleep`) and against Linux
-//! 7.3, whose crate has these things upstream under other names and shapes
-//! (`kernel::debugfs::{Dir, Scope}` with callback files, the global locks,
+//! `kernel::debugfs`, `time::msleep`) and against Linux 7.3, whose crate
+//! has these things upstream under other names and shapes
+//! (`kernel::debugfs::{Dir, Scope}` with callback files,
 //! `time::delay::fsleep`). What 6.12 has under 7.3's spelling through the
 //! series' backport patch (`module!`'s `authors`, `sync::aref::ARef`,
-//! `time::Monotonic`) is used as it is everywhere. Every spelling that
+//! `time::Monotonic`, `sync::global_lock!`) is used as it is everywhere. Every spelling that
 //! still differs is here, and only here: the rest of the harness reads the
 //! same on both. `Kbuild` passes `--cfg rcd_kernel_7_3` when the kernel's
 //! `VERSION.PATCHLEVEL` is 7.3 or later.
 //!
 //! - [`fmt!`](fmt), the macro that makes `Arguments` for the crate's
 //!   `CString::try_from_fmt`; [`sleep_ms`], a sleep.
-//! - [`arc_slot!`] and [`ArcSlotExt`]: a static holding an `Arc` for C code
-//!   to reach (`rcd_test_with_conn()`), emptied (waiting for its readers)
-//!   before the module goes.
 //! - [`Control`], [`ControlFile`], [`ControlDir`]: a debugfs directory of
 //!   files served by one object, by file number.
 
 // The same names from either half, listed: what the rest of the crate uses.
-pub(crate) use imp::{arc_slot, fmt, sleep_ms, ArcSlotExt, ControlDir};
+pub(crate) use imp::{fmt, sleep_ms, ControlDir};
 
 /// What a debugfs file of a [`ControlDir`] is: its name, whether it is the
 /// one written (`0o200`) or one read (`0o444`), and its number.
@@ -68,7 +65,7 @@ mod imp {
         debugfs::{self, File, Ops, Output},
         prelude::*,
         str::CStr,
-        sync::{Arc, ArcBorrow, ArcSlot},
+        sync::{Arc, ArcBorrow},
         time::msleep,
     };
 
@@ -77,48 +74,6 @@ mod imp {
     /// Sleeps at least `ms` milliseconds.
     pub(crate) fn sleep_ms(ms: u32) {
         msleep(ms);
-    }
-
-    /// `arc_slot!(NAME: T)`: a `static NAME` that holds an `Arc<T>` or
-    /// nothing ([`ArcSlotExt`]).
-    macro_rules! arc_slot {
-        ($name:ident: $t:ty) => {
-            static $name: kernel::sync::ArcSlot<$t> = kernel::sync::ArcSlot::new();
-        };
-    }
-    pub(crate) use arc_slot;
-
-    /// A static made by [`arc_slot!`].
-    pub(crate) trait ArcSlotExt<T> {
-        /// Makes the slot usable: once per module load, before any other use.
-        ///
-        /// # Safety
-        ///
-        /// Called exactly once per load of the module, before any other
-        /// method (from the module's `init`).
-        unsafe fn init_once(&'static self);
-        /// Puts `value` in the empty slot (`EBUSY` if it is not empty).
-        fn put(&'static self, value: Arc<T>) -> Result;
-        /// The `Arc` in the slot, if any.
-        fn get_arc(&'static self) -> Option<Arc<T>>;
-        /// Empties the slot, after any reader that is taking its reference.
-        fn take_arc(&'static self) -> Option<Arc<T>>;
-    }
-
-    impl<T: Send + Sync> ArcSlotExt<T> for ArcSlot<T> {
-        unsafe fn init_once(&'static self) {}
-
-        fn put(&'static self, value: Arc<T>) -> Result {
-            self.set(value).map_err(|_| EBUSY)
-        }
-
-        fn get_arc(&'static self) -> Option<Arc<T>> {
-            self.get()
-        }
-
-        fn take_arc(&'static self) -> Option<Arc<T>> {
-            self.take()
-        }
     }
 
     /// The series' `Ops` object of a [`ControlDir`]: the one that serves.
@@ -172,7 +127,7 @@ mod imp {
         fmt,
         prelude::*,
         str::CStr,
-        sync::{Arc, GlobalLock, GlobalLockBackend},
+        sync::Arc,
         time::{delay::fsleep, Delta},
         uaccess::UserSliceReader,
     };
@@ -182,63 +137,6 @@ mod imp {
     /// Sleeps at least `ms` milliseconds.
     pub(crate) fn sleep_ms(ms: u32) {
         fsleep(Delta::from_millis(i64::from(ms)));
-    }
-
-    /// `arc_slot!(NAME: T)`: a global mutex `NAME` that holds an `Arc<T>`
-    /// or nothing ([`ArcSlotExt`]).
-    macro_rules! arc_slot {
-        ($name:ident: $t:ty) => {
-            kernel::sync::global_lock! {
-                // SAFETY: `ArcSlotExt::init_once` is its first use, once
-                // per load (its safety requirement).
-                unsafe(uninit) static $name: Mutex<Option<kernel::sync::Arc<$t>>> = None;
-            }
-        };
-    }
-    pub(crate) use arc_slot;
-
-    /// A static made by [`arc_slot!`].
-    pub(crate) trait ArcSlotExt<T> {
-        /// Makes the slot usable: once per module load, before any other use.
-        ///
-        /// # Safety
-        ///
-        /// Called exactly once per load of the module, before any other
-        /// method (from the module's `init`).
-        unsafe fn init_once(&'static self);
-        /// Puts `value` in the empty slot (`EBUSY` if it is not empty).
-        fn put(&'static self, value: Arc<T>) -> Result;
-        /// The `Arc` in the slot, if any.
-        fn get_arc(&'static self) -> Option<Arc<T>>;
-        /// Empties the slot, after any reader that is taking its reference.
-        fn take_arc(&'static self) -> Option<Arc<T>>;
-    }
-
-    impl<T, B> ArcSlotExt<T> for GlobalLock<B>
-    where
-        B: GlobalLockBackend<Item = Option<Arc<T>>>,
-    {
-        unsafe fn init_once(&'static self) {
-            // SAFETY: The caller calls this once per load, first.
-            unsafe { self.init() };
-        }
-
-        fn put(&'static self, value: Arc<T>) -> Result {
-            let mut slot = self.lock();
-            if slot.is_some() {
-                return Err(EBUSY);
-            }
-            *slot = Some(value);
-            Ok(())
-        }
-
-        fn get_arc(&'static self) -> Option<Arc<T>> {
-            self.lock().clone()
-        }
-
-        fn take_arc(&'static self) -> Option<Arc<T>> {
-            self.lock().take()
-        }
     }
 
     /// What each file of a [`ControlDir`] points to: the object serving it

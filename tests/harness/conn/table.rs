@@ -12,7 +12,6 @@ use super::{
 use crate::{
     cm::{CmId, Message},
     devices::{DeviceEntry, Devices},
-    kcompat::{arc_slot, ArcSlotExt},
 };
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use kernel::{
@@ -426,11 +425,16 @@ fn prune_freed(inner: &mut CoreInner, listener: u32, keep: u32) -> [Option<Conn>
     out
 }
 
-// The module's one `Core`, for the code that has no reference of its own:
-// the endpoints' CM callbacks (their `Handler` is the id's data, which the
-// core's table holds) and `rcd_test_with_conn()`. Set and emptied by
-// `Owner`.
-arc_slot!(CORE: Core);
+kernel::sync::global_lock! {
+    // The module's one `Core`, for the code that has no reference of its
+    // own: the endpoints' CM callbacks (their `Handler` is the id's data,
+    // which the core's table holds) and `rcd_test_with_conn()`. Set and
+    // emptied by `Owner`.
+    //
+    // SAFETY: `Owner::new` initialises it, once per load of the module,
+    // before any other use (its safety requirement).
+    unsafe(uninit) static CORE: Mutex<Option<Arc<Core>>> = None;
+}
 
 impl Core {
     /// The module's core, counted for as long as the caller keeps it:
@@ -438,7 +442,7 @@ impl Core {
     /// [`Owner`]'s drop emptied the slot, when no id of ours is left to call
     /// back).
     pub(crate) fn get() -> Option<Arc<Core>> {
-        CORE.get_arc()
+        CORE.lock().clone()
     }
 }
 
@@ -472,8 +476,8 @@ impl Owner {
     /// the slot.
     pub(crate) unsafe fn new(core: Arc<Core>) -> Result<Self> {
         // SAFETY: As this function's: once per load, the first use.
-        unsafe { CORE.init_once() };
-        CORE.put(core.clone())?;
+        unsafe { CORE.init() };
+        *CORE.lock() = Some(core.clone());
         // INVARIANT: the slot holds `core` from here.
         Ok(Self(core))
     }
@@ -506,8 +510,10 @@ impl Drop for Owner {
         self.0.flush_work();
         // No callback of ours is left to reach the core (see the type's
         // invariants); waits for an `rcd_test_with_conn()` taking its
-        // reference.
-        drop(CORE.take_arc());
+        // reference. The slot's lock is released before the core is
+        // dropped.
+        let core = CORE.lock().take();
+        drop(core);
     }
 }
 
