@@ -474,12 +474,12 @@ impl Owner {
     /// Called once per load of the module, from its `init`, before the
     /// module's symbols (`rcd_test_with_conn()`) or its RDMA client can use
     /// the slot.
-    pub(crate) unsafe fn new(core: Arc<Core>) -> Result<Self> {
+    pub(crate) unsafe fn new(core: Arc<Core>) -> Self {
         // SAFETY: As this function's: once per load, the first use.
         unsafe { CORE.init() };
         *CORE.lock() = Some(core.clone());
         // INVARIANT: the slot holds `core` from here.
-        Ok(Self(core))
+        Self(core)
     }
 }
 
