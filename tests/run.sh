@@ -35,11 +35,11 @@ tier=${RCD_TIER:-check}
 case $tier in
 check)
 	: "${RCD_CYCLES:=250}" "${RCD_ROUND:=125}" "${RCD_MANY:=50}" "${RCD_LOADS:=5}"
-	: "${RCD_UNLOAD_ROUNDS:=4}" "${RCD_FLOOD:=300}"
-	: "${RCD_PINGERS:=10}" "${RCD_RPING_PROCS:=4}" "${RCD_PAIRS:=8}"
+	: "${RCD_UNLOAD_ROUNDS:=4}" "${RCD_FLOOD:=150}"
+	: "${RCD_PINGERS:=10}" "${RCD_RPING_PROCS:=2}" "${RCD_PAIRS:=4}"
 	: "${RCD_FUZZ_SECONDS:=10}" "${RCD_FUZZ_ROUNDS:=10}"
 	# The randomized hostile CM peer (tests/t_fuzzpeer.sh).
-	: "${RCD_FUZZPEER_SECONDS:=20}"
+	: "${RCD_FUZZPEER_SECONDS:=10}"
 	# A skip fails the run (tests/lib.sh: rcd_result).
 	: "${RCD_NO_SKIP:=1}"
 	# Two guests of one vCPU each: the suite is one shell after another,

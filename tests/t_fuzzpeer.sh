@@ -4,7 +4,7 @@
 # rcd_fuzzpeer.ko on rxe1 (v1) sends CM MADs of every kind, fields drawn
 # from a seeded PRNG and from what it has seen, at every kind of listener
 # the module has on rxe0 and at connections the module made itself, for
-# RCD_FUZZPEER_SECONDS (make check: 20 s, make stress: 600 s). The seed is
+# RCD_FUZZPEER_SECONDS (make check: 10 s, make stress: 600 s). The seed is
 # printed; RCD_FUZZPEER_SEED=N draws the same choices again.
 #
 # What the peer has seen: it gets no answers of its own (they go to rxe1's
@@ -209,7 +209,7 @@ fuzzpeer_round_trip() {
 }
 
 test_fuzz_cm_peer() {
-	local secs=${RCD_FUZZPEER_SECONDS:-20} seed=${RCD_FUZZPEER_SEED:-0}
+	local secs=${RCD_FUZZPEER_SECONDS:-10} seed=${RCD_FUZZPEER_SEED:-0}
 	local drain=${RCD_FUZZPEER_DRAIN:-45} mac qps0 n feeder t0 held bad=0 nums
 	FP_T0=$SECONDS
 	rxe_add rxe0 v0 && rxe_add rxe1 v1 && veth_cross_routes || return 1
@@ -342,4 +342,4 @@ test_fuzz_cm_peer() {
 		{ echo "$reports" | head -40 | sed 's/^/# /'; fail "kernel reports"; bad=1; }
 	return $bad
 }
-timeout_test_fuzz_cm_peer=$(( ${RCD_FUZZPEER_SECONDS:-20} + ${RCD_FUZZPEER_DRAIN:-45} + 300 ))
+timeout_test_fuzz_cm_peer=$(( ${RCD_FUZZPEER_SECONDS:-10} + ${RCD_FUZZPEER_DRAIN:-45} + 300 ))

@@ -889,7 +889,7 @@ test_peer_held_rep_dropped_at_close() {
 timeout_test_peer_held_rep_dropped_at_close=180
 
 # A flood of REQs nobody answers, side by side in one guest: rcd_peer
-# sends RCD_FLOOD REQs (make check 300, make stress 3,000) in rdma_cm's TCP
+# sends RCD_FLOOD REQs (make check 150, make stress 3,000) in rdma_cm's TCP
 # port space, a cma_hdr from 10.77.0.99 (an address of no host here), each
 # asking for 16 REPs of 65 s (resp=24 retries=15: none times out while
 # measured; cmtime -b's server crashes at the first CONNECT_ERROR), first
@@ -905,7 +905,7 @@ timeout_test_peer_held_rep_dropped_at_close=180
 # caches' live objects plus vmalloc) came back once the harness was unloaded (and
 # loaded again, as before the flood). What cmtime -b leaves once killed is
 # printed beside it.
-FLOOD_N=${RCD_FLOOD:-300}
+FLOOD_N=${RCD_FLOOD:-150}
 
 # flood_mem_kb FILE: what the flood can leave behind, in kB: the kmalloc
 # caches' live objects once settled (kmalloc_settled: the CM's ids, rxe's
@@ -1086,7 +1086,7 @@ timeout_test_peer_handshake_bounded=120
 # Endless pings and REQ+DREQ pairs with the longest timers, side by side.
 # PINGERS endless rping sessions (make check 10, make stress 300) ping the
 # harness's rping=1 listener on rxe1 (10.77.0.2, both ends there): up to
-# RPING_PROCS (4, 10) of them are rdma-core's `rping -c -C 0`, the others the
+# RPING_PROCS (2, 10) of them are rdma-core's `rping -c -C 0`, the others the
 # harness's own client (`rping=0:64`; a process costs the guest about half
 # a second of a vCPU to start under TCG, and 300 took 5 minutes). Endless
 # pings keep the guest's CPUs busy whatever their number, more sessions
@@ -1095,7 +1095,7 @@ timeout_test_peer_handshake_bounded=120
 # REPs of 2^23 ms (resp=31 retries=15) and a timewait of 2^23 ms (ack=31),
 # about 2.3 h each, and a DREQ naming each REP's id, before any RTU.
 # Checked, the pings going on:
-# - the PAIRS (8, 16) DREQs to a listener with drep_after=2000 are answered 2 s
+# - the PAIRS (4, 16) DREQs to a listener with drep_after=2000 are answered 2 s
 #   after they came, not before and at most LOAD_SLACK_MS after (the
 #   sweeper is a timer on a queue of its own: no poller runs on it);
 # - with PAIRS more DREQs unanswered (drep_after: 10 minutes), as many
