@@ -44,7 +44,9 @@ cmid_state_is() { [ "$(conn_state "$1")" = "$2" ]; }
 # left out, RCD_KERNEL_OMIT=0000-IB-cm-Keep, it drops about 9 s early.)
 test_error_callback_outlives_timewait() {
 	local n=81 live0 after="conn 81: after an error callback" i
-	CONNECT_OPTS="lifetime=14 resp=14 retries=2 on_error=sleep:9000" cm_pair2 $n || return 1
+	# 16 tries (retries=15): the REQ 3 s, the REP's RTU 1 s, the DREQ's
+	# timeout 3 s, well inside the handler's 9 s sleep.
+	CONNECT_OPTS="lifetime=14 resp=14 retries=15 on_error=sleep:9000" cm_pair2 $n || return 1
 	cmid_mark
 	[ -d /sys/module/sch_netem ] || modprobe sch_netem || return 1
 	tc qdisc add dev v0 root netem loss 100% || return 1
@@ -80,7 +82,8 @@ test_error_callback_outlives_timewait() {
 # would not see a close that did not wait).
 test_error_callback_outlives_close() {
 	local n=82 t0 dt
-	CONNECT_OPTS="lifetime=18 resp=14 retries=1 on_error=sleep:9000" cm_pair2 $n || return 1
+	# resp=17: the REP waits 2 x 512 ms for its RTU (resp=14: 2 x 64).
+	CONNECT_OPTS="lifetime=18 resp=17 retries=1 on_error=sleep:9000" cm_pair2 $n || return 1
 	cmid_mark
 	[ -d /sys/module/sch_netem ] || modprobe sch_netem || return 1
 	tc qdisc add dev v0 root netem loss 100% || return 1

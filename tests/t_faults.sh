@@ -164,12 +164,15 @@ statuses_are() {
 test_device_deleted_under_100() {
 	local a=4200 b=4299 pa pb k passes
 	pa=$((a + PASSIVE_BASE)); pb=$((b + PASSIVE_BASE))
-	# 16 tries (retries=15) of about 200 ms each for every handshake: with
-	# 4 (retries=3), a CI run's 6.12 guest beside the two 7.3 ones, at 1.4
-	# times tests/test-times' pace, sent its first REP only after the
+	# Each REQ has 16 tries (retries=15) of about 640 ms, each REP as
+	# many of 512 ms (resp=17: the passive end's timer is the REQ's
+	# response timeout, cm.c cm_req_handler) for its RTU, as HOSTS_FAST
+	# gives 100 handshakes at once. With 4 tries of about 200 ms
+	# ($FAST retries=3), a CI run's 6.12 guest beside the two 7.3 ones, at
+	# 1.4 times tests/test-times' pace, sent its first REP only after the
 	# REQ's last try had timed out ("4200: no ESTABLISHED", rxe0: "rep rx
 	# 4/0", every REP received after the REQ_ERROR).
-	pair2_range $a $b $FAST retries=15 || return 1
+	pair2_range $a $b lifetime=14 resp=17 retries=15 || return 1
 	for ((k = 4225; k <= 4249; k++)); do ctl post $k 8 || return 1; done
 	ctl dreq $((4250 + PASSIVE_BASE))-$((4274 + PASSIVE_BASE)) text:unanswered || return 1
 	ctl disconnect 4275-4299 || return 1
@@ -188,7 +191,7 @@ test_device_deleted_under_100() {
 		return 1
 	# The status mix, by what each of rxe1's ends was doing: not over
 	# (idle, receives posted): -ENODEV; its own DREQ unanswered: -ETIMEDOUT
-	# if the DREQ had timed out (16 tries: about 3 s) before the deletion,
+	# if the DREQ had timed out (16 tries: about 10 s) before the deletion,
 	# else -ENODEV; the peer's DREQ received before (DISCONNECTED then): 0.
 	statuses_are $pa $((pa + 49)) "rxe1's idle and posted ends" -19 || return 1
 	statuses_are $((pa + 50)) $((pa + 74)) "rxe1's ends with their DREQ unanswered" \

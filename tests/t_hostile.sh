@@ -267,7 +267,9 @@ test_callback_closes_other_without_waiting() {
 }
 closes_other_body() {
 	local a=95 b=96 live
-	CONNECT_OPTS="lifetime=20 resp=14 retries=0 on_error=sleep:10000" cm_pair2 $b || return 1
+	# One try of each message: the DREQ's about 9 s (lifetime=20), the
+	# REP's 1 s for the RTU (resp=18; resp=14 gave it 64 ms).
+	CONNECT_OPTS="lifetime=20 resp=18 retries=0 on_error=sleep:10000" cm_pair2 $b || return 1
 	CONNECT_OPTS="lifetime=20 resp=20 retries=3 on_dreq=close:$b" cm_pair2 $a || return 1
 	[ -d /sys/module/sch_netem ] || modprobe sch_netem || return 1
 	tc qdisc add dev v0 root netem loss 100% || return 1
