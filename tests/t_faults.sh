@@ -164,14 +164,11 @@ statuses_are() {
 test_device_deleted_under_100() {
 	local a=4200 b=4299 pa pb k passes
 	pa=$((a + PASSIVE_BASE)); pb=$((b + PASSIVE_BASE))
-	# Each REQ has 16 tries (retries=15) of about 640 ms, each REP as
-	# many of 512 ms (resp=17: the passive end's timer is the REQ's
-	# response timeout, cm.c cm_req_handler) for its RTU, as HOSTS_FAST
-	# gives 100 handshakes at once. With 4 tries of about 200 ms
-	# ($FAST retries=3), a CI run's 6.12 guest beside the two 7.3 ones, at
-	# 1.4 times tests/test-times' pace, sent its first REP only after the
-	# REQ's last try had timed out ("4200: no ESTABLISHED", rxe0: "rep rx
-	# 4/0", every REP received after the REQ_ERROR).
+	# 100 handshakes at once on a slow guest: each REQ gets 16 tries
+	# (retries=15) of about 640 ms, each REP as many of 512 ms for its RTU
+	# (resp=17: the passive end's timer is the REQ's response timeout,
+	# cm.c cm_req_handler). 4 tries of about 200 ms ran out before the
+	# first REP left a slow guest.
 	pair2_range $a $b lifetime=14 resp=17 retries=15 || return 1
 	for ((k = 4225; k <= 4249; k++)); do ctl post $k 8 || return 1; done
 	ctl dreq $((4250 + PASSIVE_BASE))-$((4274 + PASSIVE_BASE)) text:unanswered || return 1
