@@ -507,11 +507,16 @@ cleanup() {
 	# more: a REQ with a short timeout runs out of tries while its REPs
 	# wait behind it (device_deleted_under_100 right after dreq_unanswered:
 	# "4200: no ESTABLISHED", REPs received after the REQ_ERROR).
+	# A peer's MAC a two-host test pinned (t_hosts.sh: pin_peer) goes too:
+	# "nud all" takes permanent entries.
 	if [ "$n" != 0 ]; then
 		printf 'qdisc del dev %s root\n' v0 v1 ${RCD_NIC:-} |
 			tc -force -batch - >/dev/null 2>&1
-		printf 'neigh flush dev %s\n' v0 v1 ${RCD_NIC:-} |
+	fi
+	if [ "$n" != 0 ] || [ -e /run/rcd-neigh-pinned ]; then
+		printf 'neigh flush dev %s nud all\n' v0 v1 ${RCD_NIC:-} |
 			ip -force -batch - >/dev/null 2>&1
+		rm -f /run/rcd-neigh-pinned
 	fi
 	veth_cross_routes_undo >/dev/null 2>&1
 	for d in /sys/class/infiniband/*; do
