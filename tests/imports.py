@@ -119,7 +119,7 @@ def main():
         for d, _, files in os.walk(root_dir):
             for f in files:
                 p = os.path.join(d, f)
-                if f.endswith(".rs") and re.search(r"^\s*(kcompat::harness_module|module)!",
+                if f.endswith(".rs") and re.search(r"^\s*module!",
                                                     open(p).read(), re.M):
                     root = p
     mods = modules(root_dir, root)

@@ -101,7 +101,7 @@
 //! ..., 255, 1, ...) or `fill:N:XX` (N bytes of hex XX). A write fails with
 //! the command's errno and changes nothing when the command is malformed.
 
-use crate::kcompat::{fmt, Control, ControlFile};
+use crate::control_dir::{Control, ControlFile};
 use crate::{
     cm::Message,
     cma::{self, PortSpace},
@@ -121,11 +121,11 @@ const CTL: u32 = 4;
 
 /// The files of the control directory.
 pub(crate) static FILES: [ControlFile; 5] = [
-    ControlFile::new(c_str!("devices"), 0o444, DEVICES),
-    ControlFile::new(c_str!("stats"), 0o444, STATS),
-    ControlFile::new(c_str!("conns"), 0o444, CONNS),
-    ControlFile::new(c_str!("events"), 0o444, EVENTS),
-    ControlFile::new(c_str!("ctl"), 0o200, CTL),
+    ControlFile::new(c_str!("devices"), false, DEVICES),
+    ControlFile::new(c_str!("stats"), false, STATS),
+    ControlFile::new(c_str!("conns"), false, CONNS),
+    ControlFile::new(c_str!("events"), false, EVENTS),
+    ControlFile::new(c_str!("ctl"), true, CTL),
 ];
 
 /// The most connections one `dreq` or `disconnect` names (in all its

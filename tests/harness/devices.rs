@@ -6,7 +6,6 @@
 //! each device from its `add` to its `remove`: the commands take their device
 //! from here, by reference, and never ask the RDMA core for it by name.
 
-use crate::kcompat::fmt;
 use core::fmt::Write;
 use kernel::{
     prelude::*,

@@ -23,6 +23,7 @@ use kernel::{
 mod cma;
 mod conn;
 mod control;
+mod control_dir;
 mod devices;
 mod kcompat;
 mod product;
@@ -50,7 +51,7 @@ struct RcdHarness {
     // the long-running work), the pollers' and sweepers' queues (whose
     // items end by themselves once stopped), the jobs' queue, and last the
     // reaper. Each queue's drop waits for every `QueueRef` on it.
-    _debugfs: kcompat::ControlDir<conn::Core>,
+    _debugfs: control_dir::ControlDir<conn::Core>,
     _client: kernel::rdma::client::Registration<conn::Core>,
     _owner: conn::Owner,
     _pollers: Pin<KBox<CountedQueue>>,
@@ -110,7 +111,7 @@ impl kernel::Module for RcdHarness {
         // SAFETY: Module init: once per load, the first use of the slot.
         let owner = unsafe { conn::Owner::new(core.clone()) };
         let client = kernel::rdma::client::Registration::new(c_str!("rcd_harness"), core.clone())?;
-        let debugfs = kcompat::ControlDir::new(c_str!("rcd_harness"), &control::FILES, core)?;
+        let debugfs = control_dir::ControlDir::new(c_str!("rcd_harness"), &control::FILES, core)?;
         pr_info!("loaded\n");
         Ok(Self {
             _debugfs: debugfs,

@@ -10,7 +10,6 @@ use super::{
     stats::{Counted, STATS},
     wr_stats::{DataStats, WrStats},
 };
-use crate::kcompat::fmt;
 use crate::{
     cm::{CmIdRef, Message},
     rping::{self, Rping},

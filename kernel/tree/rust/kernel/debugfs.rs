@@ -1,289 +1,304 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Debugfs directories whose files are served by a Rust object.
+//! Debugfs directories of files served by callbacks on data the directory
+//! owns.
 //!
-//! A [`Dir`] is one directory at the root of debugfs with a fixed set of
-//! [`File`]s. Every file of a directory is served by the same object, an
-//! [`Arc`] of a type that implements [`Ops`]: a read of a file prints the
-//! whole file with [`Ops::show`] (the `seq_file` `single_open()` interface),
-//! a write hands the bytes written to [`Ops::write`]. Dropping the [`Dir`]
-//! removes the directory and waits for the file operations in progress.
+//! This is the part of later kernels' `kernel::debugfs` that a [`Scope`]
+//! with callback files is, with the same names and signatures: a [`Scope`]
+//! owns some data and a directory at the root of debugfs, whose files, made
+//! through a [`ScopedDir`] when the scope is created, read that data with a
+//! callback. Dropping the [`Scope`] removes the directory, which waits for
+//! the file operations in progress, and then drops the data.
+//!
+//! The files' `file_operations` have as `.owner` the module `M` that makes
+//! them: an open file keeps that module loaded.
 //!
 //! C header: [`include/linux/debugfs.h`](srctree/include/linux/debugfs.h).
 
 use crate::{
     bindings,
-    error::{code::*, from_err_ptr, from_result},
+    error::from_result,
     ffi::{c_char, c_int, c_void},
     prelude::*,
     str::CStr,
-    sync::{Arc, ArcBorrow},
-    uaccess::UserSlice,
-    ThisModule,
+    uaccess::{UserSlice, UserSliceReader},
+    ModuleMetadata,
 };
-use core::{fmt, marker::PhantomData};
+use core::{
+    fmt,
+    marker::{PhantomData, PhantomPinned},
+    ptr::NonNull,
+};
 
-/// The longest write a file takes: [`Ops::write`] gets each write whole, so
-/// a longer one fails with `E2BIG` before anything is copied.
-pub const MAX_WRITE: usize = 4096;
-
-/// A file of a [`Dir`]: its name, its permissions and the number that
-/// tells the [`Ops`] callbacks which file they serve.
-pub struct File {
-    name: &'static CStr,
-    mode: u16,
-    id: u32,
-}
-
-impl File {
-    /// A file called `name` with permissions `mode` (such as `0o444`),
-    /// identified by `id` in the [`Ops`] callbacks.
-    pub const fn new(name: &'static CStr, mode: u16, id: u32) -> Self {
-        Self { name, mode, id }
-    }
-}
-
-/// What the files of a [`Dir`] do.
-///
-/// # Examples
-///
-/// ```
-/// use core::fmt::Write;
-/// use kernel::debugfs::{Dir, File, Ops, Output};
-/// use kernel::sync::{Arc, ArcBorrow};
-/// use kernel::{c_str, prelude::*};
-///
-/// # // A doctest is built-in code, whose `THIS_MODULE` is NULL.
-/// # // SAFETY: NULL is the right `THIS_MODULE` for built-in code.
-/// # static THIS_MODULE: ThisModule = unsafe { ThisModule::from_ptr(core::ptr::null_mut()) };
-/// struct Hello;
-///
-/// impl Ops for Hello {
-///     const OWNER: &'static ThisModule = &THIS_MODULE;
-///
-///     fn show(_this: ArcBorrow<'_, Self>, id: u32, out: &mut Output<'_>) -> Result {
-///         writeln!(out, "hello from file {id}").map_err(|_| EINVAL)
-///     }
-///
-///     fn write(_this: ArcBorrow<'_, Self>, _id: u32, input: &[u8]) -> Result {
-///         pr_info!("{} bytes written\n", input.len());
-///         Ok(())
-///     }
-/// }
-///
-/// static FILES: [File; 2] = [
-///     File::new(c_str!("greeting"), 0o444, 0),
-///     File::new(c_str!("sink"), 0o200, 1),
-/// ];
-///
-/// let dir = Dir::new(c_str!("rust_debugfs_doctest"), &FILES, Arc::new(Hello, GFP_KERNEL)?)?;
-/// // `/sys/kernel/debug/rust_debugfs_doctest/` exists until `dir` is dropped.
-/// drop(dir);
-/// # Ok::<(), Error>(())
-/// ```
-pub trait Ops: Send + Sync + 'static {
-    /// The module whose code serves the files, `&THIS_MODULE`: an open file
-    /// holds a reference on it, so the module stays loaded until every file
-    /// is closed.
-    const OWNER: &'static ThisModule;
-
-    /// Prints file `id` into `out`; called for each read from the file's
-    /// start (again with a larger buffer if `out` overflowed).
-    fn show(this: ArcBorrow<'_, Self>, id: u32, out: &mut Output<'_>) -> Result;
-
-    /// Takes one write to file `id`: the bytes written, at most
-    /// [`MAX_WRITE`]. On success the write returns its whole length.
-    fn write(this: ArcBorrow<'_, Self>, id: u32, input: &[u8]) -> Result;
-}
-
-/// The text of a file being read; implements [`fmt::Write`].
+/// Data `T` and the debugfs directory whose files read it; see
+/// [`Scope::dir`].
 ///
 /// # Invariants
 ///
-/// `m` is the `struct seq_file` of a read in progress for the lifetime `'a`.
-pub struct Output<'a> {
-    m: *mut bindings::seq_file,
-    _p: PhantomData<&'a mut bindings::seq_file>,
-}
-
-impl fmt::Write for Output<'_> {
-    fn write_str(&mut self, s: &str) -> fmt::Result {
-        // SAFETY: `m` is a live seq_file (type invariant) and `s` is valid for
-        // `s.len()` bytes. On overflow seq_file records it, and the read calls
-        // `show` again with a larger buffer.
-        unsafe { bindings::seq_write(self.m, s.as_ptr().cast(), s.len()) };
-        Ok(())
-    }
-}
-
-/// What a file's inode points to (its `i_private`): the object serving the
-/// file and the file's number.
-struct FileData<T: Ops> {
-    ctx: Arc<T>,
-    id: u32,
-}
-
-/// A debugfs directory whose files are served by an [`Ops`] object; it is
-/// removed on drop.
-///
-/// # Invariants
-///
-/// `dentry` is the directory, created by [`Dir::new`] and not yet removed.
-/// Each of its files has as `i_private` a pointer to an element of `_files`,
-/// whose buffer is neither reallocated nor freed until the directory is
-/// removed.
-pub struct Dir<T: Ops> {
+/// `dentry` is the directory made for this scope (or an error pointer or
+/// NULL, which debugfs takes as no directory), not yet removed. The
+/// directory's files have `data` as their `i_private`.
+#[pin_data(PinnedDrop)]
+pub struct Scope<T> {
     dentry: *mut bindings::dentry,
-    _files: KVec<FileData<T>>,
+    #[pin]
+    data: T,
+    #[pin]
+    _pin: PhantomPinned,
 }
 
-impl<T: Ops> Dir<T> {
-    /// Creates `/sys/kernel/debug/<name>/` with `files`, served by `ctx`.
+// SAFETY: A `Scope` owns `T` and a directory, which may be removed from any
+// thread in process context.
+unsafe impl<T: Send> Send for Scope<T> {}
+
+// SAFETY: `&Scope<T>` gives access to `&T` only.
+unsafe impl<T: Sync> Sync for Scope<T> {}
+
+impl<'a, T: 'a> Scope<T> {
+    /// Creates a scope: `data` and the directory `/sys/kernel/debug/<name>/`,
+    /// which `init` fills with files that read `data`.
     ///
-    /// Fails with the error of `debugfs_create_dir()` (`EEXIST` if a file or
-    /// directory of that name exists, `ENODEV` or `EPERM` if debugfs is not
-    /// available). As for any debugfs user, the creation of a file is not
-    /// checked: a file that could not be created is missing.
-    pub fn new(name: &CStr, files: &[File], ctx: Arc<T>) -> Result<Self> {
-        let mut data = KVec::with_capacity(files.len(), GFP_KERNEL)?;
-        for f in files {
-            data.push(
-                FileData {
-                    ctx: ctx.clone(),
-                    id: f.id,
-                },
-                GFP_KERNEL,
-            )?;
-        }
-        // SAFETY: `name` is a NUL-terminated string; a NULL parent is the
-        // root of debugfs.
-        let dentry =
-            unsafe { bindings::debugfs_create_dir(name.as_char_ptr(), core::ptr::null_mut()) };
-        let dentry = from_err_ptr(dentry)?;
-        for (f, d) in files.iter().zip(data.iter()) {
-            // SAFETY: `f.name` is a NUL-terminated string and `dentry` the
-            // directory just created. `d` is an element of `data`, which the
-            // `Dir` keeps without reallocating it until the directory is
-            // removed, so the `i_private` given here outlives the file; the
-            // file operations are a `'static` table.
-            unsafe {
-                bindings::debugfs_create_file(
-                    f.name.as_char_ptr(),
-                    f.mode,
+    /// `M` is the module that creates the files: `Scope::dir::<LocalModule,
+    /// _, _>`. As for any debugfs user, the creation of a directory or file
+    /// is not checked: one that could not be made (the name exists, no
+    /// debugfs) is missing.
+    pub fn dir<M: ModuleMetadata, E: 'a, F>(
+        data: impl PinInit<T, E> + 'a,
+        name: &'a CStr,
+        init: F,
+    ) -> impl PinInit<Self, E> + 'a
+    where
+        F: for<'data, 'dir> FnOnce(&'data T, &'dir ScopedDir<'data, 'dir, M>) + 'a,
+    {
+        try_pin_init!(Self {
+            dentry: core::ptr::null_mut(),
+            data <- data,
+            _pin: PhantomPinned,
+        }? E)
+        .pin_chain(move |scope| {
+            // SAFETY: `dentry` is not structurally pinned; nothing else
+            // is moved.
+            let scope = unsafe { Pin::get_unchecked_mut(scope) };
+            // SAFETY: `name` is a NUL-terminated string; a NULL parent is
+            // the root of debugfs.
+            let dentry =
+                unsafe { bindings::debugfs_create_dir(name.as_char_ptr(), core::ptr::null_mut()) };
+            // INVARIANT: The files made in `dentry` are given `&scope.data`
+            // (`ScopedDir`'s lifetimes), pinned with the scope.
+            scope.dentry = dentry;
+            init(
+                &scope.data,
+                &ScopedDir {
                     dentry,
-                    (d as *const FileData<T>).cast_mut().cast(),
-                    Adapter::<T>::fops(),
-                )
-            };
-        }
-        // INVARIANT: `dentry` was created above; each file's `i_private` is
-        // an element of `data`.
-        Ok(Self {
-            dentry,
-            _files: data,
+                    _phantom: PhantomData,
+                    _owner: PhantomData,
+                },
+            );
+            Ok(())
         })
     }
 }
 
-impl<T: Ops> Drop for Dir<T> {
-    fn drop(&mut self) {
-        // SAFETY: By the type invariant `dentry` is the directory, not yet
-        // removed. `debugfs_remove` removes it with its files and waits for
-        // the file operations in progress; debugfs starts none afterwards, so
-        // `_files`, dropped after this, is no longer used.
+impl<T> core::ops::Deref for Scope<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        &self.data
+    }
+}
+
+#[pinned_drop]
+impl<T> PinnedDrop for Scope<T> {
+    fn drop(self: Pin<&mut Self>) {
+        // SAFETY: By the type invariant `dentry` is the scope's directory
+        // (or an error pointer or NULL, which `debugfs_remove` ignores), not
+        // yet removed. `debugfs_remove` removes it with its files and waits
+        // for the file operations in progress; debugfs starts none
+        // afterwards, so `data`, dropped after this, is no longer used.
         unsafe { bindings::debugfs_remove(self.dentry) };
     }
 }
 
-// SAFETY: `Dir` owns the directory, which may be removed from any thread in
-// process context, and `Arc<T>`s of a `T: Send + Sync`.
-unsafe impl<T: Ops> Send for Dir<T> {}
+/// The directory of a [`Scope`] while [`Scope::dir`]'s `init` fills it: its
+/// files read data that lives at least `'data`, and the handle lives at most
+/// `'dir`. `M` is the module that makes the files.
+pub struct ScopedDir<'data, 'dir, M> {
+    dentry: *mut bindings::dentry,
+    _phantom: PhantomData<fn(&'data ()) -> &'dir ()>,
+    _owner: PhantomData<fn() -> M>,
+}
 
-// SAFETY: `&Dir` gives access to nothing.
-unsafe impl<T: Ops> Sync for Dir<T> {}
+impl<'data, 'dir, M: ModuleMetadata> ScopedDir<'data, 'dir, M> {
+    fn create_file<T>(
+        &self,
+        name: &CStr,
+        mode: u16,
+        data: &'data T,
+        fops: &'static bindings::file_operations,
+    ) {
+        // SAFETY: `name` is a NUL-terminated string and `dentry` the scope's
+        // directory (an error pointer or NULL makes debugfs create nothing).
+        // The file goes with the directory, removed before the scope drops
+        // `data` (`'data`), so the `i_private` given here outlives the file;
+        // `fops` is `'static`.
+        unsafe {
+            bindings::debugfs_create_file(
+                name.as_char_ptr(),
+                mode,
+                self.dentry,
+                (data as *const T).cast_mut().cast(),
+                fops,
+            )
+        };
+    }
 
-/// The `file_operations` of the files of a `Dir<T>`.
-struct Adapter<T: Ops>(PhantomData<T>);
+    /// Creates a read-only file (mode `0400`), whose contents are produced
+    /// by calling `f` with `data`, again from the start for each read from
+    /// offset 0.
+    ///
+    /// `f` must be a function item or a non-capturing closure; this is
+    /// checked at build time.
+    pub fn read_callback_file<T, F>(&self, name: &CStr, data: &'data T, _f: &'static F)
+    where
+        T: Send + Sync + 'static,
+        F: Fn(&T, &mut fmt::Formatter<'_>) -> fmt::Result + Send + Sync,
+    {
+        self.create_file(name, 0o400, data, &ReadOps::<T, F, M>::FOPS)
+    }
 
-impl<T: Ops> Adapter<T> {
+    /// Creates a write-only file (mode `0200`), each write to which calls
+    /// `w` with `data` and a reader of the bytes written. A successful call
+    /// makes the write return its whole length.
+    ///
+    /// `w` must be a function item or a non-capturing closure; this is
+    /// checked at build time.
+    pub fn write_only_callback_file<T, W>(&self, name: &CStr, data: &'data T, _w: &'static W)
+    where
+        T: Send + Sync + 'static,
+        W: Fn(&T, &mut UserSliceReader) -> Result + Send + Sync,
+    {
+        self.create_file(name, 0o200, data, &WriteOps::<T, W, M>::FOPS)
+    }
+}
+
+/// Returns the callback `F`, a zero-sized type.
+///
+/// # Safety
+///
+/// A reference to an `F` existed: the value is inhabited.
+unsafe fn callback<'a, F>() -> &'a F {
+    const { assert!(core::mem::size_of::<F>() == 0) };
+    // SAFETY: `F` is zero-sized, so a dangling, aligned pointer is valid for
+    // it, and a value of it exists (the caller's contract).
+    unsafe { NonNull::<F>::dangling().as_ref() }
+}
+
+/// `seq_file` output, for `write!`.
+struct SeqFile(*mut bindings::seq_file);
+
+impl fmt::Write for SeqFile {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        // SAFETY: `self.0` is the seq_file being shown and `s` is valid for
+        // `s.len()` bytes. On overflow seq_file records it and shows the file
+        // again with a larger buffer.
+        unsafe { bindings::seq_write(self.0, s.as_ptr().cast(), s.len()) };
+        Ok(())
+    }
+}
+
+/// The `file_operations` of a file of [`ScopedDir::read_callback_file`].
+struct ReadOps<T, F, M>(PhantomData<fn(&T, &F) -> M>);
+
+impl<T: Sync, F, M> ReadOps<T, F, M>
+where
+    F: Fn(&T, &mut fmt::Formatter<'_>) -> fmt::Result,
+    M: ModuleMetadata,
+{
     const FOPS: bindings::file_operations = bindings::file_operations {
-        owner: T::OWNER.as_ptr(),
+        owner: M::THIS_MODULE.as_ptr(),
         open: Some(Self::open),
         read: Some(bindings::seq_read),
         llseek: Some(bindings::seq_lseek),
-        write: Some(Self::write),
         release: Some(bindings::single_release),
         // SAFETY: All zeroes is a valid `file_operations`: no other
         // operation, no flags.
         ..unsafe { core::mem::zeroed() }
     };
 
-    /// The table, in static memory: an open file uses it until it is closed,
-    /// which may be after its `Dir` is dropped (its module stays loaded,
-    /// through `owner`, until then).
-    fn fops() -> &'static bindings::file_operations {
-        &Self::FOPS
-    }
-
-    /// `open`: a `single_open()` seq_file whose `private` is the file's
-    /// `FileData<T>`.
-    ///
     /// # Safety
     ///
-    /// `inode` is a file of a `Dir<T>` and `file` is being opened on it
-    /// (the VFS's contract for `open`, with debugfs keeping the file from
-    /// being removed during the call).
+    /// `inode` is a file made by `read_callback_file::<T, F>` and `file` is
+    /// being opened on it.
     unsafe extern "C" fn open(inode: *mut bindings::inode, file: *mut bindings::file) -> c_int {
-        // SAFETY: `inode` is valid during `open`.
-        let data = unsafe { (*inode).i_private };
-        // SAFETY: `file` is being opened. `show` gets `data`, the file's
-        // `FileData<T>`, as the seq_file's `private`.
-        unsafe { bindings::single_open(file, Some(Self::show), data) }
+        // SAFETY: `inode` is valid during `open`; `file` is being opened.
+        // `show` gets the file's `&T` as the seq_file's `private`.
+        unsafe { bindings::single_open(file, Some(Self::show), (*inode).i_private) }
     }
 
-    /// `show` of the seq_file: [`Ops::show`].
-    ///
     /// # Safety
     ///
-    /// `m` is a seq_file being read, made by `open`, during a read that
-    /// debugfs lets run (the directory is not removed before it ends).
+    /// `m` is the seq_file of `open`, being read while debugfs keeps the
+    /// file from being removed.
     unsafe extern "C" fn show(m: *mut bindings::seq_file, _v: *mut c_void) -> c_int {
-        // SAFETY: `m` is valid; its `private` is the file's `FileData<T>`
-        // (`open`), which the `Dir` keeps until the directory is removed, and
-        // removal waits for this read.
-        let data = unsafe { &*(*m).private.cast::<FileData<T>>() };
-        // INVARIANT: `m` is being read during this call, and `out` lives
-        // only during it.
-        let mut out = Output { m, _p: PhantomData };
-        from_result(|| T::show(data.ctx.as_arc_borrow(), data.id, &mut out).map(|()| 0))
-    }
+        struct Show<'a, T, F>(&'a T, &'a F);
 
-    /// `write`: [`Ops::write`] with a copy of the user's bytes.
-    ///
+        impl<T, F: Fn(&T, &mut fmt::Formatter<'_>) -> fmt::Result> fmt::Display for Show<'_, T, F> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                (self.1)(self.0, f)
+            }
+        }
+
+        // SAFETY: `private` is the file's `&'data T` (`open`); its scope
+        // removes the file, which waits for this read, before dropping it.
+        let data = unsafe { &*(*m).private.cast::<T>() };
+        // SAFETY: `read_callback_file` took a `&'static F`.
+        let f = unsafe { callback::<F>() };
+        match fmt::Write::write_fmt(&mut SeqFile(m), format_args!("{}", Show(data, f))) {
+            Ok(()) => 0,
+            Err(_) => EINVAL.to_errno(),
+        }
+    }
+}
+
+/// The `file_operations` of a file of
+/// [`ScopedDir::write_only_callback_file`].
+struct WriteOps<T, W, M>(PhantomData<fn(&T, &W) -> M>);
+
+impl<T: Sync, W, M> WriteOps<T, W, M>
+where
+    W: Fn(&T, &mut UserSliceReader) -> Result,
+    M: ModuleMetadata,
+{
+    const FOPS: bindings::file_operations = bindings::file_operations {
+        owner: M::THIS_MODULE.as_ptr(),
+        open: Some(bindings::simple_open),
+        write: Some(Self::write),
+        llseek: Some(bindings::default_llseek),
+        // SAFETY: All zeroes is a valid `file_operations`: no other
+        // operation, no flags.
+        ..unsafe { core::mem::zeroed() }
+    };
+
     /// # Safety
     ///
-    /// `file` is a file opened by `open`, during a write that debugfs lets
-    /// run; `buf` is a user-space pointer.
+    /// `file` was opened by `simple_open` on a file made by
+    /// `write_only_callback_file::<T, W>`, and debugfs keeps it from being
+    /// removed during the call; `buf` is a user-space pointer.
     unsafe extern "C" fn write(
         file: *mut bindings::file,
         buf: *const c_char,
         len: usize,
         _ppos: *mut bindings::loff_t,
     ) -> isize {
+        // SAFETY: `simple_open` made `private_data` the inode's `i_private`,
+        // the file's `&'data T`; its scope removes the file, which waits for
+        // this write, before dropping it.
+        let data = unsafe { &*(*file).private_data.cast::<T>() };
+        // SAFETY: `write_only_callback_file` took a `&'static W`.
+        let w = unsafe { callback::<W>() };
         from_result(|| {
-            if len > MAX_WRITE {
-                return Err(E2BIG);
-            }
-            // SAFETY: `file` is open; its `private_data` is the seq_file
-            // that `single_open()` made.
-            let m = unsafe { (*file).private_data.cast::<bindings::seq_file>() };
-            // SAFETY: As in `show`: `private` is the file's `FileData<T>`,
-            // kept until the directory is removed, which waits for this write.
-            let data = unsafe { &*(*m).private.cast::<FileData<T>>() };
-            let mut input = KVec::new();
-            UserSlice::new(buf as usize, len).read_all(&mut input, GFP_KERNEL)?;
-            T::write(data.ctx.as_arc_borrow(), data.id, &input)?;
-            // `len <= MAX_WRITE`: no wrap.
+            w(data, &mut UserSlice::new(buf as usize, len).reader())?;
+            // A write's length fits in `isize`.
             Ok(len as isize)
         })
     }
