@@ -33,18 +33,36 @@ use core::{
 /// Data `T` and the debugfs directory whose files read it; see
 /// [`Scope::dir`].
 ///
-/// # Invariants
-///
-/// `dentry` is the directory made for this scope (or an error pointer or
-/// NULL, which debugfs takes as no directory), not yet removed. The
-/// directory's files have `data` as their `i_private`.
-#[pin_data(PinnedDrop)]
+/// The directory is removed (its field dropped) before `data` is dropped:
+/// fields drop in declaration order.
+#[pin_data]
 pub struct Scope<T> {
-    dentry: *mut bindings::dentry,
+    dir: DirGuard,
     #[pin]
     data: T,
     #[pin]
     _pin: PhantomPinned,
+}
+
+/// A debugfs directory, removed with its files on drop.
+///
+/// # Invariants
+///
+/// The pointer is NULL (no directory yet), an error pointer (no directory:
+/// it could not be made) or a directory, not yet removed, whose files'
+/// `i_private` point to data that lives until this is dropped.
+struct DirGuard(*mut bindings::dentry);
+
+impl Drop for DirGuard {
+    fn drop(&mut self) {
+        // SAFETY: By the type invariant the pointer is a directory not yet
+        // removed, or NULL or an error pointer, which `debugfs_remove`
+        // ignores. `debugfs_remove` removes the directory with its files and
+        // waits for the file operations in progress; debugfs starts none
+        // afterwards, so the files' data, dropped after this, is no longer
+        // used.
+        unsafe { bindings::debugfs_remove(self.0) };
+    }
 }
 
 // SAFETY: A `Scope` owns `T` and a directory, which may be removed from any
@@ -62,6 +80,46 @@ impl<'a, T: 'a> Scope<T> {
     /// _, _>`. As for any debugfs user, the creation of a directory or file
     /// is not checked: one that could not be made (the name exists, no
     /// debugfs) is missing.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use core::{
+    ///     convert::Infallible,
+    ///     fmt,
+    ///     sync::atomic::{AtomicUsize, Ordering},
+    /// };
+    /// use kernel::{c_str, debugfs::Scope, prelude::*, uaccess::UserSliceReader};
+    /// use kernel::{str::CStr, ModuleMetadata, ThisModule};
+    ///
+    /// # // A doctest is built-in code, whose `THIS_MODULE` is NULL.
+    /// # struct LocalModule;
+    /// # impl ModuleMetadata for LocalModule {
+    /// #     const NAME: &'static CStr = c_str!("doctest");
+    /// #     // SAFETY: NULL is the right `THIS_MODULE` for built-in code.
+    /// #     const THIS_MODULE: ThisModule =
+    /// #         unsafe { ThisModule::from_ptr(core::ptr::null_mut()) };
+    /// # }
+    /// fn show(n: &AtomicUsize, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    ///     writeln!(f, "{} bytes written", n.load(Ordering::Relaxed))
+    /// }
+    ///
+    /// fn count(n: &AtomicUsize, input: &mut UserSliceReader) -> Result {
+    ///     n.fetch_add(input.len(), Ordering::Relaxed);
+    ///     Ok(())
+    /// }
+    ///
+    /// let name = c_str!("rust_debugfs_doctest");
+    /// let scope = Scope::dir::<LocalModule, Infallible, _>(AtomicUsize::new(0), name, |n, dir| {
+    ///     dir.read_callback_file(c_str!("written"), n, &show);
+    ///     dir.write_only_callback_file(c_str!("sink"), n, &count);
+    /// });
+    /// let scope = KBox::pin_init(scope, GFP_KERNEL)?;
+    /// assert_eq!(scope.load(Ordering::Relaxed), 0);
+    /// // `/sys/kernel/debug/rust_debugfs_doctest/` exists until `scope` is dropped.
+    /// drop(scope);
+    /// # Ok::<(), Error>(())
+    /// ```
     pub fn dir<M: ModuleMetadata, E: 'a, F>(
         data: impl PinInit<T, E> + 'a,
         name: &'a CStr,
@@ -71,23 +129,25 @@ impl<'a, T: 'a> Scope<T> {
         F: for<'data, 'dir> FnOnce(&'data T, &'dir ScopedDir<'data, 'dir, M>) + 'a,
     {
         try_pin_init!(Self {
-            dentry: core::ptr::null_mut(),
+            dir: DirGuard(core::ptr::null_mut()),
             data <- data,
             _pin: PhantomPinned,
         }? E)
         .pin_chain(move |scope| {
-            // SAFETY: `dentry` is not structurally pinned; nothing else
-            // is moved.
-            let scope = unsafe { Pin::get_unchecked_mut(scope) };
             // SAFETY: `name` is a NUL-terminated string; a NULL parent is
             // the root of debugfs.
             let dentry =
                 unsafe { bindings::debugfs_create_dir(name.as_char_ptr(), core::ptr::null_mut()) };
-            // INVARIANT: The files made in `dentry` are given `&scope.data`
-            // (`ScopedDir`'s lifetimes), pinned with the scope.
-            scope.dentry = dentry;
+            // SAFETY: Only `dir`, which is not structurally pinned, is
+            // written, before any file exists; nothing is moved.
+            let scope = unsafe { Pin::get_unchecked_mut(scope) };
+            // INVARIANT: The directory's files are made below, with
+            // `&scope.data` (`'data`), which is pinned and dropped after
+            // `dir`.
+            scope.dir = DirGuard(dentry);
+            let data = &scope.data;
             init(
-                &scope.data,
+                data,
                 &ScopedDir {
                     dentry,
                     _phantom: PhantomData,
@@ -107,21 +167,14 @@ impl<T> core::ops::Deref for Scope<T> {
     }
 }
 
-#[pinned_drop]
-impl<T> PinnedDrop for Scope<T> {
-    fn drop(self: Pin<&mut Self>) {
-        // SAFETY: By the type invariant `dentry` is the scope's directory
-        // (or an error pointer or NULL, which `debugfs_remove` ignores), not
-        // yet removed. `debugfs_remove` removes it with its files and waits
-        // for the file operations in progress; debugfs starts none
-        // afterwards, so `data`, dropped after this, is no longer used.
-        unsafe { bindings::debugfs_remove(self.dentry) };
-    }
-}
-
 /// The directory of a [`Scope`] while [`Scope::dir`]'s `init` fills it: its
 /// files read data that lives at least `'data`, and the handle lives at most
 /// `'dir`. `M` is the module that makes the files.
+///
+/// # Invariants
+///
+/// `dentry` is the scope's directory or an error pointer, and the scope
+/// removes it before the end of `'data`.
 pub struct ScopedDir<'data, 'dir, M> {
     dentry: *mut bindings::dentry,
     _phantom: PhantomData<fn(&'data ()) -> &'dir ()>,
@@ -129,7 +182,12 @@ pub struct ScopedDir<'data, 'dir, M> {
 }
 
 impl<'data, 'dir, M: ModuleMetadata> ScopedDir<'data, 'dir, M> {
-    fn create_file<T>(
+    /// Makes a file whose `i_private` is `data`.
+    ///
+    /// # Safety
+    ///
+    /// `fops` are file operations that take `i_private` as a `&T`.
+    unsafe fn create_file<T>(
         &self,
         name: &CStr,
         mode: u16,
@@ -137,16 +195,16 @@ impl<'data, 'dir, M: ModuleMetadata> ScopedDir<'data, 'dir, M> {
         fops: &'static bindings::file_operations,
     ) {
         // SAFETY: `name` is a NUL-terminated string and `dentry` the scope's
-        // directory (an error pointer or NULL makes debugfs create nothing).
-        // The file goes with the directory, removed before the scope drops
-        // `data` (`'data`), so the `i_private` given here outlives the file;
-        // `fops` is `'static`.
+        // directory (an error pointer makes debugfs create nothing). The
+        // file goes with the directory, removed before the end of `'data`
+        // (type invariant), so the `i_private` given here outlives the file,
+        // and `fops` read it as what it is (the caller's contract).
         unsafe {
             bindings::debugfs_create_file(
                 name.as_char_ptr(),
                 mode,
                 self.dentry,
-                (data as *const T).cast_mut().cast(),
+                core::ptr::from_ref(data).cast_mut().cast(),
                 fops,
             )
         };
@@ -163,7 +221,8 @@ impl<'data, 'dir, M: ModuleMetadata> ScopedDir<'data, 'dir, M> {
         T: Send + Sync + 'static,
         F: Fn(&T, &mut fmt::Formatter<'_>) -> fmt::Result + Send + Sync,
     {
-        self.create_file(name, 0o400, data, &ReadOps::<T, F, M>::FOPS)
+        // SAFETY: `ReadOps::<T, F, M>` takes `i_private` as a `&T`.
+        unsafe { self.create_file(name, 0o400, data, &ReadOps::<T, F, M>::FOPS) }
     }
 
     /// Creates a write-only file (mode `0200`), each write to which calls
@@ -177,7 +236,8 @@ impl<'data, 'dir, M: ModuleMetadata> ScopedDir<'data, 'dir, M> {
         T: Send + Sync + 'static,
         W: Fn(&T, &mut UserSliceReader) -> Result + Send + Sync,
     {
-        self.create_file(name, 0o200, data, &WriteOps::<T, W, M>::FOPS)
+        // SAFETY: `WriteOps::<T, W, M>` takes `i_private` as a `&T`.
+        unsafe { self.create_file(name, 0o200, data, &WriteOps::<T, W, M>::FOPS) }
     }
 }
 
@@ -194,11 +254,16 @@ unsafe fn callback<'a, F>() -> &'a F {
 }
 
 /// `seq_file` output, for `write!`.
+///
+/// # Invariants
+///
+/// The pointer is a seq_file being shown, for as long as this exists.
 struct SeqFile(*mut bindings::seq_file);
 
 impl fmt::Write for SeqFile {
     fn write_str(&mut self, s: &str) -> fmt::Result {
-        // SAFETY: `self.0` is the seq_file being shown and `s` is valid for
+        // SAFETY: `self.0` is the seq_file being shown (type invariant) and
+        // `s` is valid for
         // `s.len()` bytes. On overflow seq_file records it and shows the file
         // again with a larger buffer.
         unsafe { bindings::seq_write(self.0, s.as_ptr().cast(), s.len()) };
@@ -253,10 +318,13 @@ where
         let data = unsafe { &*(*m).private.cast::<T>() };
         // SAFETY: `read_callback_file` took a `&'static F`.
         let f = unsafe { callback::<F>() };
-        match fmt::Write::write_fmt(&mut SeqFile(m), format_args!("{}", Show(data, f))) {
-            Ok(()) => 0,
-            Err(_) => EINVAL.to_errno(),
-        }
+        use fmt::Write as _;
+
+        // As later kernels do: the file shows what the callback printed, up
+        // to its error if it returns one.
+        // INVARIANT: `m` is being shown during this call.
+        let _ = write!(SeqFile(m), "{}", Show(data, f));
+        0
     }
 }
 
@@ -273,7 +341,7 @@ where
         owner: M::THIS_MODULE.as_ptr(),
         open: Some(bindings::simple_open),
         write: Some(Self::write),
-        llseek: Some(bindings::default_llseek),
+        llseek: Some(bindings::noop_llseek),
         // SAFETY: All zeroes is a valid `file_operations`: no other
         // operation, no flags.
         ..unsafe { core::mem::zeroed() }
