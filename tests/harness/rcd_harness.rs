@@ -25,7 +25,6 @@ mod conn;
 mod control;
 mod control_dir;
 mod devices;
-mod kcompat;
 mod product;
 mod rping;
 mod test_conn;

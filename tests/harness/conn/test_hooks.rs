@@ -17,9 +17,19 @@ use super::{
     table::Core,
 };
 use crate::cm::{CmId, CmIdRef};
-use crate::kcompat::sleep_ms;
 use core::sync::atomic::Ordering;
-use kernel::{prelude::*, rdma::verbs::QpRef, str::CStr, sync::Arc, time::msecs_to_jiffies};
+use kernel::{
+    prelude::*,
+    rdma::verbs::QpRef,
+    str::CStr,
+    sync::Arc,
+    time::{delay::fsleep, msecs_to_jiffies, Delta},
+};
+
+/// Sleeps at least `ms` milliseconds.
+fn sleep_ms(ms: u32) {
+    fsleep(Delta::from_millis(i64::from(ms)));
+}
 
 impl TestHooks {
     /// A listener's REQ callback, first (`on_req=close`): closes the
