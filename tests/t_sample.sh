@@ -3,8 +3,10 @@
 # samples/rust/rust_rdma_cm.rs, the series' sample user of kernel::rdma,
 # with the harness as its peer: it accepts a REQ (its REP, then the RTU),
 # logs the REQ's and the DREQ's private data, echoes a message, answers
-# the DREQ with its DREP, frees the connection at timewait exit, and
-# disconnects what is still connected when it is unloaded. Then with
+# the DREQ with its DREP, frees the connection at timewait exit (its QP,
+# not the device's one PD, which its other connection's QP shares and
+# still echoes on), and disconnects what is still connected when it is
+# unloaded. Then with
 # rdma-core's clients: ucmatose and rdma_client.
 
 SAMPLE_KO=$RCD_MODS/rust_rdma_cm.ko
@@ -26,9 +28,13 @@ dmesg_count_ge() {
 		seen && $0 ~ ENVIRON["RCD_ERE"] { n++ } END { print n + 0 }')" -ge "$2" ]
 }
 
-# sample_qps_are N: the sample's QPs (restrack names them after it).
+# sample_qps_are N: the sample's QPs (restrack names them after it);
+# sample_pds_are N: its PDs.
 sample_qps_are() {
 	[ "$(rdma resource show qp 2>/dev/null | grep -c 'comm \[rust_rdma_cm\]')" = "$1" ]
+}
+sample_pds_are() {
+	[ "$(rdma resource show pd 2>/dev/null | grep -c 'comm \[rust_rdma_cm\]')" = "$1" ]
 }
 
 # sample_load: the sample loaded, listening on rxe0. Built beside the
@@ -49,10 +55,13 @@ test_sample_rdma_cm() {
 	local got want
 	rxe_add rxe0 v0 && rcd_load && sample_load || return 1
 	ctl connect 2 rxe0 10.77.0.1 10.77.0.1 $SAMPLE_SID req_data=text:hello-sample recv=1:64 &&
-		ctl connect 3 rxe0 10.77.0.1 10.77.0.1 $SAMPLE_SID req_data=text:second || return 1
+		ctl connect 3 rxe0 10.77.0.1 10.77.0.1 $SAMPLE_SID req_data=text:second recv=1:64 ||
+		return 1
 	wait_event 20 2 ESTABLISHED && wait_event 20 3 ESTABLISHED || return 1
 	check "the sample's two QPs" sample_qps_are 2 ||
 		{ rdma resource show qp | sed 's/^/# /'; return 1; }
+	check "on the device's one PD" sample_pds_are 1 ||
+		{ rdma resource show pd | sed 's/^/# /'; return 1; }
 	check "the sample logged the REQ's private data" \
 		dmesg_has 'rust_rdma_cm: REQ on rxe0: hello-sample$' || return 1
 	check "the RTU reached the sample" \
@@ -74,11 +83,18 @@ test_sample_rdma_cm() {
 		dmesg_has 'rust_rdma_cm: DREQ on 0x[0-9a-f]+: bye-sample$' || return 1
 	check "the sample freed it at timewait exit" \
 		wait_for 30 dmesg_has 'rust_rdma_cm: connection 0x[0-9a-f]+ freed$' || return 1
+	check "its QP with it, not the PD connection 3 shares" \
+		eval 'sample_qps_are 1 && sample_pds_are 1' || return 1
+	# Connection 3's QP works on the PD the freed one shared.
+	ctl post 3 0 1 data=text:still-here || return 1
+	check "the sample echoes on connection 3" wait_for 20 polled_is 3 rx_msgs 1 ||
+		{ log "$(wr_line 3)"; return 1; }
 	# Unloaded with connection 3 up: its id's destroy sends the DREQ.
 	rmmod rust_rdma_cm || { fail "rmmod rust_rdma_cm"; return 1; }
 	check "unload disconnected connection 3 (its DREQ)" wait_event 20 3 DREQ_RECEIVED ||
 		return 1
-	check "the sample left no QP" wait_for 10 sample_qps_are 0
+	check "the sample left no QP and no PD" \
+		wait_for 10 eval 'sample_qps_are 0 && sample_pds_are 0'
 }
 timeout_test_sample_rdma_cm=120
 

@@ -9,8 +9,9 @@ use kernel::{
     prelude::*,
     rdma::{
         device::Device,
-        verbs::{Completion, QpSize, RcQp, WrKind},
+        verbs::{Completion, Pd, QpSize, RcQp, WrKind},
     },
+    sync::Arc,
 };
 
 /// Every connection's QP: its queue sizes, MRs, and the module's name.
@@ -34,9 +35,11 @@ pub(crate) struct CountedQp {
 }
 
 impl CountedQp {
+    /// A QP on a PD of its own.
     pub(crate) fn new(dev: &Device, size: QpSize) -> Result<Self> {
+        let pd = Arc::new(Pd::new(dev, size.caller)?, GFP_KERNEL)?;
         Ok(Self {
-            qp: RcQp::new(dev, size)?,
+            qp: RcQp::new(pd, size)?,
             bufs: 0,
             mrs: 0,
         })

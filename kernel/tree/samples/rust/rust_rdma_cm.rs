@@ -4,7 +4,8 @@
 //!
 //! A passive side of the IB connection manager over `kernel::rdma`: on every
 //! RDMA device with an IB CM port it listens on [`SERVICE_ID`]; it accepts
-//! each REQ for a reliable connection with an RC QP of its own, moved to RTS
+//! each REQ for a reliable connection with an RC QP of its own (on the
+//! device's one PD, which every connection shares), moved to RTS
 //! with the attributes the CM computes (as rdma_cm's `rdma_accept()` does,
 //! before the REP), and a REP carrying [`REP_DATA`]. It echoes each message
 //! the peer sends (up to [`MSG_MAX`] bytes): a receive is posted before the
@@ -24,7 +25,7 @@ use kernel::{
         client::{Client, Registration},
         cm::{CmId, CmIdRef, Handler, Rep, Request},
         device::Device,
-        verbs::{QpAttr, QpSize, QpState, RcQp, Waker, WcStatus, WrKind},
+        verbs::{Pd, QpAttr, QpSize, QpState, RcQp, Waker, WcStatus, WrKind},
     },
     str::BStr,
     sync::{Arc, Mutex},
@@ -69,11 +70,13 @@ struct Listening {
     conns: Arc<Conns>,
 }
 
-/// A device's accepted connections not yet freed, by local id.
+/// A device's accepted connections not yet freed, by local id, and the
+/// PD their QPs are made on.
 #[pin_data]
 struct Conns {
     #[pin]
     list: Mutex<RBTree<u32, CmId<Endpoint>>>,
+    pd: Arc<Pd>,
     /// Where the echoes run.
     reaper: QueueRef,
 }
@@ -152,7 +155,8 @@ impl Endpoint {
             max_mrs: 0,
             caller: c_str!("rust_rdma_cm"),
         };
-        let qp = Arc::pin_init(new_mutex!(RcQp::new(req.device(), size)?), GFP_KERNEL)?;
+        let verbs = RcQp::new(self.conns.pd.clone(), size)?;
+        let qp = Arc::pin_init(new_mutex!(verbs), GFP_KERNEL)?;
         // The list's node, allocated before anything is sent.
         let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
         let (depth, resources) = (req.initiator_depth(), req.responder_resources());
@@ -283,9 +287,11 @@ impl Client for Sample {
         if !device.ports().any(|port| device.has_ib_cm(port)) {
             return Err(EOPNOTSUPP);
         }
+        let pd = Arc::new(Pd::new(device, c_str!("rust_rdma_cm"))?, GFP_KERNEL)?;
         let conns = Arc::pin_init(
             pin_init!(Conns {
                 list <- new_mutex!(RBTree::new()),
+                pd,
                 reaper: self.reaper.clone(),
             }),
             GFP_KERNEL,

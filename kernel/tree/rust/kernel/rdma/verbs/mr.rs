@@ -49,11 +49,14 @@ pub struct MrInfo {
 /// The peer reaches `page`, never the caller's buffer: registration copies
 /// the caller's bytes in, a successful LOCAL_INV copies them out into the
 /// caller's buffer (`user`), which goes back. The page itself stays mapped
-/// and the MR's until the QP is destroyed: a device may still be writing
-/// a peer's RDMA WRITE that passed its key check before the invalidation
-/// (rxe's LOCAL_INV only changes the MR's state, its responder copies a
-/// packet after checking it), and the QP's destruction is the one point
-/// from which nothing writes there any more.
+/// and the MR's until the MR is deregistered: a device may still be
+/// writing a peer's RDMA WRITE that passed its key check before the
+/// invalidation (rxe's LOCAL_INV only changes the MR's state, its
+/// responder copies a packet after checking it), and through any QP of
+/// the PD, not only the one that registered it (an rkey is the PD's).
+/// `ib_dereg_mr()` is the one point from which the device no longer
+/// touches the MR's memory (rxe's waits for the references its responder
+/// holds while it copies).
 ///
 /// `user` is the caller's buffer from its REG_MR's post until its
 /// LOCAL_INV completes with success (then it goes back) or the QP is
@@ -68,7 +71,8 @@ struct MrSlot {
 
 /// The MRs of a QP's PD: at most `max`, allocated on first use and reused,
 /// deregistered when dropped, which their QP does after it is destroyed
-/// (the peer reaches them only through it).
+/// (no request of its own uses them any more), each before its page is
+/// unmapped and freed.
 ///
 /// # Invariants
 ///
@@ -292,7 +296,9 @@ impl Drop for Mrs {
     fn drop(&mut self) {
         for m in core::mem::take(&mut self.slots).into_iter() {
             // SAFETY: By the type invariant the MR is live and deregistered
-            // only here; its QP is destroyed (see the type's doc).
+            // only here; its QP is destroyed, so no REG_MR or LOCAL_INV of
+            // it is pending. Deregistered, the device no longer reaches its
+            // page through any QP of the PD: the page is freed after it.
             unsafe { bindings::ib_dereg_mr_user(m.mr.as_ptr(), core::ptr::null_mut()) };
             drop(m.page);
             drop(m.user);

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! [`RcQp`]: an RC QP with the PD and CQ it owns, the work requests posted
-//! on it with their buffers, and its MRs.
+//! [`RcQp`]: an RC QP on a caller's PD, with the CQ it owns, the work
+//! requests posted on it with their buffers, and its MRs.
 
 use super::{
     attr::{QpAttr, QpRef},
@@ -18,6 +18,7 @@ use crate::{
     prelude::*,
     rdma::device::Device,
     str::CStr,
+    sync::Arc,
     time::{Instant, Monotonic},
 };
 use core::{mem::ManuallyDrop, ptr::NonNull};
@@ -42,21 +43,21 @@ pub struct QpSize {
     pub recv: u32,
     /// The most MRs the QP registers at once (`ENOSPC` beyond; 0: none).
     pub max_mrs: usize,
-    /// The name the RDMA core records for the PD, CQ and QP (restrack, as
+    /// The name the RDMA core records for the CQ and QP (restrack, as
     /// `rdma resource` shows it): usually the module's.
     pub caller: &'static CStr,
 }
 
-/// An RC QP, the [`Pd`] it was created on and the [`Cq`] it uses for both
-/// queues (owned by it), the work requests posted on it with their
-/// buffers, and the MRs of its PD.
+/// An RC QP on a [`Pd`] of the caller's (which QPs may share), the [`Cq`] it
+/// uses for both queues (owned by it), the work requests posted on it with
+/// their buffers, and its MRs (on the same PD).
 ///
 /// # Invariants
 ///
 /// `qp` is a live RC QP on `pd` with `cq` as its send and receive CQ,
-/// destroyed exactly once, in `drop`, before the MRs, the CQ and the PD
-/// are freed (in that order), which are leaked with it if it could not be
-/// destroyed. `wrs` and `cqes` have one entry per slot, `send + recv` of
+/// destroyed exactly once, in `drop`, before the MRs and the CQ are freed
+/// and the PD's reference is put (in that order), which are leaked with it
+/// if it could not be destroyed. `wrs` and `cqes` have one entry per slot, `send + recv` of
 /// them, and are never resized. Every work request posted on `qp` whose
 /// completion was not yet taken from `cq` is in `wrs` at its slot, with
 /// the buffer it was posted with (mapped for the device), and carries its
@@ -69,12 +70,13 @@ pub struct RcQp {
     mrs: ManuallyDrop<Mrs>,
     cqes: ManuallyDrop<KVec<WrCqe>>,
     cq: ManuallyDrop<Cq>,
-    pd: ManuallyDrop<Pd>,
+    pd: ManuallyDrop<Arc<Pd>>,
 }
 
 impl RcQp {
-    /// Allocates a PD, a CQ and an RC QP on `device`. May sleep.
-    pub fn new(device: &Device, size: QpSize) -> Result<Self> {
+    /// Allocates a CQ and an RC QP on `pd`'s device, the QP on `pd`. May
+    /// sleep.
+    pub fn new(pd: Arc<Pd>, size: QpSize) -> Result<Self> {
         let cqe = size.send.checked_add(size.recv).ok_or(EINVAL)?;
         // `ib_alloc_cq()` warns on a CQ of no entries.
         if cqe == 0 {
@@ -88,9 +90,7 @@ impl RcQp {
             cqes.push(WrCqe::new(slot), GFP_KERNEL)?;
             wrs.push(None, GFP_KERNEL)?;
         }
-        let pd = Pd::new(device, size.caller)?;
-        // Declared after `pd`, so dropped (on an error below) before it.
-        let cq = Cq::new(device, cqe, size.caller)?;
+        let cq = Cq::new(pd.device(), cqe, size.caller)?;
         let mut attr = bindings::ib_qp_init_attr {
             send_cq: cq.as_raw(),
             recv_cq: cq.as_raw(),
@@ -105,7 +105,8 @@ impl RcQp {
             qp_type: bindings::ib_qp_type_IB_QPT_RC,
             ..Default::default()
         };
-        // SAFETY: `pd` and `cq` are live objects of `device`; `attr` is valid.
+        // SAFETY: `pd` and `cq` are live objects of one device; `attr` is
+        // valid.
         let qp = from_err_ptr(unsafe {
             bindings::ib_create_qp_kernel(pd.as_raw(), &mut attr, size.caller.as_char_ptr())
         })?;
@@ -499,12 +500,12 @@ impl Drop for RcQp {
             // driver may fail its destroy): the device may still write into
             // the buffers of its posted requests and complete on the CQ,
             // and the peer may still reach its MRs. Leaking them, the
-            // buffers, the CQ and the PD (with its device reference: the
-            // device's unregistration then waits, a hang rather than a use
-            // after free) is the only safe choice; all but `wrs` are in
-            // their `ManuallyDrop`.
+            // buffers, the CQ and the PD's reference (with the device's
+            // reference it holds: the device's unregistration then waits, a
+            // hang rather than a use after free) is the only safe choice;
+            // all but `wrs` are in their `ManuallyDrop`.
             pr_warn!(
-                "QP {} not destroyed ({}): its MRs, buffers, CQ, PD and device reference are leaked\n",
+                "QP {} not destroyed ({}): its MRs, buffers, CQ and PD reference are leaked\n",
                 self.qp_num(),
                 ret
             );
@@ -513,10 +514,12 @@ impl Drop for RcQp {
         }
         // SAFETY: Each dropped once, here. The QP is gone: the device no
         // longer touches the buffers of the requests still in the table,
-        // and the peer no longer reaches the MRs (RC: only through this
-        // QP). They are freed while the device is still ours (the PD holds
+        // nor any REG_MR or LOCAL_INV of the MRs, whose deregistration ends
+        // the device's access to their pages through any other QP of the
+        // PD. They are freed while the device is still ours (the PD holds
         // its reference); the CQ's `ib_free_cq()` waits for its work, after
-        // which nothing reaches the requests' `ib_cqe`s; the PD goes last.
+        // which nothing reaches the requests' `ib_cqe`s; the PD's reference
+        // goes last (the PD with it if it was the last).
         unsafe {
             ManuallyDrop::drop(&mut self.mrs);
             drop(core::mem::take(&mut self.wrs));
