@@ -486,7 +486,16 @@ cleanup() {
 	# its port and ids on a device that now stays. Builtins only. Waited
 	# for: until it has exited its ids are live, and the DREQs and DREPs
 	# of their destruction would land in the next test's counters.
+	# Only the processes made since the last clean-up (each read of a comm
+	# costs the debug guest about 2 ms, and 150 were there from the boot):
+	# /proc/loadavg's last field is the last PID made; a PID below the
+	# floor means the PIDs wrapped, and all are read.
+	local floor=0 last
+	[ ! -r /run/rcd-pid-floor ] || read -r floor < /run/rcd-pid-floor
+	read -r _ _ _ _ last < /proc/loadavg
+	[ "$last" -ge "$floor" ] || floor=0
 	for p in /proc/[0-9]*; do
+		[ "${p#/proc/}" -gt "$floor" ] || continue
 		read -r c 2>/dev/null < "$p/comm" || continue
 		case $c in
 		cmtime|ucmatose|udaddy|rping|rdma_server|rdma_client|sidr_flood)
@@ -537,6 +546,8 @@ cleanup() {
 	done
 	cm_settle
 	cm_base_record
+	read -r _ _ _ _ last < /proc/loadavg
+	echo "$last" > /run/rcd-pid-floor
 	dmesg_mark
 	[ -z "$bad" ] || { echo "# FAIL: cleanup: ${bad#; }"; return 1; }
 }
@@ -585,13 +596,17 @@ rxe_none() {
 # next test's base: an id destroyed in ESTABLISHED sends a DREQ, and the CM
 # answers a DREQ for an id it no longer knows with a DREP. A CI run counted
 # such a DREP in the next test (interop_rdma_server: 1 DREQ, 2 DREPs).
-# Builtins only; CM_NOW: the counters, read by cm_counters_now.
+# Builtins only; CM_NOW: the counters, read by cm_counters_now, as the
+# lines of cm_base_record (each read costs about 9 ms in the debug guest:
+# the last one is the base's messages, not read again).
 cm_counters_now() {
-	local f v
+	local d f v
 	CM_NOW=
 	for f in /sys/class/infiniband/*/ports/1/cm_tx_msgs/* \
 		/sys/class/infiniband/*/ports/1/cm_rx_msgs/*; do
-		read -r v 2>/dev/null < "$f" && CM_NOW+="$v "
+		read -r v 2>/dev/null < "$f" || continue
+		d=${f#/sys/class/infiniband/}
+		CM_NOW+="CM_BASE[${d%%/*}/${d#*/ports/1/}]=$v"$'\n'
 	done
 }
 cm_settle() {
@@ -607,20 +622,24 @@ cm_settle() {
 
 # The CM's counters of the kept devices as cleanup found them, as lines
 # "CM_BASE[DEV/DIR/MSG]=VALUE" for cm_counter (builtins only: about 90
-# files).
+# files): the messages as cm_settle last read them (CM_NOW; read here if
+# it did not), then the retries and duplicates.
 CM_DIRS="cm_tx_msgs cm_tx_retries cm_rx_msgs cm_rx_duplicates"
 cm_base_record() {
 	local d dir f v
-	: > /run/rcd-cm-base
-	for d in /sys/class/infiniband/*; do
-		[ -e "$d/ports/1/cm_tx_msgs" ] || continue
-		for dir in $CM_DIRS; do
-			for f in "$d/ports/1/$dir"/*; do
-				read -r v < "$f" || continue
-				echo "CM_BASE[${d##*/}/$dir/${f##*/}]=$v"
+	[ -n "${CM_NOW:-}" ] || cm_counters_now
+	{
+		printf '%s' "$CM_NOW"
+		for d in /sys/class/infiniband/*; do
+			[ -e "$d/ports/1/cm_tx_msgs" ] || continue
+			for dir in cm_tx_retries cm_rx_duplicates; do
+				for f in "$d/ports/1/$dir"/*; do
+					read -r v < "$f" || continue
+					echo "CM_BASE[${d##*/}/$dir/${f##*/}]=$v"
+				done
 			done
 		done
-	done > /run/rcd-cm-base
+	} > /run/rcd-cm-base
 }
 
 # CM_BASE: what cleanup recorded, read once by the test's shell.
