@@ -28,13 +28,22 @@ dmesg_count_ge() {
 		seen && $0 ~ ENVIRON["RCD_ERE"] { n++ } END { print n + 0 }')" -ge "$2" ]
 }
 
-# sample_qps_are N: the sample's QPs (restrack names them after it);
-# sample_pds_are N: its PDs.
+# sample_qps_are N: the sample's QPs (restrack names them after it).
 sample_qps_are() {
 	[ "$(rdma resource show qp 2>/dev/null | grep -c 'comm \[rust_rdma_cm\]')" = "$1" ]
 }
+
+# sample_pds_are N [DEV]: the sample's PDs (one per device it listens
+# on), on DEV if given.
 sample_pds_are() {
-	[ "$(rdma resource show pd 2>/dev/null | grep -c 'comm \[rust_rdma_cm\]')" = "$1" ]
+	[ "$(rdma resource show pd 2>/dev/null |
+		grep -c "^dev ${2:-[^ ]*} .*comm \[rust_rdma_cm\]")" = "$1" ]
+}
+
+# sample_pd_users_are N: the users of the sample's PD on rxe0 (its QPs).
+sample_pd_users_are() {
+	rdma resource show pd 2>/dev/null |
+		grep -q "^dev rxe0 .* users $1 comm \[rust_rdma_cm\]"
 }
 
 # sample_load: the sample loaded, listening on rxe0. Built beside the
@@ -53,14 +62,16 @@ sample_load() {
 
 test_sample_rdma_cm() {
 	local got want
-	rxe_add rxe0 v0 && rcd_load && sample_load || return 1
+	# rxe1 too: the sample makes a PD on each device it listens on.
+	rxe_add rxe0 v0 && rxe_add rxe1 v1 && rcd_load && sample_load || return 1
 	ctl connect 2 rxe0 10.77.0.1 10.77.0.1 $SAMPLE_SID req_data=text:hello-sample recv=1:64 &&
 		ctl connect 3 rxe0 10.77.0.1 10.77.0.1 $SAMPLE_SID req_data=text:second recv=1:64 ||
 		return 1
 	wait_event 20 2 ESTABLISHED && wait_event 20 3 ESTABLISHED || return 1
 	check "the sample's two QPs" sample_qps_are 2 ||
 		{ rdma resource show qp | sed 's/^/# /'; return 1; }
-	check "on the device's one PD" sample_pds_are 1 ||
+	check "on rxe0's one PD (and rxe1 has its own)" \
+		eval 'sample_pds_are 1 rxe0 && sample_pd_users_are 2 && sample_pds_are 2' ||
 		{ rdma resource show pd | sed 's/^/# /'; return 1; }
 	check "the sample logged the REQ's private data" \
 		dmesg_has 'rust_rdma_cm: REQ on rxe0: hello-sample$' || return 1
@@ -83,8 +94,9 @@ test_sample_rdma_cm() {
 		dmesg_has 'rust_rdma_cm: DREQ on 0x[0-9a-f]+: bye-sample$' || return 1
 	check "the sample freed it at timewait exit" \
 		wait_for 30 dmesg_has 'rust_rdma_cm: connection 0x[0-9a-f]+ freed$' || return 1
-	check "its QP with it, not the PD connection 3 shares" \
-		eval 'sample_qps_are 1 && sample_pds_are 1' || return 1
+	check "its QP with it, not the PD connection 3 shares" wait_for 10 \
+		eval 'sample_qps_are 1 && sample_pds_are 1 rxe0 && sample_pd_users_are 1' ||
+		{ rdma resource show pd | sed 's/^/# /'; return 1; }
 	# Connection 3's QP works on the PD the freed one shared.
 	ctl post 3 0 1 data=text:still-here || return 1
 	check "the sample echoes on connection 3" wait_for 20 polled_is 3 rx_msgs 1 ||
