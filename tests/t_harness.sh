@@ -46,6 +46,24 @@ test_harness_dreq_counter_since_clean() {
 		fail "dreqs_received_above 0 with no DREQ since the clean guest" || return 1
 }
 
+# cleanup ends the rdma-core tools a test left, reading the comm of only
+# the processes made since the last clean-up (its PID floor): an rping
+# server in a session of its own (the test's end would not end it) is
+# made after the clean guest of this test, and cleanup must find it.
+_comm_is() { local c; read -r c 2>/dev/null < "/proc/$1/comm" && [ "$c" = "$2" ]; }
+test_harness_cleanup_ends_left_tools() {
+	local pid floor
+	command -v rping >/dev/null ||
+		{ echo "# SKIP rping (rdmacm-utils) not installed"; return $KSFT_SKIP; }
+	rxe_add rxe0 v0 || return 1
+	read -r floor < /run/rcd-pid-floor || return 1
+	setsid rping -s -a 10.77.0.1 -p 7998 > /dev/null 2>&1 & pid=$!
+	check "rping -s running" wait_for 10 _comm_is "$pid" rping || return 1
+	log "rping -s is $pid, the floor $floor"
+	cleanup || return 1
+	check "cleanup ended it" wait_for 10 procs_gone "$pid"
+}
+
 # The runner's timeout (lib.sh: rcd_run, which replaced timeout(1)) still
 # ends a test that hangs: one that would sleep 30 s under a timeout of 2 s
 # ends with status 124 within seconds, its line before the sleep kept and
