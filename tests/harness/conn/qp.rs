@@ -9,7 +9,7 @@ use kernel::{
     prelude::*,
     rdma::{
         device::Device,
-        verbs::{Completion, Pd, QpSize, RcQp, WrKind},
+        verbs::{Completion, Cq, Pd, QpSize, RcQp, WrKind},
     },
     sync::Arc,
 };
@@ -35,11 +35,13 @@ pub(crate) struct CountedQp {
 }
 
 impl CountedQp {
-    /// A QP on a PD of its own.
+    /// A QP on a PD and a CQ of its own (the tests count each per
+    /// connection).
     pub(crate) fn new(dev: &Device, size: QpSize) -> Result<Self> {
         let pd = Arc::new(Pd::new(dev, size.caller)?, GFP_KERNEL)?;
+        let cq = Cq::new(dev, size.send + size.recv, size.caller)?;
         Ok(Self {
-            qp: RcQp::new(pd, size)?,
+            qp: RcQp::new(pd, cq, size)?,
             bufs: 0,
             mrs: 0,
         })

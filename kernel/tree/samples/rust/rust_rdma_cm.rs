@@ -5,7 +5,7 @@
 //! A passive side of the IB connection manager over `kernel::rdma`: on every
 //! RDMA device with an IB CM port it listens on [`SERVICE_ID`]; it accepts
 //! each REQ for a reliable connection with an RC QP of its own (on the
-//! device's one PD, which every connection shares), moved to RTS
+//! device's one PD and CQ, which every connection shares), moved to RTS
 //! with the attributes the CM computes (as rdma_cm's `rdma_accept()` does,
 //! before the REP), and a REP carrying [`REP_DATA`]. It echoes each message
 //! the peer sends (up to [`MSG_MAX`] bytes): a receive is posted before the
@@ -25,7 +25,7 @@ use kernel::{
         client::{Client, Registration},
         cm::{CmId, CmIdRef, Handler, Rep, Request},
         device::Device,
-        verbs::{Pd, QpAttr, QpSize, QpState, RcQp, Waker, WcStatus, WrKind},
+        verbs::{Cq, Pd, QpAttr, QpSize, QpState, RcQp, Waker, WcStatus, WrKind},
     },
     str::BStr,
     sync::{Arc, Mutex},
@@ -50,6 +50,13 @@ const SERVICE_ID: u64 = 0x0106_5253;
 /// The longest message echoed: the size of each receive posted.
 const MSG_MAX: usize = 64;
 
+/// A connection's QP: the requests each of its queues holds.
+const QP_DEPTH: u32 = 16;
+
+/// The most connections of a device at once: its CQ has room for this
+/// many QPs (a REQ beyond is rejected).
+const MAX_CONNS: u32 = 32;
+
 /// The REP's private data.
 const REP_DATA: &[u8] = b"rust_rdma_cm: accepted";
 
@@ -71,12 +78,13 @@ struct Listening {
 }
 
 /// A device's accepted connections not yet freed, by local id, and the
-/// PD their QPs are made on.
+/// PD and CQ their QPs are made on.
 #[pin_data]
 struct Conns {
     #[pin]
     list: Mutex<RBTree<u32, CmId<Endpoint>>>,
     pd: Arc<Pd>,
+    cq: Arc<Cq>,
     /// Where the echoes run.
     reaper: QueueRef,
 }
@@ -150,12 +158,13 @@ impl Endpoint {
         // A QP takes a while to make: a ULP under load makes it in a job
         // (on a workqueue of its own), after `CmIdRef::prepare_mra`.
         let size = QpSize {
-            send: 16,
-            recv: 16,
+            send: QP_DEPTH,
+            recv: QP_DEPTH,
             max_mrs: 0,
             caller: c_str!("rust_rdma_cm"),
         };
-        let verbs = RcQp::new(self.conns.pd.clone(), size)?;
+        let (pd, cq) = (self.conns.pd.clone(), self.conns.cq.clone());
+        let verbs = RcQp::new(pd, cq, size)?;
         let qp = Arc::pin_init(new_mutex!(verbs), GFP_KERNEL)?;
         // The list's node, allocated before anything is sent.
         let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
@@ -288,10 +297,12 @@ impl Client for Sample {
             return Err(EOPNOTSUPP);
         }
         let pd = Arc::new(Pd::new(device, c_str!("rust_rdma_cm"))?, GFP_KERNEL)?;
+        let cq = Cq::new(device, 2 * QP_DEPTH * MAX_CONNS, c_str!("rust_rdma_cm"))?;
         let conns = Arc::pin_init(
             pin_init!(Conns {
                 list <- new_mutex!(RBTree::new()),
                 pd,
+                cq,
                 reaper: self.reaper.clone(),
             }),
             GFP_KERNEL,

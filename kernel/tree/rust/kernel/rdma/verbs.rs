@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The verbs objects a connection needs: a protection domain ([`Pd`]),
-//! which QPs share, a completion queue the RDMA core polls ([`Cq`]) and an
-//! RC queue pair ([`RcQp`]) on a PD, which owns its CQ and frees it after
-//! itself; and the buffers of the work requests posted on the QP.
+//! The verbs objects a connection needs: a protection domain ([`Pd`]) and a
+//! completion queue the RDMA core polls ([`Cq`]), which QPs share, and an
+//! RC queue pair ([`RcQp`]) on a PD and a CQ; and the buffers of the work
+//! requests posted on the QP.
 //!
 //! A posted work request owns its buffer: the buffer is DMA-mapped for the
 //! device when it is posted, kept in the QP's table of posted work requests

@@ -1,23 +1,24 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! [`Cq`]: a completion queue from `ib_alloc_cq()`, polled by the RDMA
-//! core on its workqueue, which hands each completion to its request's
-//! `ib_cqe`. Completions wait in the CQ's ring until its QP's user takes
-//! them ([`RcQp::poll_one`](super::RcQp::poll_one)); a waker the user sets
-//! ([`Cq::set_waker`]) is called for each.
+//! core on its workqueue, which QPs of its device share. The core hands
+//! each completion to its request's `ib_cqe`, which queues it for the
+//! request's QP until the QP's user takes it
+//! ([`RcQp::poll_one`](super::RcQp::poll_one)) and calls the QP's waker
+//! ([`RcQp::set_waker`](super::RcQp::set_waker)).
 
 use crate::{
-    bindings, new_condvar, new_mutex,
+    bindings, new_condvar, new_mutex, new_spinlock,
     prelude::*,
     rdma::device::Device,
     str::CStr,
-    sync::{Arc, CondVar, CondVarTimeoutResult, Mutex},
+    sync::{aref::ARef, Arc, CondVar, CondVarTimeoutResult, Mutex, SpinLock},
     time::msecs_to_jiffies,
 };
 use core::ptr::NonNull;
 
-/// What the CQ's handler hands to the user for a completion: the request's
-/// slot in the QP's table, its status and byte count.
+/// What a request's `ib_cqe` queues for its QP's user: the request's slot
+/// in the QP's table, its status and byte count.
 #[derive(Clone, Copy, Default)]
 pub(super) struct Done {
     pub(super) slot: u32,
@@ -25,17 +26,17 @@ pub(super) struct Done {
     pub(super) byte_len: u32,
 }
 
-/// The user's waker: called once per completion, in the CQ's work (process
+/// A QP's waker: called once per completion, in the CQ's work (process
 /// context, the RDMA core's `ib_comp_wq`).
 pub type Waker = Arc<dyn Fn() + Send + Sync>;
 
-/// The completions not yet taken, oldest first, in a ring of one entry per
-/// slot of the QP's table.
+/// The completions of a QP not yet taken, oldest first, in a ring of one
+/// entry per slot of the QP's table.
 ///
 /// # Invariants
 ///
 /// `head < buf.len()` (or `buf` is empty) and `len <= buf.len()`.
-pub(super) struct Ring {
+struct Ring {
     buf: KVec<Done>,
     head: usize,
     len: usize,
@@ -67,20 +68,57 @@ impl Ring {
     }
 }
 
-/// The CQ's context: the ring its handler fills and the condition a drain
-/// sleeps on.
+/// Where a QP's completions wait, and the condition a drain sleeps on.
+///
+/// A spinlock, not a mutex: the QP frees this once it took its last
+/// completion, which may be while the CQ's work is still leaving the
+/// `done` that queued it; a spinlock's unlock no longer touches the lock
+/// once it is released, a mutex's may.
 #[pin_data]
-struct CqShared {
+struct Sink {
     #[pin]
-    ring: Mutex<Ring>,
+    ring: SpinLock<Ring>,
     #[pin]
     more: CondVar,
 }
 
-impl CqShared {
-    fn new(slots: usize) -> Result<Pin<KBox<Self>>> {
-        let mut buf = KVec::with_capacity(slots, GFP_KERNEL)?;
-        for _ in 0..slots {
+/// The `ib_cqe` of one slot of a QP's table: every request posted in that
+/// slot carries it as its `wr_cqe`.
+///
+/// # Invariants
+///
+/// `cqe` is the first field (`done` finds the rest from it); `sink` is the
+/// [`Sink`] of the [`Completions`] this is in.
+#[repr(C)]
+struct WrCqe {
+    cqe: bindings::ib_cqe,
+    sink: *const Sink,
+    slot: u32,
+}
+
+/// A QP's side of its CQ: the `ib_cqe` of each slot of its table, and where
+/// their completions wait.
+///
+/// # Invariants
+///
+/// `cqes` has one entry per slot and is never resized; each points to
+/// `sink`, which is pinned. Both live until no completion of the QP's
+/// requests can reach them: the QP took every one, or the CQ was freed
+/// (see [`Cq::orphan`]).
+pub(super) struct Completions {
+    sink: Pin<KBox<Sink>>,
+    cqes: KVec<WrCqe>,
+    /// The next in the CQ's list of orphans (see [`Cq::orphan`]).
+    next: Option<KBox<Completions>>,
+}
+
+impl Completions {
+    /// The side of a QP of `slots` slots. May sleep.
+    pub(super) fn new(slots: u32) -> Result<KBox<Self>> {
+        let n = usize::try_from(slots).map_err(|_| EINVAL)?;
+        let mut buf = KVec::with_capacity(n, GFP_KERNEL)?;
+        let mut cqes = KVec::with_capacity(n, GFP_KERNEL)?;
+        for _ in 0..n {
             buf.push(Done::default(), GFP_KERNEL)?;
         }
         let ring = Ring {
@@ -89,78 +127,104 @@ impl CqShared {
             len: 0,
             waker: None,
         };
-        KBox::pin_init(
-            pin_init!(Self {
-                ring <- new_mutex!(ring, "CqShared::ring"),
-                more <- new_condvar!("CqShared::more"),
+        let sink = KBox::pin_init(
+            pin_init!(Sink {
+                ring <- new_spinlock!(ring, "Completions::ring"),
+                more <- new_condvar!("Completions::more"),
             }),
             GFP_KERNEL,
-        )
-    }
-}
-
-/// The `ib_cqe` of one slot of the QP's table: every request posted in that
-/// slot carries it as its `wr_cqe`.
-///
-/// # Invariants
-///
-/// `cqe` is the first field (the handler finds `slot` from it).
-#[repr(C)]
-pub(super) struct WrCqe {
-    cqe: bindings::ib_cqe,
-    slot: u32,
-}
-
-impl WrCqe {
-    pub(super) fn new(slot: u32) -> Self {
-        Self {
-            cqe: bindings::ib_cqe {
+        )?;
+        let to: *const Sink = &*sink;
+        for slot in 0..slots {
+            let cqe = bindings::ib_cqe {
                 done: Some(wr_done),
-            },
-            slot,
+            };
+            // INVARIANT: each entry points to `sink`.
+            cqes.push(
+                WrCqe {
+                    cqe,
+                    sink: to,
+                    slot,
+                },
+                GFP_KERNEL,
+            )?;
         }
+        Ok(KBox::new(
+            Self {
+                sink,
+                cqes,
+                next: None,
+            },
+            GFP_KERNEL,
+        )?)
     }
 
-    /// The pointer a work request of the slot at `this` carries.
-    ///
-    /// # Safety
-    ///
-    /// `this` points to a live `WrCqe`.
-    pub(super) unsafe fn raw_cqe(this: *mut Self) -> *mut bindings::ib_cqe {
-        // SAFETY: By the function's safety requirement; no reference made.
-        unsafe { core::ptr::addr_of_mut!((*this).cqe) }
+    /// The `ib_cqe` a request posted in `slot` carries.
+    pub(super) fn cqe(&mut self, slot: usize) -> Result<*mut bindings::ib_cqe> {
+        if slot >= self.cqes.len() {
+            return Err(ENOMEM);
+        }
+        // SAFETY: `slot` is within `cqes`, which is never resized. A raw
+        // pointer, no reference: the CQ's work reads other entries (and the
+        // RDMA core their `done`) meanwhile.
+        Ok(unsafe { core::ptr::addr_of_mut!((*self.cqes.as_mut_ptr().add(slot)).cqe) })
+    }
+
+    /// Sets (or clears) the QP's waker.
+    pub(super) fn set_waker(&self, waker: Option<Waker>) {
+        let old = core::mem::replace(&mut self.sink.ring.lock().waker, waker);
+        drop(old);
+    }
+
+    /// The oldest completion not yet taken.
+    pub(super) fn pop(&self) -> Option<Done> {
+        self.sink.ring.lock().pop()
+    }
+
+    /// Sleeps until a completion is queued, for at most `ms`; `false` if a
+    /// signal is pending (the caller stops waiting).
+    pub(super) fn wait(&self, ms: u32) -> bool {
+        let mut ring = self.sink.ring.lock();
+        if ring.len > 0 {
+            return true;
+        }
+        let r = self
+            .sink
+            .more
+            .wait_interruptible_timeout(&mut ring, msecs_to_jiffies(ms));
+        !matches!(r, CondVarTimeoutResult::Signal { .. })
     }
 }
 
-/// The `done` of every request of an [`RcQp`](super::RcQp), called by the RDMA core in
-/// the CQ's work for each completion.
+/// The `done` of every request of an [`RcQp`](super::RcQp), called by the
+/// RDMA core in the CQ's work for each completion.
 ///
 /// # Safety
 ///
-/// `cq` is a [`Cq`], whose context is its live [`CqShared`]; `wc` is
-/// a completion of one of its requests, whose `wr_cqe` is a live [`WrCqe`]
-/// of that QP (both are freed after the CQ).
-unsafe extern "C" fn wr_done(cq: *mut bindings::ib_cq, wc: *mut bindings::ib_wc) {
+/// `wc` is a completion of a request whose `wr_cqe` is a live [`WrCqe`]
+/// (its [`Completions`] live until the QP took the completion, or the CQ
+/// is freed).
+unsafe extern "C" fn wr_done(_cq: *mut bindings::ib_cq, wc: *mut bindings::ib_wc) {
     // SAFETY: By the function's safety requirement; `cqe` is the first
-    // field of a `#[repr(C)]` `WrCqe`.
-    let (shared, d) = unsafe {
-        let shared = &*(*cq).cq_context.cast::<CqShared>();
+    // field of a `#[repr(C)]` `WrCqe`, whose `sink` is live with it.
+    let (sink, d) = unsafe {
         let cqe = (*wc).__bindgen_anon_1.wr_cqe.cast::<WrCqe>();
         let d = Done {
             slot: (*cqe).slot,
             status: (*wc).status,
             byte_len: (*wc).byte_len,
         };
-        (shared, d)
+        (&*(*cqe).sink, d)
     };
     let waker = {
-        let mut ring = shared.ring.lock();
+        let mut ring = sink.ring.lock();
         // Never full: a slot holds one request at a time, and stays taken
         // until its completion leaves the ring.
         if !ring.push(d) {
             pr_warn!("rdma: a completion found its QP's ring full\n");
         }
-        shared.more.notify_all();
+        sink.more.notify_all();
+        // From the unlock, the QP may take the completion and free `sink`.
         ring.waker.clone()
     };
     if let Some(w) = waker {
@@ -168,46 +232,92 @@ unsafe extern "C" fn wr_done(cq: *mut bindings::ib_cq, wc: *mut bindings::ib_wc)
     }
 }
 
-/// A completion queue of `nr` entries for the requests of one QP, each of
-/// which carries its slot's `ib_cqe`: the RDMA core polls it on its
-/// workqueue and queues each completion in the CQ's ring.
+/// What QPs hold of a CQ: its entries they reserved, and the
+/// [`Completions`] of QPs destroyed with requests outstanding (a list
+/// through their `next`, which needs no allocation).
+struct Users {
+    reserved: u32,
+    orphans: Option<KBox<Completions>>,
+}
+
+impl Drop for Users {
+    fn drop(&mut self) {
+        // One at a time, not recursively through `next`.
+        let mut next = self.orphans.take();
+        while let Some(mut c) = next {
+            next = c.next.take();
+            drop(c);
+        }
+    }
+}
+
+/// A completion queue of a device (`ib_alloc_cq()`, `IB_POLL_WORKQUEUE`),
+/// holding a reference on the device. QPs share it through an [`Arc`]:
+/// each [`RcQp`](super::RcQp) on it holds one and reserves an entry for
+/// each request it can have posted.
 ///
 /// # Invariants
 ///
-/// `cq` is a live CQ (`IB_POLL_WORKQUEUE`) whose context is `shared`; it is
-/// freed exactly once, in `drop`, which waits for its work: `shared` (a
-/// field, dropped after `drop`) outlives every call of the handler.
+/// `cq` is a live CQ of `device` with `entries` entries, freed exactly
+/// once, in `drop`, before `users` (the orphans' `ib_cqe`s) and the
+/// device's reference; every QP using it was destroyed before (each holds
+/// a reference on `self`).
+#[pin_data(PinnedDrop)]
 pub struct Cq {
     cq: NonNull<bindings::ib_cq>,
-    shared: Pin<KBox<CqShared>>,
+    entries: u32,
+    #[pin]
+    users: Mutex<Users>,
+    device: ARef<Device>,
 }
 
 impl Cq {
-    /// Allocates a CQ of `nr` entries on `device`, with a ring of as many
-    /// (a QP posts at most that many requests at once). May sleep.
-    pub(super) fn new(device: &Device, nr: u32, caller: &'static CStr) -> Result<Self> {
-        let n = crate::ffi::c_int::try_from(nr).map_err(|_| EINVAL)?;
-        let shared = CqShared::new(usize::try_from(nr).map_err(|_| EINVAL)?)?;
-        let ctx = core::ptr::from_ref::<CqShared>(&shared)
-            .cast_mut()
-            .cast::<crate::ffi::c_void>();
-        // SAFETY: `device` is registered; `caller` is static; `ctx` is
-        // `shared`, which `Self` frees after the CQ.
+    /// Allocates a CQ of `entries` entries on `device`, recorded under
+    /// `caller` (restrack). The QPs on it may have as many requests posted
+    /// in all (`ENOSPC` for a QP beyond). May sleep.
+    pub fn new(device: &Device, entries: u32, caller: &'static CStr) -> Result<Arc<Self>> {
+        // `ib_alloc_cq()` warns on a CQ of no entries.
+        let n = crate::ffi::c_int::try_from(entries).map_err(|_| EINVAL)?;
+        if n == 0 {
+            return Err(EINVAL);
+        }
+        // SAFETY: `device` is registered; `caller` is static. No context:
+        // each completion finds its QP through its `wr_cqe`.
         let cq = crate::error::from_err_ptr(unsafe {
             bindings::__ib_alloc_cq(
                 device.as_raw(),
-                ctx,
+                core::ptr::null_mut(),
                 n,
                 0,
                 bindings::ib_poll_context_IB_POLL_WORKQUEUE,
                 caller.as_char_ptr(),
             )
         })?;
-        // INVARIANT: allocated above with `shared` as its context.
-        Ok(Self {
-            cq: NonNull::new(cq).ok_or(ENOMEM)?,
-            shared,
-        })
+        let cq = NonNull::new(cq).ok_or(ENOMEM)?;
+        let users = Users {
+            reserved: 0,
+            orphans: None,
+        };
+        // INVARIANT: just allocated on `device`, with `entries` entries.
+        let this = Arc::pin_init(
+            pin_init!(Self {
+                cq,
+                entries,
+                users <- new_mutex!(users, "Cq::users"),
+                device: device.into(),
+            }),
+            GFP_KERNEL,
+        );
+        if this.is_err() {
+            // SAFETY: Just allocated, never used.
+            unsafe { bindings::ib_free_cq(cq.as_ptr()) };
+        }
+        this
+    }
+
+    /// The device the CQ is on.
+    pub fn device(&self) -> &Device {
+        &self.device
     }
 
     /// The raw CQ, live as long as `self`.
@@ -215,45 +325,53 @@ impl Cq {
         self.cq.as_ptr()
     }
 
-    /// Sets (or clears) the function called for each completion, in the
-    /// CQ's work: it may sleep, and must not wait for anything that polls
-    /// or drains the QP.
-    pub fn set_waker(&self, waker: Option<Waker>) {
-        let old = core::mem::replace(&mut self.shared.ring.lock().waker, waker);
-        drop(old);
-    }
-
-    /// The oldest completion not yet taken.
-    pub(super) fn pop(&self) -> Option<Done> {
-        self.shared.ring.lock().pop()
-    }
-
-    /// Sleeps until a completion is in the ring, for at most `ms`; `false`
-    /// if a signal is pending (the caller stops waiting).
-    pub(super) fn wait(&self, ms: u32) -> bool {
-        let mut ring = self.shared.ring.lock();
-        if ring.len > 0 {
-            return true;
+    /// Reserves `n` entries for a QP (`ENOSPC` beyond the CQ's).
+    pub(super) fn reserve(&self, n: u32) -> Result {
+        let mut users = self.users.lock();
+        let total = users.reserved.checked_add(n).ok_or(ENOSPC)?;
+        if total > self.entries {
+            return Err(ENOSPC);
         }
-        let r = self
-            .shared
-            .more
-            .wait_interruptible_timeout(&mut ring, msecs_to_jiffies(ms));
-        !matches!(r, CondVarTimeoutResult::Signal { .. })
+        users.reserved = total;
+        Ok(())
+    }
+
+    /// Gives back `n` entries a QP reserved (the QP is destroyed).
+    pub(super) fn release(&self, n: u32) {
+        let mut users = self.users.lock();
+        users.reserved = users.reserved.saturating_sub(n);
+    }
+
+    /// Keeps the [`Completions`] of a QP destroyed with requests whose
+    /// completions it did not take: the CQ may still hold some, whose
+    /// `wr_cqe` points into them. They are freed after the CQ, whose
+    /// `ib_free_cq()` drops what it still holds.
+    pub(super) fn orphan(&self, mut c: KBox<Completions>) {
+        let mut users = self.users.lock();
+        c.next = users.orphans.take();
+        users.orphans = Some(c);
     }
 }
 
-impl Drop for Cq {
-    fn drop(&mut self) {
-        // SAFETY: By the type invariant the CQ is live and freed only here;
-        // its QP (the one user) was destroyed first. `ib_free_cq()` waits
-        // for the CQ's work: nothing reaches `shared` after it.
+#[pinned_drop]
+impl PinnedDrop for Cq {
+    fn drop(self: Pin<&mut Self>) {
+        // SAFETY: By the type invariant the CQ is live, freed only here,
+        // and its QPs were destroyed. `ib_free_cq()` waits for its work and
+        // drops the completions it still holds: nothing reaches an orphan's
+        // `ib_cqe` after it (`users` is dropped after this).
         unsafe { bindings::ib_free_cq(self.cq.as_ptr()) };
     }
 }
 
-// SAFETY: The CQ is used through the RDMA core, which locks it itself; the
-// ring is behind its mutex.
+// SAFETY: The CQ is used through the RDMA core, which locks it itself;
+// `users` is behind its mutex.
 unsafe impl Send for Cq {}
 // SAFETY: As for `Send`.
 unsafe impl Sync for Cq {}
+
+// SAFETY: The raw pointers of a QP's side point into its own boxes, which
+// move with it; the ring is behind its lock.
+unsafe impl Send for Completions {}
+// SAFETY: As for `Send`: `&self` only takes the lock.
+unsafe impl Sync for Completions {}

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! [`RcQp`]: an RC QP on a caller's PD, with the CQ it owns, the work
-//! requests posted on it with their buffers, and its MRs.
+//! [`RcQp`]: an RC QP on a caller's PD and CQ, with the work requests
+//! posted on it with their buffers, and its MRs.
 
 use super::{
     attr::{QpAttr, QpRef},
-    cq::{Cq, Waker, WrCqe},
+    cq::{Completions, Cq, Waker},
     mapping::{Mapping, Posted},
     mr::{MrInfo, Mrs, MAX_REG_BYTES},
     pd::Pd,
@@ -43,54 +43,58 @@ pub struct QpSize {
     pub recv: u32,
     /// The most MRs the QP registers at once (`ENOSPC` beyond; 0: none).
     pub max_mrs: usize,
-    /// The name the RDMA core records for the CQ and QP (restrack, as
-    /// `rdma resource` shows it): usually the module's.
+    /// The name the RDMA core records for the QP (restrack, as `rdma
+    /// resource` shows it): usually the module's.
     pub caller: &'static CStr,
 }
 
-/// An RC QP on a [`Pd`] of the caller's (which QPs may share), the [`Cq`] it
-/// uses for both queues (owned by it), the work requests posted on it with
+/// An RC QP on a [`Pd`] and a [`Cq`] of the caller's (which QPs may share;
+/// the QP uses the CQ for both queues), the work requests posted on it with
 /// their buffers, and its MRs (on the same PD).
 ///
 /// # Invariants
 ///
-/// `qp` is a live RC QP on `pd` with `cq` as its send and receive CQ,
-/// destroyed exactly once, in `drop`, before the MRs and the CQ are freed
-/// and the PD's reference is put (in that order), which are leaked with it
-/// if it could not be destroyed. `wrs` and `cqes` have one entry per slot, `send + recv` of
-/// them, and are never resized. Every work request posted on `qp` whose
-/// completion was not yet taken from `cq` is in `wrs` at its slot, with
+/// `qp` is a live RC QP on `pd` with `cq` as its send and receive CQ, on
+/// which it reserved `send + recv` entries; it is destroyed exactly once,
+/// in `drop`, before the MRs are freed, `comps` is freed (or handed to the
+/// CQ if completions may still come), and the CQ's and the PD's
+/// references are put (in that order), which are leaked with it if it
+/// could not be destroyed. `wrs` and `comps` have one entry per slot,
+/// `send + recv` of them, and are never resized. Every work request posted
+/// on `qp` whose completion was not yet taken is in `wrs` at its slot, with
 /// the buffer it was posted with (mapped for the device), and carries its
-/// slot's `cqes` entry as its `wr_cqe`: nothing else reaches those buffers
-/// until the request's completion is taken or the QP is destroyed.
+/// slot's `ib_cqe` of `comps` as its `wr_cqe`: nothing else reaches those
+/// buffers until the request's completion is taken or the QP is destroyed.
 pub struct RcQp {
     qp: NonNull<bindings::ib_qp>,
     size: QpSize,
     wrs: KVec<Option<Posted>>,
     mrs: ManuallyDrop<Mrs>,
-    cqes: ManuallyDrop<KVec<WrCqe>>,
-    cq: ManuallyDrop<Cq>,
+    comps: ManuallyDrop<KBox<Completions>>,
+    cq: ManuallyDrop<Arc<Cq>>,
     pd: ManuallyDrop<Arc<Pd>>,
 }
 
 impl RcQp {
-    /// Allocates a CQ and an RC QP on `pd`'s device, the QP on `pd`. May
+    /// Makes an RC QP on `pd`, with `cq` (of the same device: `EINVAL`) for
+    /// both queues, reserving `send + recv` of its entries (`ENOSPC`). May
     /// sleep.
-    pub fn new(pd: Arc<Pd>, size: QpSize) -> Result<Self> {
+    pub fn new(pd: Arc<Pd>, cq: Arc<Cq>, size: QpSize) -> Result<Self> {
+        if !core::ptr::eq(pd.device(), cq.device()) {
+            return Err(EINVAL);
+        }
         let cqe = size.send.checked_add(size.recv).ok_or(EINVAL)?;
-        // `ib_alloc_cq()` warns on a CQ of no entries.
         if cqe == 0 {
             return Err(EINVAL);
         }
         c_int::try_from(cqe).map_err(|_| EINVAL)?;
         let slots = usize::try_from(cqe).map_err(|_| EINVAL)?;
-        let mut cqes = KVec::with_capacity(slots, GFP_KERNEL)?;
+        let comps = Completions::new(cqe)?;
         let mut wrs = KVec::with_capacity(slots, GFP_KERNEL)?;
-        for slot in 0..cqe {
-            cqes.push(WrCqe::new(slot), GFP_KERNEL)?;
+        for _ in 0..cqe {
             wrs.push(None, GFP_KERNEL)?;
         }
-        let cq = Cq::new(pd.device(), cqe, size.caller)?;
+        cq.reserve(cqe)?;
         let mut attr = bindings::ib_qp_init_attr {
             send_cq: cq.as_raw(),
             recv_cq: cq.as_raw(),
@@ -109,15 +113,21 @@ impl RcQp {
         // valid.
         let qp = from_err_ptr(unsafe {
             bindings::ib_create_qp_kernel(pd.as_raw(), &mut attr, size.caller.as_char_ptr())
-        })?;
-        let qp = NonNull::new(qp).ok_or(ENOMEM)?;
+        });
+        let qp = match qp.and_then(|qp| NonNull::new(qp).ok_or(ENOMEM)) {
+            Ok(qp) => qp,
+            Err(e) => {
+                cq.release(cqe);
+                return Err(e);
+            }
+        };
         // INVARIANT: the QP on `pd` with `cq`, nothing posted.
         Ok(Self {
             qp,
             size,
             wrs,
             mrs: ManuallyDrop::new(Mrs::new(size.max_mrs)),
-            cqes: ManuallyDrop::new(cqes),
+            comps: ManuallyDrop::new(comps),
             cq: ManuallyDrop::new(cq),
             pd: ManuallyDrop::new(pd),
         })
@@ -128,10 +138,12 @@ impl RcQp {
         self.pd.device()
     }
 
-    /// Sets (or clears) the function called for each completion (see
-    /// [`Cq::set_waker`]).
+    /// Sets (or clears) the function called for each completion of the
+    /// QP's requests, in the CQ's work: it may sleep (the completions of
+    /// every QP on the CQ wait meanwhile), and must not wait for anything
+    /// that polls or drains the QP.
     pub fn set_waker(&self, waker: Option<Waker>) {
-        self.cq.set_waker(waker);
+        self.comps.set_waker(waker);
     }
 
     /// The QP number, for the REQ or REP.
@@ -214,14 +226,7 @@ impl RcQp {
     /// the request carries.
     fn free_slot(&mut self) -> Result<(usize, *mut bindings::ib_cqe)> {
         let slot = self.wrs.iter().position(|p| p.is_none()).ok_or(ENOMEM)?;
-        if slot >= self.cqes.len() {
-            return Err(ENOMEM);
-        }
-        // SAFETY: `slot` is within `cqes`, which is never resized. A raw
-        // pointer, no reference: the CQ's work reads other entries (and the
-        // RDMA core their `done`) meanwhile.
-        let cqe = unsafe { WrCqe::raw_cqe(self.cqes.as_mut_ptr().add(slot)) };
-        Ok((slot, cqe))
+        Ok((slot, self.comps.cqe(slot)?))
     }
 
     /// Maps `buf` for `kind`, and gives its free slot and scatter entry.
@@ -417,7 +422,7 @@ impl RcQp {
     /// Takes one completion, if there is one, with its work request's
     /// buffer back.
     pub fn poll_one(&mut self) -> Result<Option<Completion>> {
-        let Some(d) = self.cq.pop() else {
+        let Some(d) = self.comps.pop() else {
             return Ok(None);
         };
         let status = WcStatus::from_raw(d.status);
@@ -474,7 +479,7 @@ impl RcQp {
             if left == 0 || rest <= 0 {
                 return left;
             }
-            if !self.cq.wait(u32::try_from(rest).unwrap_or(u32::MAX)) {
+            if !self.comps.wait(u32::try_from(rest).unwrap_or(u32::MAX)) {
                 while let Ok(Some(c)) = self.poll_one() {
                     f(c);
                 }
@@ -486,11 +491,11 @@ impl RcQp {
 
 impl Drop for RcQp {
     fn drop(&mut self) {
-        // The user's waker goes first: if the QP (and so the CQ) had to be
-        // leaked below, the CQ's work would otherwise keep calling it, in
-        // a module that may be gone. (A call already in progress ends
-        // first: the user frees its QPs before its code goes.)
-        self.cq.set_waker(None);
+        // The user's waker goes first: if the QP had to be leaked below,
+        // the CQ's work would otherwise keep calling it, in a module that
+        // may be gone. (A call already in progress ends first: the user
+        // frees its QPs before its code goes.)
+        self.comps.set_waker(None);
         // SAFETY: By the type invariant the QP is live and destroyed only
         // here, before its MRs, CQ and PD.
         let ret = unsafe { bindings::ib_destroy_qp_user(self.qp.as_ptr(), core::ptr::null_mut()) };
@@ -500,31 +505,43 @@ impl Drop for RcQp {
             // driver may fail its destroy): the device may still write into
             // the buffers of its posted requests and complete on the CQ,
             // and the peer may still reach its MRs. Leaking them, the
-            // buffers, the CQ and the PD's reference (with the device's
-            // reference it holds: the device's unregistration then waits, a
-            // hang rather than a use after free) is the only safe choice;
-            // all but `wrs` are in their `ManuallyDrop`.
+            // buffers, the `ib_cqe`s, the CQ's and the PD's references
+            // (with the device's reference they hold: the device's
+            // unregistration then waits, a hang rather than a use after
+            // free) is the only safe choice; all but `wrs` are in their
+            // `ManuallyDrop`.
             pr_warn!(
-                "QP {} not destroyed ({}): its MRs, buffers, CQ and PD reference are leaked\n",
+                "QP {} not destroyed ({}): its MRs, buffers, CQ and PD references are leaked\n",
                 self.qp_num(),
                 ret
             );
             core::mem::forget(core::mem::take(&mut self.wrs));
             return;
         }
-        // SAFETY: Each dropped once, here. The QP is gone: the device no
-        // longer touches the buffers of the requests still in the table,
-        // nor any REG_MR or LOCAL_INV of the MRs, whose deregistration ends
-        // the device's access to their pages through any other QP of the
-        // PD. They are freed while the device is still ours (the PD holds
-        // its reference); the CQ's `ib_free_cq()` waits for its work, after
-        // which nothing reaches the requests' `ib_cqe`s; the PD's reference
-        // goes last (the PD with it if it was the last).
+        // Completions of requests not taken may still be in the CQ.
+        let pending = self.outstanding_all() > 0;
+        let slots = self.size.send + self.size.recv;
+        // SAFETY: Each dropped or taken once, here. The QP is gone: the
+        // device no longer touches the buffers of the requests still in
+        // the table, nor any REG_MR or LOCAL_INV of the MRs, whose
+        // deregistration ends the device's access to their pages through
+        // any other QP of the PD. They are freed while the device is still
+        // ours (the PD holds its reference). The `ib_cqe`s are freed only
+        // if every completion of the QP was taken (each was queued, and its
+        // `done` released the ring's lock, before it could be taken);
+        // otherwise the CQ keeps them until `ib_free_cq()`. The CQ's and the
+        // PD's references go last.
         unsafe {
             ManuallyDrop::drop(&mut self.mrs);
             drop(core::mem::take(&mut self.wrs));
+            let comps = ManuallyDrop::take(&mut self.comps);
+            if pending {
+                self.cq.orphan(comps);
+            } else {
+                drop(comps);
+            }
+            self.cq.release(slots);
             ManuallyDrop::drop(&mut self.cq);
-            ManuallyDrop::drop(&mut self.cqes);
             ManuallyDrop::drop(&mut self.pd);
         }
     }
