@@ -33,17 +33,25 @@ sample_qps_are() {
 	[ "$(rdma resource show qp 2>/dev/null | grep -c 'comm \[rust_rdma_cm\]')" = "$1" ]
 }
 
-# sample_pds_are N [DEV]: the sample's PDs (one per device it listens
-# on), on DEV if given.
-sample_pds_are() {
-	[ "$(rdma resource show pd 2>/dev/null |
-		grep -c "^dev ${2:-[^ ]*} .*comm \[rust_rdma_cm\]")" = "$1" ]
+# sample_res_are KIND N [DEV]: the sample's PDs or CQs (one of each per
+# device it listens on), on DEV if given.
+sample_res_are() {
+	[ "$(rdma resource show "$1" 2>/dev/null |
+		grep -c "^dev ${3:-[^ ]*} .*comm \[rust_rdma_cm\]")" = "$2" ]
 }
 
-# sample_pd_users_are N: the users of the sample's PD on rxe0 (its QPs).
-sample_pd_users_are() {
-	rdma resource show pd 2>/dev/null |
-		grep -q "^dev rxe0 .* users $1 comm \[rust_rdma_cm\]"
+# sample_users_are KIND N: the users of the sample's PD or CQ on rxe0 (a
+# PD's: its QPs; a CQ's: two per QP, its send and receive queues).
+sample_users_are() {
+	rdma resource show "$1" 2>/dev/null |
+		grep -q "^dev rxe0 .* users $2 .*comm \[rust_rdma_cm\]"
+}
+
+# sample_shares N: rxe0's one PD and one CQ of the sample, with N QPs on
+# them.
+sample_shares() {
+	sample_res_are pd 1 rxe0 && sample_users_are pd "$1" &&
+		sample_res_are cq 1 rxe0 && sample_users_are cq $(($1 * 2))
 }
 
 # sample_load: the sample loaded, listening on rxe0. Built beside the
@@ -62,7 +70,7 @@ sample_load() {
 
 test_sample_rdma_cm() {
 	local got want
-	# rxe1 too: the sample makes a PD on each device it listens on.
+	# rxe1 too: the sample makes a PD and a CQ on each device it listens on.
 	rxe_add rxe0 v0 && rxe_add rxe1 v1 && rcd_load && sample_load || return 1
 	ctl connect 2 rxe0 10.77.0.1 10.77.0.1 $SAMPLE_SID req_data=text:hello-sample recv=1:64 &&
 		ctl connect 3 rxe0 10.77.0.1 10.77.0.1 $SAMPLE_SID req_data=text:second recv=1:64 ||
@@ -70,9 +78,9 @@ test_sample_rdma_cm() {
 	wait_event 20 2 ESTABLISHED && wait_event 20 3 ESTABLISHED || return 1
 	check "the sample's two QPs" sample_qps_are 2 ||
 		{ rdma resource show qp | sed 's/^/# /'; return 1; }
-	check "on rxe0's one PD (and rxe1 has its own)" \
-		eval 'sample_pds_are 1 rxe0 && sample_pd_users_are 2 && sample_pds_are 2' ||
-		{ rdma resource show pd | sed 's/^/# /'; return 1; }
+	check "on rxe0's one PD and CQ (and rxe1 has its own)" \
+		eval 'sample_shares 2 && sample_res_are pd 2 && sample_res_are cq 2' ||
+		{ { rdma resource show pd; rdma resource show cq; } | sed 's/^/# /'; return 1; }
 	check "the sample logged the REQ's private data" \
 		dmesg_has 'rust_rdma_cm: REQ on rxe0: hello-sample$' || return 1
 	check "the RTU reached the sample" \
@@ -94,10 +102,10 @@ test_sample_rdma_cm() {
 		dmesg_has 'rust_rdma_cm: DREQ on 0x[0-9a-f]+: bye-sample$' || return 1
 	check "the sample freed it at timewait exit" \
 		wait_for 30 dmesg_has 'rust_rdma_cm: connection 0x[0-9a-f]+ freed$' || return 1
-	check "its QP with it, not the PD connection 3 shares" wait_for 10 \
-		eval 'sample_qps_are 1 && sample_pds_are 1 rxe0 && sample_pd_users_are 1' ||
-		{ rdma resource show pd | sed 's/^/# /'; return 1; }
-	# Connection 3's QP works on the PD the freed one shared.
+	check "its QP with it, not the PD and CQ connection 3 shares" wait_for 10 \
+		eval 'sample_qps_are 1 && sample_shares 1' ||
+		{ { rdma resource show pd; rdma resource show cq; } | sed 's/^/# /'; return 1; }
+	# Connection 3's QP works on the PD and CQ the freed one shared.
 	ctl post 3 0 1 data=text:still-here || return 1
 	check "the sample echoes on connection 3" wait_for 20 polled_is 3 rx_msgs 1 ||
 		{ log "$(wr_line 3)"; return 1; }
@@ -105,8 +113,8 @@ test_sample_rdma_cm() {
 	rmmod rust_rdma_cm || { fail "rmmod rust_rdma_cm"; return 1; }
 	check "unload disconnected connection 3 (its DREQ)" wait_event 20 3 DREQ_RECEIVED ||
 		return 1
-	check "the sample left no QP and no PD" \
-		wait_for 10 eval 'sample_qps_are 0 && sample_pds_are 0'
+	check "the sample left no QP, PD or CQ" \
+		wait_for 10 eval 'sample_qps_are 0 && sample_res_are pd 0 && sample_res_are cq 0'
 }
 timeout_test_sample_rdma_cm=120
 

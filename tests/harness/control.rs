@@ -32,6 +32,7 @@
 //!                         RDMA READ/WRITE (fast registration)
 //! hold_id DEV MS          tests only: an id on DEV with no device handle of
 //!                         ours, used and dropped after MS ms (the write waits)
+//! shared_cq DEV [OTHER]   tests only: QPs on one CQ of DEV (conn::TestHooks)
 //! occupy_pollers N       tests only: N work items on the rping pollers'
 //!                         queue, each waiting for `release_pollers`
 //! release_pollers         tests only: those items return
@@ -202,6 +203,15 @@ impl Control for Core {
             // Test-only (`conn::TestHooks`): an id kept past its device's handle.
             "hold_id" => match args.as_slice() {
                 [dev, ms] => core.hold_id(&CString::try_from_fmt(fmt!("{}", dev))?, parse_u32(ms)?),
+                _ => Err(EINVAL),
+            },
+            // Test-only (`conn::TestHooks`): QPs on one CQ.
+            "shared_cq" => match args.as_slice() {
+                [dev] => core.shared_cq(&CString::try_from_fmt(fmt!("{}", dev))?, None),
+                [dev, other] => core.shared_cq(
+                    &CString::try_from_fmt(fmt!("{}", dev))?,
+                    Some(&CString::try_from_fmt(fmt!("{}", other))?),
+                ),
                 _ => Err(EINVAL),
             },
             _ => Err(EINVAL),

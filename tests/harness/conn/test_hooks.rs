@@ -17,10 +17,10 @@ use super::{
     table::Core,
 };
 use crate::cm::{CmId, CmIdRef};
-use core::sync::atomic::Ordering;
+use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::{
     prelude::*,
-    rdma::verbs::QpRef,
+    rdma::verbs::{Access, Cq, Pd, QpAttr, QpRef, QpSize, RcQp, Waker},
     str::CStr,
     sync::Arc,
     time::{delay::fsleep, msecs_to_jiffies, Delta},
@@ -219,6 +219,104 @@ impl Core {
             cm.state().name()
         );
         drop(cm);
+        Ok(())
+    }
+
+    /// `shared_cq DEV [OTHER]`: QPs that share one CQ of `DEV`. A CQ of 8
+    /// entries takes two QPs of 2 + 2 and refuses a third (`ENOSPC`). The
+    /// CQ's work is held in the first QP's waker (2 s) while the second,
+    /// its receive posted and flushed, is freed. The first then posts a
+    /// receive (flushed at once: it is in the error state) and takes its
+    /// completion: the CQ's work, which takes the CQ's completions in
+    /// order, delivered the second QP's before, after the QP was gone, into
+    /// the completions the QP left with the CQ. A new QP gets the freed
+    /// one's entries; the first QP gets its two completions and nothing
+    /// else. With `OTHER`, a PD of that device makes no QP with the CQ
+    /// (`EINVAL`). Each step is logged; the first that differs fails the
+    /// write with `EPROTO`.
+    pub(crate) fn shared_cq(&self, device: &CStr, other: Option<&CStr>) -> Result {
+        let dev = self.device_by_name(device)?;
+        let caller = kernel::c_str!("rcd_harness");
+        let size = |send, recv| QpSize {
+            send,
+            recv,
+            max_mrs: 0,
+            caller,
+        };
+        let expect = |what: &str, ok: bool| {
+            pr_info!(
+                "shared_cq: {}: {}\n",
+                what,
+                if ok { "ok" } else { "FAILED" }
+            );
+            if ok {
+                Ok(())
+            } else {
+                Err(EPROTO)
+            }
+        };
+        let flushed_recv = |qp: &mut RcQp| -> Result {
+            qp.modify(&QpAttr::to_init(1, 0, Access::LOCAL_WRITE))?;
+            qp.post_recv(KVec::from_elem(0u8, 64, GFP_KERNEL)?)?;
+            qp.modify(&QpAttr::to_error())
+        };
+        let pd = Arc::new(Pd::new(&dev, caller)?, GFP_KERNEL)?;
+        let cq = Cq::new(&dev, 8, caller)?;
+        let mut first = RcQp::new(pd.clone(), cq.clone(), size(2, 2))?;
+        let mut second = RcQp::new(pd.clone(), cq.clone(), size(2, 2))?;
+        let third = RcQp::new(pd.clone(), cq.clone(), size(1, 0));
+        expect(
+            "a QP beyond the CQ's entries: ENOSPC",
+            matches!(third, Err(e) if e == ENOSPC),
+        )?;
+        // 0: not called yet; 1: sleeping; 2: returned.
+        let held = Arc::new(AtomicU32::new(0), GFP_KERNEL)?;
+        let h = held.clone();
+        let waker: Waker = Arc::new(
+            move || {
+                if h.swap(1, Ordering::SeqCst) == 0 {
+                    sleep_ms(2000);
+                }
+                h.store(2, Ordering::SeqCst);
+            },
+            GFP_KERNEL,
+        )?;
+        first.set_waker(Some(waker));
+        flushed_recv(&mut first)?;
+        let mut waited = 0;
+        while held.load(Ordering::SeqCst) == 0 && waited < 10_000 {
+            sleep_ms(10);
+            waited += 10;
+        }
+        expect("the CQ's work held", held.load(Ordering::SeqCst) == 1)?;
+        flushed_recv(&mut second)?;
+        // Time for the device to queue the flush on the CQ.
+        sleep_ms(200);
+        drop(second);
+        expect(
+            "a QP freed, its completion not taken, the CQ's work still held",
+            held.load(Ordering::SeqCst) == 1,
+        )?;
+        let fourth = RcQp::new(pd.clone(), cq.clone(), size(2, 2));
+        expect("its entries given back", fourth.is_ok())?;
+        first.post_recv(KVec::from_elem(0u8, 64, GFP_KERNEL)?)?;
+        let mut own = 0;
+        let left = first.drain(10_000, |_| own += 1);
+        expect(
+            "the first QP got its two completions",
+            left == 0 && own == 2,
+        )?;
+        let stray = matches!(first.poll_one(), Ok(Some(_)));
+        expect("and no other", !stray)?;
+        if let Some(other) = other {
+            let dev2 = self.device_by_name(other)?;
+            let pd2 = Arc::new(Pd::new(&dev2, caller)?, GFP_KERNEL)?;
+            let r = RcQp::new(pd2, cq.clone(), size(1, 1));
+            expect(
+                "a PD of another device: EINVAL",
+                matches!(r, Err(e) if e == EINVAL),
+            )?;
+        }
         Ok(())
     }
 
