@@ -141,7 +141,8 @@ impl RcQp {
     /// Sets (or clears) the function called for each completion of the
     /// QP's requests, in the CQ's work: it may sleep (the completions of
     /// every QP on the CQ wait meanwhile), and must not wait for anything
-    /// that polls or drains the QP.
+    /// that polls or drains the QP. A call in progress when the QP is freed
+    /// ends before the CQ is freed.
     pub fn set_waker(&self, waker: Option<Waker>) {
         self.comps.set_waker(waker);
     }
@@ -493,8 +494,9 @@ impl Drop for RcQp {
     fn drop(&mut self) {
         // The user's waker goes first: if the QP had to be leaked below,
         // the CQ's work would otherwise keep calling it, in a module that
-        // may be gone. (A call already in progress ends first: the user
-        // frees its QPs before its code goes.)
+        // may be gone. (A call already in progress may outlive the QP; it
+        // ends before the CQ is freed, which its user does before its code
+        // goes.)
         self.comps.set_waker(None);
         // SAFETY: By the type invariant the QP is live and destroyed only
         // here, before its MRs, CQ and PD.
