@@ -57,6 +57,9 @@ const QP_DEPTH: u32 = 16;
 /// many QPs (a REQ beyond is rejected).
 const MAX_CONNS: u32 = 32;
 
+/// How long a connection's end waits for its QP's flushed requests.
+const DRAIN_MS: u32 = 1000;
+
 /// The REP's private data.
 const REP_DATA: &[u8] = b"rust_rdma_cm: accepted";
 
@@ -226,9 +229,17 @@ impl Endpoint {
         sent
     }
 
-    /// The connection is over: freed (its id's destroy is deferred, as this
-    /// runs in one of the id's callbacks).
+    /// The connection is over: its QP flushed, then freed (its id's
+    /// destroy is deferred, as this runs in one of the id's callbacks). A
+    /// QP freed with requests not flushed would keep their entries of the
+    /// device's CQ until the CQ is freed.
     fn free(&self, id: &CmIdRef) {
+        if let Some(qp) = &self.qp {
+            let left = qp.lock().drain(DRAIN_MS, |_| {});
+            if left > 0 {
+                pr_warn!("{:#x}: {} requests not flushed\n", id.local_id(), left);
+            }
+        }
         drop(self.conns.take(id));
     }
 }

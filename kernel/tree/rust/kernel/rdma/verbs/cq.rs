@@ -41,6 +41,8 @@ struct Ring {
     head: usize,
     len: usize,
     waker: Option<Waker>,
+    /// Calls of `waker` in progress (the CQ's work runs them unlocked).
+    calls: u32,
 }
 
 impl Ring {
@@ -68,12 +70,14 @@ impl Ring {
     }
 }
 
-/// Where a QP's completions wait, and the condition a drain sleeps on.
+/// Where a QP's completions wait, and the condition a drain (or the QP's
+/// free, for a waker's call) sleeps on.
 ///
 /// A spinlock, not a mutex: the QP frees this once it took its last
-/// completion, which may be while the CQ's work is still leaving the
-/// `done` that queued it; a spinlock's unlock no longer touches the lock
-/// once it is released, a mutex's may.
+/// completion and no call of its waker is in progress, which may be while
+/// the CQ's work is still leaving the `done` that released the lock last;
+/// a spinlock's unlock no longer touches the lock once it is released, a
+/// mutex's may.
 #[pin_data]
 struct Sink {
     #[pin]
@@ -103,11 +107,13 @@ struct WrCqe {
 ///
 /// `cqes` has one entry per slot and is never resized; each points to
 /// `sink`, which is pinned. Both live until no completion of the QP's
-/// requests can reach them: the QP took every one, or the CQ was freed
-/// (see [`Cq::orphan`]).
+/// requests can reach them: the QP took every one, or the CQ delivered
+/// every one the QP left (see [`Cq::orphan`]), or the CQ was freed.
 pub(super) struct Completions {
     sink: Pin<KBox<Sink>>,
     cqes: KVec<WrCqe>,
+    /// Once an orphan: the completions its QP did not take.
+    pending: u32,
     /// The next in the CQ's list of orphans (see [`Cq::orphan`]).
     next: Option<KBox<Completions>>,
 }
@@ -126,6 +132,7 @@ impl Completions {
             head: 0,
             len: 0,
             waker: None,
+            calls: 0,
         };
         let sink = KBox::pin_init(
             pin_init!(Sink {
@@ -153,6 +160,7 @@ impl Completions {
             Self {
                 sink,
                 cqes,
+                pending: 0,
                 next: None,
             },
             GFP_KERNEL,
@@ -174,6 +182,25 @@ impl Completions {
     pub(super) fn set_waker(&self, waker: Option<Waker>) {
         let old = core::mem::replace(&mut self.sink.ring.lock().waker, waker);
         drop(old);
+    }
+
+    /// Clears the QP's waker and waits (uninterruptibly) until no call of
+    /// it is in progress. Not from the waker itself.
+    pub(super) fn stop_waker(&self) {
+        let old = {
+            let mut ring = self.sink.ring.lock();
+            let old = ring.waker.take();
+            while ring.calls > 0 {
+                self.sink.more.wait(&mut ring);
+            }
+            old
+        };
+        drop(old);
+    }
+
+    /// Every completion the QP left was delivered.
+    fn all_delivered(&self) -> bool {
+        self.sink.ring.lock().len >= self.pending as usize
     }
 
     /// The oldest completion not yet taken.
@@ -202,8 +229,8 @@ impl Completions {
 /// # Safety
 ///
 /// `wc` is a completion of a request whose `wr_cqe` is a live [`WrCqe`]
-/// (its [`Completions`] live until the QP took the completion, or the CQ
-/// is freed).
+/// (its [`Completions`] live until this call released their lock for the
+/// last time: see their invariant).
 unsafe extern "C" fn wr_done(_cq: *mut bindings::ib_cq, wc: *mut bindings::ib_wc) {
     // SAFETY: By the function's safety requirement; `cqe` is the first
     // field of a `#[repr(C)]` `WrCqe`, whose `sink` is live with it.
@@ -224,20 +251,50 @@ unsafe extern "C" fn wr_done(_cq: *mut bindings::ib_cq, wc: *mut bindings::ib_wc
             pr_warn!("rdma: a completion found its QP's ring full\n");
         }
         sink.more.notify_all();
-        // From the unlock, the QP may take the completion and free `sink`.
-        ring.waker.clone()
+        let waker = ring.waker.clone();
+        if waker.is_some() {
+            ring.calls += 1;
+        }
+        // Without a waker: from the unlock, the QP may take the completion
+        // and free `sink`.
+        waker
     };
     if let Some(w) = waker {
         w();
+        drop(w);
+        let mut ring = sink.ring.lock();
+        ring.calls -= 1;
+        sink.more.notify_all();
+        // From the unlock, the QP may free `sink`.
     }
 }
 
 /// What QPs hold of a CQ: its entries they reserved, and the
 /// [`Completions`] of QPs destroyed with requests outstanding (a list
-/// through their `next`, which needs no allocation).
+/// through their `next`, which needs no allocation), each still holding an
+/// entry per completion not delivered.
 struct Users {
     reserved: u32,
     orphans: Option<KBox<Completions>>,
+}
+
+impl Users {
+    /// Frees the orphans whose completions all came, and their entries.
+    fn reclaim(&mut self) {
+        let mut list = self.orphans.take();
+        while let Some(mut c) = list {
+            list = c.next.take();
+            if c.all_delivered() {
+                // Each of its requests completes once: nothing reaches it
+                // any more, and its last `done` released its lock.
+                self.reserved = self.reserved.saturating_sub(c.pending);
+                drop(c);
+            } else {
+                c.next = self.orphans.take();
+                self.orphans = Some(c);
+            }
+        }
+    }
 }
 
 impl Drop for Users {
@@ -328,6 +385,7 @@ impl Cq {
     /// Reserves `n` entries for a QP (`ENOSPC` beyond the CQ's).
     pub(super) fn reserve(&self, n: u32) -> Result {
         let mut users = self.users.lock();
+        users.reclaim();
         let total = users.reserved.checked_add(n).ok_or(ENOSPC)?;
         if total > self.entries {
             return Err(ENOSPC);
@@ -342,14 +400,19 @@ impl Cq {
         users.reserved = users.reserved.saturating_sub(n);
     }
 
-    /// Keeps the [`Completions`] of a QP destroyed with requests whose
-    /// completions it did not take: the CQ may still hold some, whose
-    /// `wr_cqe` points into them. They are freed after the CQ, whose
-    /// `ib_free_cq()` drops what it still holds.
-    pub(super) fn orphan(&self, mut c: KBox<Completions>) {
+    /// Keeps the [`Completions`] of a QP destroyed with `pending`
+    /// requests whose completions it did not take, and their entries: the
+    /// CQ may still hold some, whose `wr_cqe` points into them. They are
+    /// freed, and the entries given back, once all came, or after the CQ
+    /// (whose `ib_free_cq()` drops what it still holds): a device may
+    /// never complete the requests of a QP destroyed before it flushed
+    /// them.
+    pub(super) fn orphan(&self, mut c: KBox<Completions>, pending: u32) {
+        c.pending = pending;
         let mut users = self.users.lock();
         c.next = users.orphans.take();
         users.orphans = Some(c);
+        users.reclaim();
     }
 }
 
@@ -357,9 +420,11 @@ impl Cq {
 impl PinnedDrop for Cq {
     fn drop(self: Pin<&mut Self>) {
         // SAFETY: By the type invariant the CQ is live, freed only here,
-        // and its QPs were destroyed. `ib_free_cq()` waits for its work and
-        // drops the completions it still holds: nothing reaches an orphan's
-        // `ib_cqe` after it (`users` is dropped after this).
+        // and its QPs were destroyed. `ib_free_cq()` waits for its work
+        // (this is not in it: a QP's free waits for its waker's calls,
+        // which is where its user's references could be put) and drops the
+        // completions it still holds: nothing reaches an orphan's `ib_cqe`
+        // after it (`users` is dropped after this).
         unsafe { bindings::ib_free_cq(self.cq.as_ptr()) };
     }
 }

@@ -55,7 +55,8 @@ pub struct QpSize {
 /// # Invariants
 ///
 /// `qp` is a live RC QP on `pd` with `cq` as its send and receive CQ, on
-/// which it reserved `send + recv` entries; it is destroyed exactly once,
+/// which it reserved `send + recv` entries (those of its completions not
+/// taken stay reserved after it, see [`Cq`]); it is destroyed exactly once,
 /// in `drop`, before the MRs are freed, `comps` is freed (or handed to the
 /// CQ if completions may still come), and the CQ's and the PD's
 /// references are put (in that order), which are leaked with it if it
@@ -141,8 +142,8 @@ impl RcQp {
     /// Sets (or clears) the function called for each completion of the
     /// QP's requests, in the CQ's work: it may sleep (the completions of
     /// every QP on the CQ wait meanwhile), and must not wait for anything
-    /// that polls or drains the QP. A call in progress when the QP is freed
-    /// ends before the CQ is freed.
+    /// that polls, drains or frees the QP (the free waits for a call in
+    /// progress).
     pub fn set_waker(&self, waker: Option<Waker>) {
         self.comps.set_waker(waker);
     }
@@ -492,12 +493,11 @@ impl RcQp {
 
 impl Drop for RcQp {
     fn drop(&mut self) {
-        // The user's waker goes first: if the QP had to be leaked below,
-        // the CQ's work would otherwise keep calling it, in a module that
-        // may be gone. (A call already in progress may outlive the QP; it
-        // ends before the CQ is freed, which its user does before its code
-        // goes.)
-        self.comps.set_waker(None);
+        // The user's waker goes first, and a call of it in progress ends
+        // first: if the QP had to be leaked below, the CQ's work would
+        // otherwise keep calling it, in a module that may be gone; and the
+        // references it holds are put here, not in the CQ's work.
+        self.comps.stop_waker();
         // SAFETY: By the type invariant the QP is live and destroyed only
         // here, before its MRs, CQ and PD.
         let ret = unsafe { bindings::ib_destroy_qp_user(self.qp.as_ptr(), core::ptr::null_mut()) };
@@ -520,8 +520,9 @@ impl Drop for RcQp {
             core::mem::forget(core::mem::take(&mut self.wrs));
             return;
         }
-        // Completions of requests not taken may still be in the CQ.
-        let pending = self.outstanding_all() > 0;
+        // Completions of requests not taken may still be in the CQ: their
+        // entries stay reserved until they came.
+        let pending = self.outstanding_all();
         let slots = self.size.send + self.size.recv;
         // SAFETY: Each dropped or taken once, here. The QP is gone: the
         // device no longer touches the buffers of the requests still in
@@ -530,19 +531,20 @@ impl Drop for RcQp {
         // any other QP of the PD. They are freed while the device is still
         // ours (the PD holds its reference). The `ib_cqe`s are freed only
         // if every completion of the QP was taken (each was queued, and its
-        // `done` released the ring's lock, before it could be taken);
-        // otherwise the CQ keeps them until `ib_free_cq()`. The CQ's and the
-        // PD's references go last.
+        // `done` released the ring's lock, before it could be taken) and
+        // no waker call is in progress (`stop_waker`); otherwise the CQ
+        // keeps them until those completions came. The CQ's and the PD's
+        // references go last.
         unsafe {
             ManuallyDrop::drop(&mut self.mrs);
             drop(core::mem::take(&mut self.wrs));
             let comps = ManuallyDrop::take(&mut self.comps);
-            if pending {
-                self.cq.orphan(comps);
+            self.cq.release(slots - pending);
+            if pending > 0 {
+                self.cq.orphan(comps, pending);
             } else {
                 drop(comps);
             }
-            self.cq.release(slots);
             ManuallyDrop::drop(&mut self.cq);
             ManuallyDrop::drop(&mut self.pd);
         }
