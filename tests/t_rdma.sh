@@ -154,12 +154,12 @@ test_rdma_disconnect_mid_flight() {
 
 # QPs on one CQ (kernel::rdma::verbs::Cq), in `shared_cq rxe0 rxe1` (a test
 # hook, conn/test_hooks.rs): a QP reserves its entries of the CQ (the next
-# is refused beyond them) and gives them back when freed. A QP freed, with
-# its flushed receive's completion not taken, while the CQ's work is held
-# (in another QP's waker) leaves its completions with the CQ, which
-# delivers that one after the QP is gone: KASAN sees a use after free if
-# they are freed with the QP. The other QP gets its own completion and
-# nothing else; a PD of another device cannot use the CQ.
+# is refused beyond them). A QP freed while the CQ's work is held (in
+# another QP's waker), its flushed receive's completion not taken, keeps
+# that entry reserved and leaves its completions with the CQ, which
+# delivers that one after the QP is gone: then the entry comes back. A QP
+# freed during its waker's call waits for the call. A new QP gets no
+# completion of another; a PD of another device cannot use the CQ.
 test_verbs_shared_cq() {
 	local n cqs qps
 	rxe_add rxe0 v0 && rxe_add rxe1 v1 && rcd_load || return 1
@@ -167,7 +167,7 @@ test_verbs_shared_cq() {
 	ctl shared_cq rxe0 rxe1 || { log "$(dmesg_test | grep 'shared_cq:')"; return 1; }
 	log "$(dmesg_test | grep 'shared_cq:')"
 	n=$(dmesg_test | grep -c 'rcd_harness: shared_cq: .*: ok$')
-	check "its 7 steps as expected ($n logged)" test "$n" = 7 || return 1
+	check "its 9 steps as expected ($n logged)" test "$n" = 9 || return 1
 	check "its CQ and QPs freed ($cqs CQs, $qps QPs before)" \
 		test "$(rdma_res cq)/$(rdma_res qp)" = "$cqs/$qps"
 }

@@ -222,18 +222,18 @@ impl Core {
         Ok(())
     }
 
-    /// `shared_cq DEV [OTHER]`: QPs that share one CQ of `DEV`. A CQ of 8
-    /// entries takes two QPs of 2 + 2 and refuses a third (`ENOSPC`). The
-    /// CQ's work is held in the first QP's waker (2 s) while the second,
-    /// its receive posted and flushed, is freed. The first then posts a
-    /// receive (flushed at once: it is in the error state) and takes its
-    /// completion: the CQ's work, which takes the CQ's completions in
-    /// order, delivered the second QP's before, after the QP was gone, into
-    /// the completions the QP left with the CQ. A new QP gets the freed
-    /// one's entries; the first QP gets its two completions and nothing
-    /// else. With `OTHER`, a PD of that device makes no QP with the CQ
-    /// (`EINVAL`). Each step is logged; the first that differs fails the
-    /// write with `EPROTO`.
+    /// `shared_cq DEV [OTHER]`: QPs that share one CQ of `DEV`, of 8
+    /// entries: two QPs of 2 + 2 on it, a third is refused (`ENOSPC`). The
+    /// CQ's work is held (2 s) in the first QP's waker while the second,
+    /// its receive posted and flushed, is freed: the entry of the
+    /// completion it did not take stays reserved (a QP of 2 + 2 is refused,
+    /// one of 1 + 2 fits). The first is freed during its waker's call,
+    /// which the free waits for. The CQ's work then delivers the freed
+    /// second QP's completion, after the QP is gone, into what the QP left
+    /// with the CQ, and its entry comes back: a QP of 4 + 4 fits, and gets
+    /// no completion of another. With `OTHER`, a PD of that device makes no
+    /// QP with the CQ (`EINVAL`). Each step is logged; the first that
+    /// differs fails the write with `EPROTO`.
     pub(crate) fn shared_cq(&self, device: &CStr, other: Option<&CStr>) -> Result {
         let dev = self.device_by_name(device)?;
         let caller = kernel::c_str!("rcd_harness");
@@ -262,12 +262,13 @@ impl Core {
         };
         let pd = Arc::new(Pd::new(&dev, caller)?, GFP_KERNEL)?;
         let cq = Cq::new(&dev, 8, caller)?;
-        let mut first = RcQp::new(pd.clone(), cq.clone(), size(2, 2))?;
-        let mut second = RcQp::new(pd.clone(), cq.clone(), size(2, 2))?;
-        let third = RcQp::new(pd.clone(), cq.clone(), size(1, 0));
+        let qp = |send, recv| RcQp::new(pd.clone(), cq.clone(), size(send, recv));
+        let is = |r: &Result<RcQp>, errno: Error| matches!(r, Err(e) if *e == errno);
+        let mut first = qp(2, 2)?;
+        let mut second = qp(2, 2)?;
         expect(
             "a QP beyond the CQ's entries: ENOSPC",
-            matches!(third, Err(e) if e == ENOSPC),
+            is(&qp(1, 0), ENOSPC),
         )?;
         // 0: not called yet; 1: sleeping; 2: returned.
         let held = Arc::new(AtomicU32::new(0), GFP_KERNEL)?;
@@ -297,25 +298,34 @@ impl Core {
             "a QP freed, its completion not taken, the CQ's work still held",
             held.load(Ordering::SeqCst) == 1,
         )?;
-        let fourth = RcQp::new(pd.clone(), cq.clone(), size(2, 2));
-        expect("its entries given back", fourth.is_ok())?;
-        first.post_recv(KVec::from_elem(0u8, 64, GFP_KERNEL)?)?;
-        let mut own = 0;
-        let left = first.drain(10_000, |_| own += 1);
         expect(
-            "the first QP got its two completions",
-            left == 0 && own == 2,
+            "its pending entry kept: 2 + 2 refused",
+            is(&qp(2, 2), ENOSPC),
         )?;
-        let stray = matches!(first.poll_one(), Ok(Some(_)));
-        expect("and no other", !stray)?;
+        expect("its other 3 given back: 1 + 2 fits", qp(1, 2).is_ok())?;
+        drop(first);
+        expect(
+            "a QP freed during its waker's call, after the call",
+            held.load(Ordering::SeqCst) == 2,
+        )?;
+        let mut fourth = Err(ENOSPC);
+        waited = 0;
+        while is(&fourth, ENOSPC) && waited < 10_000 {
+            sleep_ms(10);
+            waited += 10;
+            fourth = qp(4, 4);
+        }
+        expect(
+            "the late completion came, its entry back: 4 + 4 fits",
+            fourth.is_ok(),
+        )?;
+        let stray = matches!(fourth?.poll_one(), Ok(Some(_)));
+        expect("the new QP got no completion of another", !stray)?;
         if let Some(other) = other {
             let dev2 = self.device_by_name(other)?;
             let pd2 = Arc::new(Pd::new(&dev2, caller)?, GFP_KERNEL)?;
             let r = RcQp::new(pd2, cq.clone(), size(1, 1));
-            expect(
-                "a PD of another device: EINVAL",
-                matches!(r, Err(e) if e == EINVAL),
-            )?;
+            expect("a PD of another device: EINVAL", is(&r, EINVAL))?;
         }
         Ok(())
     }
