@@ -36,6 +36,12 @@ tar -C "$src_top" -cf - --exclude=./.git --exclude='*.o' --exclude='*.ko' \
 		cmp -s "$stage/$f" "$here/$f" && continue
 		mkdir -p "$(dirname "$here/$f")" && cp --preserve=mode "$stage/$f" "$here/$f" || exit 1
 	done || { echo "copy of the sources to $here failed" >&2; rm -rf "$stage"; exit 1; }
+# Sources the tree no longer has go too: a test file left here would still
+# be sourced by the guests and run.
+(cd "$here" && find . -type f \( -name '*.sh' -o -name '*.rs' -o -name '*.c' -o -name '*.h' \
+	-o -name '*.py' \) ! -name '*.mod.c') | while read -r f; do
+	[ -e "$stage/$f" ] || rm -f "$here/$f"
+done
 rm -rf "$stage"
 echo "$KDIR" > "$here/.rcd-kdir"
 bash "$here/scripts/build.sh" -s modules || { echo "module build failed" >&2; exit 1; }
