@@ -78,7 +78,7 @@ test_sample_rdma_cm() {
 	wait_event 20 2 ESTABLISHED && wait_event 20 3 ESTABLISHED || return 1
 	check "the sample's two QPs" sample_qps_are 2 ||
 		{ rdma resource show qp | sed 's/^/# /'; return 1; }
-	check "on rxe0's one PD and CQ (and rxe1 has its own)" \
+	check "on rxe0's one PD and CQ (and rxe1 has its own)" wait_for 10 \
 		eval 'sample_shares 2 && sample_res_are pd 2 && sample_res_are cq 2' ||
 		{ { rdma resource show pd; rdma resource show cq; } | sed 's/^/# /'; return 1; }
 	check "the sample logged the REQ's private data" \
