@@ -152,6 +152,17 @@ cq_reader() {
 	return 1
 }
 
+# cq_reader_wait PID: cq_reader, polled for up to 10 s: a thread that
+# takes a completion is out of read() meanwhile.
+cq_reader_wait() {
+	local i
+	for i in $(seq 50); do
+		cq_reader "$1" && return 0
+		nap 0.2
+	done
+	return 1
+}
+
 # rping_end PID OUT: waits up to RPING_END_WAIT (60) s for the rping run
 # by timeout(1) PID (its output in OUT) to end after our DREP_RECEIVED, and
 # sets RC to its exit status, or to "hung" for the one hang that is rping's.
@@ -207,7 +218,8 @@ test_rping_end_tells_hangs() {
 	timeout 120 rping -c -a 10.77.0.1 -p 7184 -C 0 -S 1024 -V > /tmp/rping-h.out 2>&1 & pid=$!
 	foreign_established || return 1; p=$FOREIGN
 	check "5 pings served" wait_for 60 pings_at_least $p 5 || return 1
-	r=$(child_of $pid) && cq=$(cq_reader "$r") || fail "no CQ thread in rping ($r)" || return 1
+	r=$(child_of $pid) && cq=$(cq_reader_wait "$r") ||
+		{ fail "no CQ thread in rping ($r)"; return 1; }
 	python3 "$RCD_TESTS/freeze_thread.py" "$cq" $flag > /tmp/freeze.out 2>&1 & fz=$!
 	check "rping's CQ thread held" wait_for 30 text_in /tmp/freeze.out frozen || return 1
 	# The pings stop: the go-ahead waits in the CQ.
