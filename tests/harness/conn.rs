@@ -121,5 +121,5 @@ pub(crate) fn now_ns() -> i64 {
 
 pub(crate) use behaviour::{Behaviour, OnDreq, OnRep, OnReq, TestHooks, DREQ_ANSWER_MAX_MS};
 pub(crate) use commands::{ConnectArgs, GivenPath, Post, Rdma};
-pub(crate) use qp::CountedQp;
+pub(crate) use qp::{CountedQp, RegWith};
 pub(crate) use table::{Core, Owner};

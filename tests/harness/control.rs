@@ -33,6 +33,8 @@
 //! hold_id DEV MS          tests only: an id on DEV with no device handle of
 //!                         ours, used and dropped after MS ms (the write waits)
 //! shared_cq DEV [OTHER]   tests only: QPs on one CQ of DEV (conn::TestHooks)
+//! qp_ports DEV            tests only: a QP's move to a port DEV lacks
+//! waker_owns_qp DEV       tests only: a QP's waker that owns the QP
 //! occupy_pollers N       tests only: N work items on the rping pollers'
 //!                         queue, each waiting for `release_pollers`
 //! release_pollers         tests only: those items return
@@ -107,8 +109,8 @@ use crate::{
     cm::Message,
     cma::{self, PortSpace},
     conn::{
-        Behaviour, ConnectArgs, Core, GivenPath, OnDreq, OnRep, OnReq, Post, Rdma, TestHooks,
-        DREQ_ANSWER_MAX_MS,
+        Behaviour, ConnectArgs, Core, GivenPath, OnDreq, OnRep, OnReq, Post, Rdma, RegWith,
+        TestHooks, DREQ_ANSWER_MAX_MS,
     },
     rping,
 };
@@ -173,7 +175,17 @@ impl Control for Core {
             }
             "post" => post(core, &args),
             "mr" => match args.as_slice() {
-                [num, "reg", data] => core.reg_mr(parse_u32(num)?, &parse_data(data)?),
+                [num, "reg", data] => {
+                    core.reg_mr(parse_u32(num)?, RegWith::Next, &parse_data(data)?)
+                }
+                [num, "reg-at", idx, data] => core.reg_mr(
+                    parse_u32(num)?,
+                    RegWith::At(parse_u32(idx)? as usize),
+                    &parse_data(data)?,
+                ),
+                [num, "reg-foreign", data] => {
+                    core.reg_mr(parse_u32(num)?, RegWith::Foreign, &parse_data(data)?)
+                }
                 [num, "inval", idx] => {
                     core.invalidate_mr(parse_u32(num)?, parse_u32(idx)? as usize)
                 }
@@ -212,6 +224,16 @@ impl Control for Core {
                     &CString::try_from_fmt(fmt!("{}", dev))?,
                     Some(&CString::try_from_fmt(fmt!("{}", other))?),
                 ),
+                _ => Err(EINVAL),
+            },
+            // Test-only (`conn::TestHooks`): the ports a QP's move takes.
+            "qp_ports" => match args.as_slice() {
+                [dev] => core.qp_ports(&CString::try_from_fmt(fmt!("{}", dev))?),
+                _ => Err(EINVAL),
+            },
+            // Test-only (`conn::TestHooks`): a waker that owns its QP.
+            "waker_owns_qp" => match args.as_slice() {
+                [dev] => core.waker_owns_qp(&CString::try_from_fmt(fmt!("{}", dev))?),
                 _ => Err(EINVAL),
             },
             _ => Err(EINVAL),

@@ -276,7 +276,7 @@ impl Rping {
                 Ok((3, Action::Nothing))
             }
             (Role::Client { count, .. }, WrKind::LocalInv, Step::Invalidating) => {
-                let slot = usize::from(c.mr != Some(self.mrs[0]));
+                let slot = usize::from(qp.taken_mr() != Some(self.mrs[0]));
                 self.back[slot] = Some(core::mem::take(&mut c.buf));
                 let (Some(start), Some(sink)) = (&self.back[0], &self.back[1]) else {
                     return Ok((0, Action::Nothing));
@@ -339,10 +339,10 @@ impl Rping {
 
     /// SENDs the descriptor of MR `idx`.
     fn send_info(&mut self, qp: &mut CountedQp, idx: usize, size: usize) -> Result<u32> {
-        let m = qp.mrs().find(|m| m.index == idx).ok_or(EPROTO)?;
+        let m = qp.mr(idx).ok_or(EPROTO)?;
         let mut msg = KVec::with_capacity(INFO_LEN, GFP_KERNEL)?;
-        msg.extend_from_slice(&m.addr.to_be_bytes(), GFP_KERNEL)?;
-        msg.extend_from_slice(&m.rkey.to_be_bytes(), GFP_KERNEL)?;
+        msg.extend_from_slice(&m.addr().to_be_bytes(), GFP_KERNEL)?;
+        msg.extend_from_slice(&m.rkey().to_be_bytes(), GFP_KERNEL)?;
         msg.extend_from_slice(&(size as u32).to_be_bytes(), GFP_KERNEL)?;
         qp.post_send(msg)?;
         Ok(1)

@@ -7,7 +7,7 @@ use super::{
     behaviour::{copy, Behaviour},
     endpoint::{Endpoint, EndpointState, EpHandle, EventKind, Role, PASSIVE_BASE, REQ_MAGIC},
     now_ns,
-    qp::{qp_size, CountedQp},
+    qp::{qp_size, CountedQp, RegWith},
     stats::{Counted, STATS},
     table::Core,
 };
@@ -66,14 +66,15 @@ pub(super) fn pattern(len: usize) -> Result<KVec<u8>> {
 
 impl EndpointState {
     /// `mr NUM reg DATA`: registers a buffer holding DATA for the peer's
-    /// RDMA READ and WRITE.
-    fn reg_mr(&mut self, data: &[u8]) -> Result {
+    /// RDMA READ and WRITE. `reg-at IDX`: with MR IDX whatever its state;
+    /// `reg-foreign`: with an MR of a PD of its own, not the QP's.
+    fn reg_mr(&mut self, with: RegWith, data: &[u8]) -> Result {
         if data.len() > MAX_WR_BYTES {
             return Err(EMSGSIZE);
         }
         self.data_stats()?;
         let verbs = self.verbs.as_mut().ok_or(ENODEV)?;
-        verbs.reg_mr(copy(data)?)?;
+        verbs.reg_mr_with(with, copy(data)?)?;
         self.wr.posted += 1;
         Ok(())
     }
@@ -280,7 +281,7 @@ impl Core {
         let rping_role = a.behaviour.rping;
         let ep = Endpoint::new(a.num, Role::Active, &dev, 0, false, a.behaviour)?;
         let cm = CmId::new(&dev, &self.reaper, EpHandle::new(ep.clone()))?;
-        let verbs = CountedQp::new(&dev, qp_size())?;
+        let mut verbs = CountedQp::new(&dev, qp_size())?;
         let qp_num = verbs.qp_num();
         // The peer may READ and WRITE the MRs this end registers (the
         // passive end gets the same from the CM).
@@ -382,9 +383,10 @@ impl Core {
         self.ep(num)?.st.lock().post(p)
     }
 
-    /// `mr NUM reg DATA`: see [`EndpointState::reg_mr`].
-    pub(crate) fn reg_mr(&self, num: u32, data: &[u8]) -> Result {
-        self.ep(num)?.st.lock().reg_mr(data)
+    /// `mr NUM reg|reg-at IDX|reg-foreign DATA`: see
+    /// [`EndpointState::reg_mr`].
+    pub(crate) fn reg_mr(&self, num: u32, with: RegWith, data: &[u8]) -> Result {
+        self.ep(num)?.st.lock().reg_mr(with, data)
     }
 
     /// `mr NUM inval IDX`: see [`EndpointState::invalidate_mr`].

@@ -404,8 +404,8 @@ impl Endpoint {
 
     /// Modifies the QP as `attr` says; `ENODEV` once it is freed.
     pub(super) fn modify_qp(&self, attr: &QpAttr) -> Result {
-        let st = self.st.lock();
-        st.verbs.as_ref().ok_or(ENODEV)?.modify(attr)
+        let mut st = self.st.lock();
+        st.verbs.as_mut().ok_or(ENODEV)?.modify(attr)
     }
 }
 

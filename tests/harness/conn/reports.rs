@@ -12,7 +12,7 @@ use super::{
     wr_stats::{DataStats, WrStats},
 };
 use core::{fmt::Write, sync::atomic::Ordering};
-use kernel::rdma::verbs::MrState;
+use kernel::rdma::verbs::{MrState, WrKind};
 
 impl WrStats {
     /// Prints the counters for `conns`.
@@ -108,17 +108,31 @@ impl Core {
             let st = ep.st.lock();
             if let Some(v) = &st.verbs {
                 write!(out, " qpn={}", v.qp_num())?;
-                for m in v.mrs() {
-                    let state = match m.state {
-                        MrState::Registering => "registering",
+                for (i, m) in v.mrs() {
+                    let m = match m {
+                        Ok(m) => m,
+                        Err(WrKind::RegMr) => {
+                            write!(out, " mr{i}=registering")?;
+                            continue;
+                        }
+                        Err(_) => {
+                            write!(out, " mr{i}=invalidating")?;
+                            continue;
+                        }
+                    };
+                    let state = match m.state() {
+                        MrState::Free => "free",
                         MrState::Valid => "valid",
-                        MrState::Invalidating => "invalidating",
                         MrState::Failed => "failed",
                     };
                     write!(
                         out,
                         " mr{}={}:{:#x}:{:#x}:{}",
-                        m.index, state, m.addr, m.rkey, m.len
+                        i,
+                        state,
+                        m.addr(),
+                        m.rkey(),
+                        m.len()
                     )?;
                 }
             }

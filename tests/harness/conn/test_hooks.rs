@@ -19,12 +19,46 @@ use super::{
 use crate::cm::{CmId, CmIdRef};
 use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::{
+    new_mutex,
     prelude::*,
-    rdma::verbs::{Access, Cq, Pd, QpAttr, QpRef, QpSize, RcQp, Waker},
+    rdma::{
+        device::Device,
+        verbs::{Access, Cq, Pd, QpAttr, QpRef, QpSize, RcQp, Waker},
+    },
     str::CStr,
-    sync::Arc,
+    sync::{Arc, Mutex},
     time::{delay::fsleep, msecs_to_jiffies, Delta},
 };
+
+/// A QP of 1 + 1 on `dev`, with a PD and a CQ of its own.
+fn lone_qp(dev: &Device) -> Result<RcQp> {
+    let caller = kernel::c_str!("rcd_harness");
+    let pd = Arc::new(Pd::new(dev, caller)?, GFP_KERNEL)?;
+    let size = QpSize {
+        send: 1,
+        recv: 1,
+        caller,
+    };
+    RcQp::new(pd, Cq::new(dev, 2, caller)?, size)
+}
+
+/// Moves `qp` to INIT on port 1, posts a receive and moves it to the error
+/// state: the receive's flushed completion comes.
+fn flushed_recv(qp: &mut RcQp) -> Result {
+    qp.modify(&QpAttr::to_init(1, 0, Access::LOCAL_WRITE))?;
+    qp.post_recv(KVec::from_elem(0u8, 64, GFP_KERNEL)?)?;
+    qp.modify(&QpAttr::to_error())
+}
+
+/// A test hook's step `what` of `hook`, logged: `EPROTO` unless `ok`.
+fn step(hook: &str, what: &str, ok: bool) -> Result {
+    pr_info!("{}: {}: {}\n", hook, what, if ok { "ok" } else { "FAILED" });
+    if ok {
+        Ok(())
+    } else {
+        Err(EPROTO)
+    }
+}
 
 /// Sleeps at least `ms` milliseconds.
 fn sleep_ms(ms: u32) {
@@ -237,29 +271,8 @@ impl Core {
     pub(crate) fn shared_cq(&self, device: &CStr, other: Option<&CStr>) -> Result {
         let dev = self.device_by_name(device)?;
         let caller = kernel::c_str!("rcd_harness");
-        let size = |send, recv| QpSize {
-            send,
-            recv,
-            max_mrs: 0,
-            caller,
-        };
-        let expect = |what: &str, ok: bool| {
-            pr_info!(
-                "shared_cq: {}: {}\n",
-                what,
-                if ok { "ok" } else { "FAILED" }
-            );
-            if ok {
-                Ok(())
-            } else {
-                Err(EPROTO)
-            }
-        };
-        let flushed_recv = |qp: &mut RcQp| -> Result {
-            qp.modify(&QpAttr::to_init(1, 0, Access::LOCAL_WRITE))?;
-            qp.post_recv(KVec::from_elem(0u8, 64, GFP_KERNEL)?)?;
-            qp.modify(&QpAttr::to_error())
-        };
+        let size = |send, recv| QpSize { send, recv, caller };
+        let expect = |what: &str, ok: bool| step("shared_cq", what, ok);
         let pd = Arc::new(Pd::new(&dev, caller)?, GFP_KERNEL)?;
         let cq = Cq::new(&dev, 8, caller)?;
         let qp = |send, recv| RcQp::new(pd.clone(), cq.clone(), size(send, recv));
@@ -328,6 +341,83 @@ impl Core {
             expect("a PD of another device: EINVAL", is(&r, EINVAL))?;
         }
         Ok(())
+    }
+
+    /// `qp_ports DEV`: a QP of `DEV` refuses a move to INIT on port 0 and
+    /// on the port after its device's last (`EINVAL`, before the RDMA core
+    /// reads the device's ports there), and takes one on its first port.
+    /// Each step is logged; the first that differs fails with `EPROTO`.
+    pub(crate) fn qp_ports(&self, device: &CStr) -> Result {
+        let dev = self.device_by_name(device)?;
+        let mut qp = lone_qp(&dev)?;
+        let ports = dev.ports();
+        let mut to_init = |port| qp.modify(&QpAttr::to_init(port, 0, Access::LOCAL_WRITE));
+        let r = to_init(0);
+        step("qp_ports", "port 0: EINVAL", r == Err(EINVAL))?;
+        let r = to_init(ports.end() + 1);
+        step(
+            "qp_ports",
+            "the port after the last: EINVAL",
+            r == Err(EINVAL),
+        )?;
+        let r = to_init(*ports.start());
+        step("qp_ports", "the first port: taken", r.is_ok())
+    }
+
+    /// `waker_owns_qp DEV`: a QP whose waker owns the QP's last other
+    /// reference, cleared during a call of it: the clear returns after the
+    /// call, and the QP is freed where its owner drops it, not in the CQ's
+    /// work (whose free of the QP would wait for the call it is in).
+    /// Each step is logged; the first that differs fails with `EPROTO`.
+    pub(crate) fn waker_owns_qp(&self, device: &CStr) -> Result {
+        let dev = self.device_by_name(device)?;
+        let qp = lone_qp(&dev)?;
+        let owner: Arc<Mutex<Option<RcQp>>> =
+            Arc::pin_init(new_mutex!(Some(qp), "waker_owns_qp"), GFP_KERNEL)?;
+        // 0: not called yet; 1: in the call; 2: returned.
+        let held = Arc::new(AtomicU32::new(0), GFP_KERNEL)?;
+        let (h, o) = (held.clone(), owner.clone());
+        let waker: Waker = Arc::new(
+            move || {
+                // The closure owns `o`, a reference to the QP's owner.
+                let _ = &o;
+                if h.swap(1, Ordering::SeqCst) == 0 {
+                    sleep_ms(1000);
+                }
+                h.store(2, Ordering::SeqCst);
+            },
+            GFP_KERNEL,
+        )?;
+        {
+            let mut guard = owner.lock();
+            let qp = Option::as_mut(&mut *guard).ok_or(EINVAL)?;
+            qp.set_waker(Some(waker));
+            flushed_recv(qp)?;
+        }
+        let mut waited = 0;
+        while held.load(Ordering::SeqCst) == 0 && waited < 10_000 {
+            sleep_ms(10);
+            waited += 10;
+        }
+        let called = held.load(Ordering::SeqCst) == 1;
+        owner.lock().as_ref().ok_or(EINVAL)?.set_waker(None);
+        let after = held.load(Ordering::SeqCst) == 2;
+        if called && !after {
+            // Cleared during the call: the CQ's work still holds the waker,
+            // and would free the QP (waiting for its own call) if it
+            // dropped the last reference. Once the call and that drop are
+            // over, the owner's is the last again.
+            while held.load(Ordering::SeqCst) != 2 && waited < 10_000 {
+                sleep_ms(10);
+                waited += 10;
+            }
+            sleep_ms(100);
+        }
+        // The owner's is the QP's last reference: the QP is freed here.
+        let qp = owner.lock().take();
+        drop(qp);
+        step("waker_owns_qp", "the waker called", called)?;
+        step("waker_owns_qp", "cleared after the call in progress", after)
     }
 
     /// `occupy_pollers N`: `n` work items on the pollers' queue, each

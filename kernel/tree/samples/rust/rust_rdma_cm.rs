@@ -163,7 +163,6 @@ impl Endpoint {
         let size = QpSize {
             send: QP_DEPTH,
             recv: QP_DEPTH,
-            max_mrs: 0,
             caller: c_str!("rust_rdma_cm"),
         };
         let (pd, cq) = (self.conns.pd.clone(), self.conns.cq.clone());

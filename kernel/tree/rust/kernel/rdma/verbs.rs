@@ -1,22 +1,24 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The verbs objects a connection needs: a protection domain ([`Pd`]) and a
-//! completion queue the RDMA core polls ([`Cq`]), which QPs share, and an
-//! RC queue pair ([`RcQp`]) on a PD and a CQ; and the buffers of the work
-//! requests posted on the QP.
+//! The verbs objects a connection needs: a protection domain ([`Pd`]), a
+//! completion queue the RDMA core polls ([`Cq`]), which QPs share, an RC
+//! queue pair ([`RcQp`]) on a PD and a CQ, and fast-registration memory
+//! regions ([`Mr`]) of a PD; and the buffers of the work requests posted
+//! on the QP.
 //!
-//! A posted work request owns its buffer: the buffer is DMA-mapped for the
-//! device when it is posted, kept in the QP's table of posted work requests
-//! (where nothing else can reach it) and unmapped and handed back to the
-//! caller with the request's completion, successful or flushed. Buffers
-//! whose completion never comes (the QP is destroyed first) are unmapped and
-//! freed after the QP is destroyed, when the device can no longer touch them.
+//! A posted work request owns its buffer, or the MR it registers or
+//! invalidates: the buffer is DMA-mapped for the device when it is posted,
+//! kept in the QP's table of posted work requests (where nothing else can
+//! reach it) and unmapped and handed back to the caller with the request's
+//! completion, successful or flushed. Buffers and MRs whose completion
+//! never comes (the QP is destroyed first) are freed after the QP is
+//! destroyed, when the device can no longer touch them.
 //!
-//! Policy is the user's: queue sizes, how many MRs and the name the RDMA
-//! core records are fields of [`QpSize`], which has no default. What the
-//! QP holds right now (buffers mapped, MRs allocated) it reports itself
-//! ([`RcQp::bufs_mapped`], [`RcQp::mrs_allocated`]); a user that keeps
-//! counts over its QPs keeps them itself.
+//! Policy is the user's: queue sizes and the name the RDMA core records
+//! are fields of [`QpSize`], which has no default; how many MRs it keeps
+//! is its own. What the QP holds right now it reports itself
+//! ([`RcQp::bufs_mapped`], [`RcQp::outstanding`]); a user that keeps counts
+//! over its QPs keeps them itself.
 //!
 //! Each work request carries one buffer (one scatter/gather entry:
 //! `max_send_sge` and `max_recv_sge` are 1), which is what lets a request
@@ -34,7 +36,7 @@ mod wc;
 
 pub use attr::{Access, QpAttr, QpRef, QpState};
 pub use cq::{Cq, Waker};
-pub use mr::{MrInfo, MrState, MAX_REG_BYTES};
+pub use mr::{Mr, MrError, MrState, MAX_REG_BYTES};
 pub use pd::Pd;
 pub use qp::{QpSize, RcQp};
 pub use wc::{Completion, WcStatus, WrKind};

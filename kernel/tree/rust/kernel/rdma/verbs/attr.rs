@@ -262,13 +262,44 @@ impl QpRef {
         self.0.get()
     }
 
-    /// Modifies the QP (`ib_modify_qp`) as `attr` says.
+    /// Modifies the QP (`ib_modify_qp`) as `attr` says, but not its address
+    /// vectors (`EINVAL`): the core swaps the QP's GID entry references for
+    /// those without a lock, which only the QP's owner can exclude
+    /// ([`RcQp::modify`](super::RcQp::modify)).
     pub fn modify(&self, attr: &QpAttr) -> Result {
+        let av = bindings::ib_qp_attr_mask_IB_QP_AV | bindings::ib_qp_attr_mask_IB_QP_ALT_PATH;
+        if attr.mask & av as c_int != 0 {
+            return Err(EINVAL);
+        }
+        // SAFETY: No address vector.
+        unsafe { self.modify_any(attr) }
+    }
+
+    /// Modifies the QP as `attr` says. `EINVAL` for a port (or alternate
+    /// path's port) the QP's device does not have: the RDMA core reads the
+    /// device's port array at that index before any driver checks it.
+    ///
+    /// # Safety
+    ///
+    /// If `attr` names an address vector, no other modify of the QP that
+    /// names one runs meanwhile (`_ib_modify_qp()` puts the QP's old GID
+    /// entries without a lock: two would put the same one twice).
+    pub(super) unsafe fn modify_any(&self, attr: &QpAttr) -> Result {
+        // SAFETY: By the type invariant the QP is live, and so is its device
+        // (a device is unregistered only once its clients freed their QPs).
+        let ports = unsafe { Device::from_raw((*self.0.get()).device) }.ports();
+        let names = |bit: u32| attr.mask & bit as c_int != 0;
+        if (names(bindings::ib_qp_attr_mask_IB_QP_PORT) && !ports.contains(&attr.attr.port_num))
+            || (names(bindings::ib_qp_attr_mask_IB_QP_ALT_PATH)
+                && !ports.contains(&attr.attr.alt_port_num))
+        {
+            return Err(EINVAL);
+        }
         // `ib_modify_qp` takes a mutable pointer but only reads the
         // attributes: a copy keeps `attr` the caller's.
         let mut raw = attr.attr;
         // SAFETY: By the type invariant the QP is live; `raw` is valid for
-        // the call.
+        // the call; the caller excludes a concurrent address vector change.
         to_result(unsafe { bindings::ib_modify_qp(self.0.get(), &mut raw, attr.mask) })
     }
 

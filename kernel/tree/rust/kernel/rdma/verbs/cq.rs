@@ -178,18 +178,14 @@ impl Completions {
         Ok(unsafe { core::ptr::addr_of_mut!((*self.cqes.as_mut_ptr().add(slot)).cqe) })
     }
 
-    /// Sets (or clears) the QP's waker.
+    /// Sets (or clears) the QP's waker, and waits (uninterruptibly) until
+    /// no call of a waker is in progress: the old one is dropped here, never
+    /// in the CQ's work (where dropping what its closure owns could free
+    /// the QP, whose free would wait for that very call). Not from a waker.
     pub(super) fn set_waker(&self, waker: Option<Waker>) {
-        let old = core::mem::replace(&mut self.sink.ring.lock().waker, waker);
-        drop(old);
-    }
-
-    /// Clears the QP's waker and waits (uninterruptibly) until no call of
-    /// it is in progress. Not from the waker itself.
-    pub(super) fn stop_waker(&self) {
         let old = {
             let mut ring = self.sink.ring.lock();
-            let old = ring.waker.take();
+            let old = core::mem::replace(&mut ring.waker, waker);
             while ring.calls > 0 {
                 self.sink.more.wait(&mut ring);
             }
@@ -261,6 +257,8 @@ unsafe extern "C" fn wr_done(_cq: *mut bindings::ib_cq, wc: *mut bindings::ib_wc
     };
     if let Some(w) = waker {
         w();
+        // Before the call is counted out: the ring's reference, dropped
+        // only once no call is counted (`set_waker`), outlives this one.
         drop(w);
         let mut ring = sink.ring.lock();
         ring.calls -= 1;
@@ -421,10 +419,11 @@ impl PinnedDrop for Cq {
     fn drop(self: Pin<&mut Self>) {
         // SAFETY: By the type invariant the CQ is live, freed only here,
         // and its QPs were destroyed. `ib_free_cq()` waits for its work
-        // (this is not in it: a QP's free waits for its waker's calls,
-        // which is where its user's references could be put) and drops the
-        // completions it still holds: nothing reaches an orphan's `ib_cqe`
-        // after it (`users` is dropped after this).
+        // (this is not in it: the work never puts a user's last reference,
+        // as its clone of a waker goes while the QP still holds the waker,
+        // `Completions::set_waker`) and drops the completions it still
+        // holds: nothing reaches an orphan's `ib_cqe` after it (`users` is
+        // dropped after this).
         unsafe { bindings::ib_free_cq(self.cq.as_ptr()) };
     }
 }

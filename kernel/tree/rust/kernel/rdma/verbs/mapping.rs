@@ -3,7 +3,7 @@
 //! A work request's buffer, DMA-mapped for the device while the request
 //! owns it.
 
-use super::wc::WrKind;
+use super::{mr::Mr, wc::WrKind};
 use crate::{bindings, prelude::*};
 use core::ptr::NonNull;
 
@@ -15,10 +15,11 @@ use core::ptr::NonNull;
 /// physically contiguous) are mapped on `dev` at `addr` in direction `dir`,
 /// and are unmapped exactly once, in `drop`; `buf`'s allocation does not move
 /// or shrink meanwhile (only `into_buf` takes it, and the unmap follows at
-/// once). A `Mapping` with `len > 0` lives only in the tables of an
-/// [`RcQp`](super::RcQp) of `dev` (or on the stack of its methods), so `dev`
-/// outlives it: the QP's PD holds a reference on its device, put after the
-/// QP has freed its mappings. With `len == 0`, `dev` is never used.
+/// once). A `Mapping` with `len > 0` lives only in the table of an
+/// [`RcQp`](super::RcQp) of `dev` or in an [`Mr`](super::Mr) of `dev` (or
+/// on the stack of their methods), so `dev` outlives it: the QP's or the MR's
+/// PD holds a reference on its device, put after the mapping is freed.
+/// With `len == 0`, `dev` is never used.
 pub(super) struct Mapping {
     buf: KVec<u8>,
     pub(super) len: usize,
@@ -84,7 +85,7 @@ impl Mapping {
         // SAFETY: `src.len()` bytes fit in `buf`'s allocation (its first
         // `len` bytes are initialised and ours); written through a pointer,
         // as the device may still write there too (a peer's late RDMA
-        // WRITE: see `RcQp::reg_mr`).
+        // WRITE: see `Mr`).
         unsafe { core::ptr::copy_nonoverlapping(src.as_ptr(), self.buf.as_mut_ptr(), src.len()) };
         // SAFETY: By the type invariant the range is mapped on `dev`.
         unsafe {
@@ -139,6 +140,7 @@ impl Drop for Mapping {
 pub(super) struct Posted {
     pub(super) kind: WrKind,
     pub(super) buf: Mapping,
-    /// The MR slot a REG_MR or LOCAL_INV is about.
-    pub(super) mr: usize,
+    /// The MR a REG_MR or LOCAL_INV is about, the QP's until its
+    /// completion.
+    pub(super) mr: Option<Mr>,
 }

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Fast-registration MRs of an [`RcQp`](super::RcQp)'s PD: a buffer registered for the
-//! peer's RDMA READ and WRITE with an `IB_WR_REG_MR`, and handed back by
-//! the completion of its `IB_WR_LOCAL_INV`.
+//! [`Mr`]: a fast-registration MR of a PD, which a QP of the PD registers
+//! for the peer's RDMA READ and WRITE with an `IB_WR_REG_MR` and takes back
+//! with an `IB_WR_LOCAL_INV`.
 
 use super::{mapping::Mapping, pd::Pd, wc::WcStatus, wc::WrKind};
-use crate::{bindings, error::from_err_ptr, ffi::c_int, prelude::*};
-use core::ptr::NonNull;
+use crate::{bindings, error::from_err_ptr, ffi::c_int, prelude::*, sync::Arc};
+use core::{mem::ManuallyDrop, ptr::NonNull};
 
 /// The largest buffer an MR registers: a page, which the two entries of
 /// the page list each MR is allocated with cover wherever it starts (a
@@ -14,162 +14,160 @@ use core::ptr::NonNull;
 /// longer page list).
 pub const MAX_REG_BYTES: usize = crate::page::PAGE_SIZE;
 
-/// Where an MR of the QP is in its life.
+/// Where an [`Mr`] the caller holds is in its life (while its REG_MR or
+/// LOCAL_INV is posted, the QP holds it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MrState {
-    /// Its REG_MR is posted.
-    Registering,
-    /// Registered: the peer may read and write the buffer with its rkey.
+    /// Holds no buffer: new, or its LOCAL_INV completed with success.
+    Free,
+    /// Registered: the peer may read and write it with [`Mr::rkey`].
     Valid,
-    /// Its LOCAL_INV is posted.
-    Invalidating,
     /// Its REG_MR or LOCAL_INV did not complete with success (flushed by a
-    /// QP in error): the buffer stays with the MR until the QP is freed.
+    /// QP in error). The device may have run it before the flush (rxe
+    /// does), so the peer may still reach the page: the MR keeps the buffer
+    /// and can only be freed, which ends that.
     Failed,
 }
 
-/// What the peer needs to use an MR, and its state.
-#[derive(Clone, Copy, Debug)]
-pub struct MrInfo {
-    /// Its index among the QP's MRs (what
-    /// [`RcQp::invalidate_mr`](super::RcQp::invalidate_mr) takes).
-    pub index: usize,
-    /// The address the peer's RDMA READ and WRITE use.
-    pub addr: u64,
-    /// The key the peer's RDMA READ and WRITE use.
-    pub rkey: u32,
-    /// The buffer's length in bytes.
-    pub len: usize,
-    /// Where it is in its life.
-    pub state: MrState,
-}
-
-/// A fast-registration MR of the QP's PD, with the page it exposes.
+/// A fast-registration MR of a PD (`ib_alloc_mr`), with a page of its own
+/// that the peer reaches once a QP of the PD registered it
+/// ([`RcQp::reg_mr`](super::RcQp::reg_mr)).
 ///
-/// The peer reaches `page`, never the caller's buffer: registration copies
-/// the caller's bytes in, a successful LOCAL_INV copies them out into the
-/// caller's buffer (`user`), which goes back. The page itself stays mapped
-/// and the MR's until the MR is deregistered: a device may still be
+/// The peer reaches the page, never the caller's buffer: registration
+/// copies the caller's bytes in, a successful LOCAL_INV copies them out
+/// into the caller's buffer, which its completion hands back. The page
+/// stays mapped and the MR's until the MR is freed: a device may still be
 /// writing a peer's RDMA WRITE that passed its key check before the
 /// invalidation (rxe's LOCAL_INV only changes the MR's state, its
-/// responder copies a packet after checking it), and through any QP of
-/// the PD, not only the one that registered it (an rkey is the PD's).
-/// `ib_dereg_mr()` is the one point from which the device no longer
-/// touches the MR's memory (rxe's waits for the references its responder
-/// holds while it copies).
+/// responder copies a packet after checking it), and through any QP of the
+/// PD (an rkey is the PD's). `ib_dereg_mr()` is the one point from which
+/// the device no longer touches the MR's memory (rxe's waits for the
+/// references its responder holds while it copies a packet, up to 50 s,
+/// then warns). Dropping an `Mr` may sleep.
 ///
-/// `user` is the caller's buffer from its REG_MR's post until its
-/// LOCAL_INV completes with success (then it goes back) or the QP is
-/// destroyed; `None` while the MR is free for a new registration.
-struct MrSlot {
-    mr: NonNull<bindings::ib_mr>,
-    page: Option<Mapping>,
-    user: Option<KVec<u8>>,
-    state: MrState,
-    key: u8,
-}
-
-/// The MRs of a QP's PD: at most `max`, allocated on first use and reused,
-/// deregistered when dropped, which their QP does after it is destroyed
-/// (no request of its own uses them any more), each before its page is
-/// unmapped and freed.
+/// [`RcQp::reg_mr`](super::RcQp::reg_mr) takes the MR with the buffer to
+/// register, and the REG_MR's completion hands the MR back, valid: the
+/// peer needs its [`Mr::addr`], [`Mr::rkey`] and [`Mr::len`].
+/// [`RcQp::invalidate_mr`](super::RcQp::invalidate_mr) takes it again, and
+/// the LOCAL_INV's completion hands it back, free, with the buffer.
 ///
 /// # Invariants
 ///
-/// Each slot's `mr` is a live MR of the QP's PD, deregistered exactly once,
-/// in `drop`; its `page`, once set, is mapped on the PD's device, which
-/// outlives `self` (the QP drops its PD last).
-pub(super) struct Mrs {
-    slots: KVec<MrSlot>,
-    max: usize,
+/// `mr` is a live MR of `pd`, allocated for a page list of two, and
+/// deregistered exactly once, in `drop`, before `page` (mapped on `pd`'s
+/// device, [`MAX_REG_BYTES`] long) is unmapped and freed and before `pd`'s
+/// reference is put; both are leaked if it could not be deregistered.
+/// `user` is the caller's buffer from its REG_MR's post until its
+/// LOCAL_INV completes with success, `None` otherwise.
+pub struct Mr {
+    mr: NonNull<bindings::ib_mr>,
+    page: ManuallyDrop<Mapping>,
+    user: Option<KVec<u8>>,
+    state: MrState,
+    key: u8,
+    pd: ManuallyDrop<Arc<Pd>>,
 }
 
-impl Mrs {
-    pub(super) fn new(max: usize) -> Self {
-        Self {
-            slots: KVec::new(),
-            max,
-        }
-    }
+/// An [`Mr`] a QP did not take, given back in the state it was in, with
+/// what it held (a valid one with its key), with why. (There is no
+/// `From<MrError> for Error`: a `?` would free the MR unseen.)
+#[derive(Debug)]
+pub struct MrError {
+    /// Why.
+    pub error: Error,
+    /// The MR.
+    pub mr: Mr,
+}
 
-    /// MRs allocated (reused, freed with the QP).
-    pub(super) fn allocated(&self) -> usize {
-        self.slots.len()
-    }
-
-    /// MRs holding a caller's buffer.
-    pub(super) fn holding(&self) -> usize {
-        self.slots.iter().filter(|m| m.user.is_some()).count()
-    }
-
-    /// A free MR for a registration of `len` bytes (`EMSGSIZE`, `ENOSPC`),
-    /// allocated on `pd` if none is free.
-    pub(super) fn free_mr(&mut self, pd: &Pd, len: usize) -> Result<usize> {
-        if len == 0 || len > MAX_REG_BYTES {
-            return Err(EMSGSIZE);
-        }
-        if let Some(i) = self.slots.iter().position(|m| m.user.is_none()) {
-            return Ok(i);
-        }
-        if self.slots.len() >= self.max {
-            return Err(ENOSPC);
-        }
+impl Mr {
+    /// Allocates an MR on `pd`, with its page. May sleep.
+    pub fn new(pd: &Arc<Pd>) -> Result<Self> {
+        let page = KVec::from_elem(0u8, MAX_REG_BYTES, GFP_KERNEL)?;
+        let (dev, _) = pd.dma()?;
+        // SAFETY: The PD's device is registered and outlives the mapping:
+        // the MR holds the PD, which holds the device, until the mapping is
+        // dropped.
+        let page =
+            unsafe { Mapping::new(dev, page, bindings::dma_data_direction::DMA_BIDIRECTIONAL)? };
         // SAFETY: The PD is live. Two pages hold any buffer of up to a
         // page, wherever it starts.
         let mr = from_err_ptr(unsafe {
             bindings::ib_alloc_mr(pd.as_raw(), bindings::ib_mr_type_IB_MR_TYPE_MEM_REG, 2)
         })?;
         let mr = NonNull::new(mr).ok_or(ENOMEM)?;
-        let slot = MrSlot {
+        // SAFETY: Just allocated. Its key byte, which each registration
+        // increments, starts where the driver chose (rxe: at random).
+        let key = unsafe { (*mr.as_ptr()).rkey } as u8;
+        // INVARIANT: a live MR of `pd`, nothing registered yet.
+        Ok(Self {
             mr,
-            page: None,
+            page: ManuallyDrop::new(page),
             user: None,
-            state: MrState::Failed,
-            key: 0,
-        };
-        if let Err(e) = self.slots.push(slot, GFP_KERNEL) {
-            // SAFETY: Just allocated, never used.
-            unsafe { bindings::ib_dereg_mr_user(mr.as_ptr(), core::ptr::null_mut()) };
-            return Err(e.into());
-        }
-        // INVARIANT: a live MR of the PD, in its slot.
-        Ok(self.slots.len() - 1)
+            state: MrState::Free,
+            key,
+            pd: ManuallyDrop::new(pd.clone()),
+        })
     }
 
-    /// The REG_MR of free MR `idx` for `buf`: its page (mapped on the PD's
-    /// device at first use) gets `buf`'s bytes and the MR a new key. The
-    /// caller sets the request's `wr_cqe`, posts it, then calls
-    /// [`Mrs::registered`].
-    pub(super) fn prepare_reg(
-        &mut self,
-        pd: &Pd,
-        idx: usize,
-        buf: &[u8],
-    ) -> Result<bindings::ib_reg_wr> {
+    /// Where the MR is in its life.
+    pub fn state(&self) -> MrState {
+        self.state
+    }
+
+    /// The address the peer's RDMA READ and WRITE use.
+    pub fn addr(&self) -> u64 {
+        self.page.addr
+    }
+
+    /// The key the peer's RDMA READ and WRITE use (a new one at each
+    /// registration).
+    pub fn rkey(&self) -> u32 {
+        // SAFETY: By the type invariant the MR is live; `rkey` is a plain
+        // field, changed only under `&mut self`.
+        unsafe { (*self.mr.as_ptr()).rkey }
+    }
+
+    /// The length of the buffer it holds (0: none).
+    pub fn len(&self) -> usize {
+        self.user.as_ref().map_or(0, |b| b.len())
+    }
+
+    /// Whether it holds no buffer.
+    pub fn is_empty(&self) -> bool {
+        self.user.is_none()
+    }
+
+    /// The raw MR, live as long as `self`.
+    pub fn as_raw(&self) -> *mut bindings::ib_mr {
+        self.mr.as_ptr()
+    }
+
+    /// The PD the MR is on.
+    pub(super) fn pd(&self) -> &Pd {
+        &self.pd
+    }
+
+    /// The REG_MR of a free MR (`EBUSY` otherwise) for `buf` (`EMSGSIZE`
+    /// if empty or longer than [`MAX_REG_BYTES`]): its page gets `buf`'s
+    /// bytes and the MR a new key. The caller sets the request's `wr_cqe`,
+    /// posts it, then calls [`Mr::registered`]: a REG_MR not posted uses
+    /// up no key, the next one takes the same.
+    pub(super) fn prepare_reg(&mut self, buf: &[u8]) -> Result<bindings::ib_reg_wr> {
+        if buf.is_empty() || buf.len() > MAX_REG_BYTES {
+            return Err(EMSGSIZE);
+        }
         let len = u32::try_from(buf.len()).map_err(|_| EINVAL)?;
-        let m = self.slots.get_mut(idx).ok_or(ENOENT)?;
-        if m.user.is_some() {
+        if self.user.is_some() {
             return Err(EBUSY);
         }
-        if m.page.is_none() {
-            let page = KVec::from_elem(0u8, MAX_REG_BYTES, GFP_KERNEL)?;
-            let (dev, _) = pd.dma()?;
-            // SAFETY: The PD's device is registered; the mapping is kept by
-            // the slot, freed after the QP and before the device goes (see
-            // `Mapping`).
-            m.page = Some(unsafe {
-                Mapping::new(dev, page, bindings::dma_data_direction::DMA_BIDIRECTIONAL)?
-            });
-        }
-        let map = m.page.as_mut().ok_or(EINVAL)?;
-        map.write_for_device(buf)?;
-        let key = m.key.wrapping_add(1);
-        // The one range already mapped, as a scatterlist of one entry (on
-        // the stack: the driver copies the page addresses out of it).
+        self.page.write_for_device(buf)?;
+        let key = self.key.wrapping_add(1);
+        // The page already mapped, as a scatterlist of one entry (on the
+        // stack: the driver copies the page addresses out of it).
         let mut sg = bindings::scatterlist::default();
         // SAFETY: `sg` is one entry, valid for writes.
         unsafe { bindings::sg_init_table(&mut sg, 1) };
-        sg.dma_address = map.addr;
+        sg.dma_address = self.page.addr;
         #[cfg(CONFIG_NEED_SG_DMA_LENGTH)]
         {
             sg.dma_length = len;
@@ -178,15 +176,15 @@ impl Mrs {
         {
             sg.length = len;
         }
-        // SAFETY: The MR is live and holds no caller's buffer: its key and
-        // page list may change (on rxe a copy that passed the old key's
-        // check may still be writing: into this same page, the slot's for
-        // the QP's life, so into memory no caller owns). `sg` names a
-        // mapping of `len` bytes.
+        // SAFETY: The MR is live and holds no caller's buffer, so no REG_MR
+        // or LOCAL_INV of it is posted: its key and page list may change (on
+        // rxe a copy that passed the old key's check may still be writing:
+        // into this same page, the MR's for its life, so into memory no
+        // caller owns). `sg` names a mapping of `len` bytes.
         let n = unsafe {
-            bindings::ib_update_fast_reg_key(m.mr.as_ptr(), key);
+            bindings::ib_update_fast_reg_key(self.mr.as_ptr(), key);
             bindings::ib_map_mr_sg(
-                m.mr.as_ptr(),
+                self.mr.as_ptr(),
                 &mut sg,
                 1,
                 core::ptr::null_mut(),
@@ -196,7 +194,6 @@ impl Mrs {
         if n != 1 {
             return Err(if n < 0 { Error::from_errno(n) } else { EINVAL });
         }
-        m.key = key;
         let access = bindings::ib_access_flags_IB_ACCESS_LOCAL_WRITE
             | bindings::ib_access_flags_IB_ACCESS_REMOTE_READ
             | bindings::ib_access_flags_IB_ACCESS_REMOTE_WRITE;
@@ -206,28 +203,22 @@ impl Mrs {
                 send_flags: bindings::ib_send_flags_IB_SEND_SIGNALED as c_int,
                 ..Default::default()
             },
-            mr: m.mr.as_ptr(),
-            // SAFETY: As above; `rkey` was just set.
-            key: unsafe { (*m.mr.as_ptr()).rkey },
+            mr: self.mr.as_ptr(),
+            key: self.rkey(),
             access: access as c_int,
         })
     }
 
-    /// MR `idx`'s REG_MR was posted: it holds `buf` until its LOCAL_INV
-    /// completes.
-    pub(super) fn registered(&mut self, idx: usize, buf: KVec<u8>) {
-        if let Some(m) = self.slots.get_mut(idx) {
-            m.user = Some(buf);
-            m.state = MrState::Registering;
-        }
+    /// The REG_MR was posted: the MR holds `buf` until its LOCAL_INV
+    /// completes, and keeps its new key.
+    pub(super) fn registered(&mut self, buf: KVec<u8>) {
+        self.key = self.rkey() as u8;
+        self.user = Some(buf);
     }
 
-    /// The LOCAL_INV of MR `idx` (`ENOENT`; `EINVAL` unless it is valid).
-    /// The caller sets the request's `wr_cqe`, posts it, then calls
-    /// [`Mrs::invalidating`].
-    pub(super) fn prepare_inv(&self, idx: usize) -> Result<bindings::ib_send_wr> {
-        let m = self.slots.get(idx).ok_or(ENOENT)?;
-        if m.state != MrState::Valid {
+    /// The LOCAL_INV of a valid MR (`EINVAL` otherwise).
+    pub(super) fn prepare_inv(&self) -> Result<bindings::ib_send_wr> {
+        if self.state != MrState::Valid {
             return Err(EINVAL);
         }
         let mut wr = bindings::ib_send_wr {
@@ -235,73 +226,69 @@ impl Mrs {
             send_flags: bindings::ib_send_flags_IB_SEND_SIGNALED as c_int,
             ..Default::default()
         };
-        // SAFETY: By the type invariant the MR is live; `rkey` is its key.
-        wr.ex.invalidate_rkey = unsafe { (*m.mr.as_ptr()).rkey };
+        wr.ex.invalidate_rkey = self.rkey();
         Ok(wr)
     }
 
-    /// MR `idx`'s LOCAL_INV was posted.
-    pub(super) fn invalidating(&mut self, idx: usize) {
-        if let Some(m) = self.slots.get_mut(idx) {
-            m.state = MrState::Invalidating;
-        }
-    }
-
-    /// A REG_MR or LOCAL_INV of MR `idx` completed with `status`: a
-    /// successful LOCAL_INV gives the caller's buffer back with the page's
-    /// bytes (the peer's rkey no longer reaches the page).
-    pub(super) fn completed(
-        &mut self,
-        kind: WrKind,
-        status: WcStatus,
-        idx: usize,
-    ) -> Option<KVec<u8>> {
-        let m = self.slots.get_mut(idx)?;
+    /// Its REG_MR or LOCAL_INV completed with `status`: a successful
+    /// LOCAL_INV gives the caller's buffer back with the page's bytes (the
+    /// peer's rkey no longer reaches the page).
+    pub(super) fn completed(&mut self, kind: WrKind, status: WcStatus) -> Option<KVec<u8>> {
         match (kind, status) {
-            (WrKind::RegMr, WcStatus::Success) => m.state = MrState::Valid,
+            (WrKind::RegMr, WcStatus::Success) => self.state = MrState::Valid,
             (WrKind::LocalInv, WcStatus::Success) => {
-                let mut buf = m.user.take()?;
-                if let Some(page) = m.page.as_ref() {
-                    // Never longer than the page (`free_mr`).
-                    let _ = page.read_for_cpu(&mut buf);
-                }
+                self.state = MrState::Free;
+                let mut buf = self.user.take()?;
+                // Never longer than the page (`prepare_reg`).
+                let _ = self.page.read_for_cpu(&mut buf);
                 return Some(buf);
             }
-            (WrKind::RegMr | WrKind::LocalInv, _) => m.state = MrState::Failed,
-            _ => {}
+            _ => self.state = MrState::Failed,
         }
         None
     }
+}
 
-    /// The MRs holding a buffer, for the peer.
-    pub(super) fn infos(&self) -> impl Iterator<Item = MrInfo> + '_ {
-        self.slots.iter().enumerate().filter_map(|(index, m)| {
-            let len = m.user.as_ref()?.len();
-            let b = m.page.as_ref()?;
-            // SAFETY: By the type invariant the MR is live; `rkey` is a plain
-            // field, changed only under `&mut self`.
-            let rkey = unsafe { (*m.mr.as_ptr()).rkey };
-            Some(MrInfo {
-                index,
-                addr: b.addr,
-                rkey,
-                len,
-                state: m.state,
-            })
-        })
+impl core::fmt::Debug for Mr {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Mr")
+            .field("state", &self.state)
+            .field("rkey", &self.rkey())
+            .field("len", &self.len())
+            .finish()
     }
 }
 
-impl Drop for Mrs {
+impl Drop for Mr {
     fn drop(&mut self) {
-        for m in core::mem::take(&mut self.slots).into_iter() {
-            // SAFETY: By the type invariant the MR is live and deregistered
-            // only here; its QP is destroyed, so no REG_MR or LOCAL_INV of
-            // it is pending. Deregistered, the device no longer reaches its
-            // page through any QP of the PD: the page is freed after it.
-            unsafe { bindings::ib_dereg_mr_user(m.mr.as_ptr(), core::ptr::null_mut()) };
-            drop(m.page);
-            drop(m.user);
+        // SAFETY: By the type invariant the MR is live and deregistered only
+        // here. No REG_MR or LOCAL_INV of it is pending: a posted one holds
+        // the `Mr` in its QP's table until its completion, or until the QP
+        // is destroyed.
+        let ret = unsafe { bindings::ib_dereg_mr_user(self.mr.as_ptr(), core::ptr::null_mut()) };
+        if ret != 0 {
+            // Still registered (rxe refuses only an MR with memory windows
+            // bound, which this API cannot bind; another driver may fail):
+            // the peer may still reach the page, which is leaked with the
+            // PD's reference (and the device's, which it holds).
+            pr_warn!(
+                "MR not deregistered ({}): its page and PD reference are leaked\n",
+                ret
+            );
+            return;
+        }
+        // SAFETY: Each dropped once, here. Deregistered, the device no
+        // longer reaches the page through any QP of the PD; the PD's
+        // reference goes last.
+        unsafe {
+            ManuallyDrop::drop(&mut self.page);
+            ManuallyDrop::drop(&mut self.pd);
         }
     }
 }
+
+// SAFETY: The C calls on an MR have no affinity to a thread; everything that
+// changes it (its key, its page list, the fields) goes through `&mut self`.
+unsafe impl Send for Mr {}
+// SAFETY: `&self` only reads fields that change under `&mut self`.
+unsafe impl Sync for Mr {}

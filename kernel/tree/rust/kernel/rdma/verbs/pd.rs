@@ -8,8 +8,8 @@ use crate::{
 use core::ptr::NonNull;
 
 /// A protection domain of a device (`ib_alloc_pd()`), holding a reference
-/// on the device. QPs share it through an [`Arc`](crate::sync::Arc): each
-/// [`RcQp`](super::RcQp) made on it holds one.
+/// on the device. QPs and MRs share it through an [`Arc`](crate::sync::Arc):
+/// each [`RcQp`](super::RcQp) and [`Mr`](super::Mr) made on it holds one.
 ///
 /// # Invariants
 ///
@@ -61,9 +61,9 @@ impl Pd {
 impl Drop for Pd {
     fn drop(&mut self) {
         // SAFETY: By the type invariant the PD is live and freed only here;
-        // whoever made objects on it (an `RcQp`, its QP and MRs) destroyed
-        // them first, as it holds a reference on this PD (an `Arc`) that
-        // it puts after them.
+        // whoever made objects on it (an `RcQp`, an `Mr`) destroyed them
+        // first, as it holds a reference on this PD (an `Arc`) that it puts
+        // after them.
         unsafe { bindings::ib_dealloc_pd_user(self.pd.as_ptr(), core::ptr::null_mut()) };
     }
 }

@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! [`RcQp`]: an RC QP on a caller's PD and CQ, with the work requests
-//! posted on it with their buffers, and its MRs.
+//! posted on it with their buffers and MRs.
 
 use super::{
     attr::{QpAttr, QpRef},
     cq::{Completions, Cq, Waker},
     mapping::{Mapping, Posted},
-    mr::{MrInfo, Mrs, MAX_REG_BYTES},
+    mr::{Mr, MrError},
     pd::Pd,
     wc::{Completion, WcStatus, WrKind},
 };
@@ -31,8 +31,8 @@ use core::{mem::ManuallyDrop, ptr::NonNull};
 /// ```
 /// use kernel::{c_str, rdma::verbs::QpSize};
 ///
-/// let size = QpSize { send: 64, recv: 256, max_mrs: 2, caller: c_str!("my_ulp") };
-/// assert_eq!((size.send, size.recv, size.max_mrs), (64, 256, 2));
+/// let size = QpSize { send: 64, recv: 256, caller: c_str!("my_ulp") };
+/// assert_eq!((size.send, size.recv), (64, 256));
 /// ```
 #[derive(Clone, Copy)]
 pub struct QpSize {
@@ -41,36 +41,34 @@ pub struct QpSize {
     pub send: u32,
     /// Work requests the receive queue holds.
     pub recv: u32,
-    /// The most MRs the QP registers at once (`ENOSPC` beyond; 0: none).
-    pub max_mrs: usize,
     /// The name the RDMA core records for the QP (restrack, as `rdma
     /// resource` shows it): usually the module's.
     pub caller: &'static CStr,
 }
 
 /// An RC QP on a [`Pd`] and a [`Cq`] of the caller's (which QPs may share;
-/// the QP uses the CQ for both queues), the work requests posted on it with
-/// their buffers, and its MRs (on the same PD).
+/// the QP uses the CQ for both queues), and the work requests posted on it
+/// with their buffers and [`Mr`]s.
 ///
 /// # Invariants
 ///
 /// `qp` is a live RC QP on `pd` with `cq` as its send and receive CQ, on
 /// which it reserved `send + recv` entries (those of its completions not
 /// taken stay reserved after it, see [`Cq`]); it is destroyed exactly once,
-/// in `drop`, before the MRs are freed, `comps` is freed (or handed to the
-/// CQ if completions may still come), and the CQ's and the PD's
-/// references are put (in that order), which are leaked with it if it
-/// could not be destroyed. `wrs` and `comps` have one entry per slot,
-/// `send + recv` of them, and are never resized. Every work request posted
+/// in `drop`, before the buffers and MRs of its requests are freed,
+/// `comps` is freed (or handed to the CQ if completions may still come),
+/// and the CQ's and the PD's references are put (in that order), which are
+/// leaked with it if it could not be destroyed. `wrs` and `comps` have one
+/// entry per slot, `send + recv` of them, and are never resized. Every work request posted
 /// on `qp` whose completion was not yet taken is in `wrs` at its slot, with
-/// the buffer it was posted with (mapped for the device), and carries its
-/// slot's `ib_cqe` of `comps` as its `wr_cqe`: nothing else reaches those
-/// buffers until the request's completion is taken or the QP is destroyed.
+/// the buffer it was posted with (mapped for the device) or the MR it is
+/// about, and carries its slot's `ib_cqe` of `comps` as its `wr_cqe`:
+/// nothing else reaches those buffers and MRs until the request's
+/// completion is taken or the QP is destroyed.
 pub struct RcQp {
     qp: NonNull<bindings::ib_qp>,
     size: QpSize,
     wrs: KVec<Option<Posted>>,
-    mrs: ManuallyDrop<Mrs>,
     comps: ManuallyDrop<KBox<Completions>>,
     cq: ManuallyDrop<Arc<Cq>>,
     pd: ManuallyDrop<Arc<Pd>>,
@@ -127,7 +125,6 @@ impl RcQp {
             qp,
             size,
             wrs,
-            mrs: ManuallyDrop::new(Mrs::new(size.max_mrs)),
             comps: ManuallyDrop::new(comps),
             cq: ManuallyDrop::new(cq),
             pd: ManuallyDrop::new(pd),
@@ -143,7 +140,8 @@ impl RcQp {
     /// QP's requests, in the CQ's work: it may sleep (the completions of
     /// every QP on the CQ wait meanwhile), and must not wait for anything
     /// that polls, drains or frees the QP (the free waits for a call in
-    /// progress).
+    /// progress). Waits for a call in progress (not from a waker, nor with
+    /// a lock a waker takes), then drops the old waker here.
     pub fn set_waker(&self, waker: Option<Waker>) {
         self.comps.set_waker(waker);
     }
@@ -160,9 +158,12 @@ impl RcQp {
         unsafe { QpRef::from_raw(self.qp.as_ptr()) }
     }
 
-    /// Modifies the QP (`ib_modify_qp`) as `attr` says.
-    pub fn modify(&self, attr: &QpAttr) -> Result {
-        self.qp().modify(attr)
+    /// Modifies the QP (`ib_modify_qp`) as `attr` says, its address
+    /// vectors included (hence `&mut`).
+    pub fn modify(&mut self, attr: &QpAttr) -> Result {
+        // SAFETY: `&mut self` excludes every other modify through the
+        // owner; one through a `QpRef` (`RcQp::qp`) names no address vector.
+        unsafe { self.qp().modify_any(attr) }
     }
 
     /// The QP's path MTU in bytes, once it has one (RTR or later);
@@ -199,18 +200,11 @@ impl RcQp {
     }
 
     /// The caller's buffers this QP holds now: those of its posted work
-    /// requests (mapped for its device) and those registered with its MRs
-    /// (copied to the MRs' own pages, which stay mapped until the QP is
-    /// freed). 0 once every request came back and every MR was invalidated.
+    /// requests (mapped for its device) and those of the MRs its posted
+    /// REG_MRs and LOCAL_INVs are about. 0 once every request came back.
     pub fn bufs_mapped(&self) -> usize {
-        let posted = self.wrs.iter().flatten().filter(|p| p.buf.len > 0);
-        posted.count() + self.mrs.holding()
-    }
-
-    /// MRs this QP has allocated (they are reused, and freed with the QP):
-    /// at most [`QpSize::max_mrs`].
-    pub fn mrs_allocated(&self) -> usize {
-        self.mrs.allocated()
+        let holds = |p: &&Posted| p.buf.len > 0 || p.mr.as_ref().is_some_and(|m| !m.is_empty());
+        self.wrs.iter().flatten().filter(holds).count()
     }
 
     /// Room for `n` more work requests of `kind` (the QP's queue size).
@@ -279,7 +273,7 @@ impl RcQp {
         self.wrs[slot] = Some(Posted {
             kind: WrKind::Recv,
             buf: map,
-            mr: 0,
+            mr: None,
         });
         Ok(())
     }
@@ -306,7 +300,7 @@ impl RcQp {
         self.wrs[slot] = Some(Posted {
             kind: WrKind::Send,
             buf: map,
-            mr: 0,
+            mr: None,
         });
         Ok(())
     }
@@ -352,52 +346,67 @@ impl RcQp {
         self.wrs[slot] = Some(Posted {
             kind,
             buf: map,
-            mr: 0,
+            mr: None,
         });
         Ok(())
     }
 
-    /// Registers `buf` for the peer's RDMA READ and WRITE with a fast
-    /// registration MR of the QP's PD (`ib_alloc_mr`, `ib_map_mr_sg`, an
-    /// `IB_WR_REG_MR` on the send queue, a new key each time an MR is
-    /// reused). Returns the MR's index; [`RcQp::mrs`] says when it is valid
-    /// and what to tell the peer. The MR exposes a page of its own, which
-    /// `buf`'s bytes are copied to; `buf` is kept until
-    /// [`RcQp::invalidate_mr`]'s LOCAL_INV completes (the completion hands it
-    /// back with the page's bytes, the peer's writes included) or the QP is
-    /// freed. At most [`QpSize::max_mrs`] MRs (`ENOSPC`) and
-    /// [`MAX_REG_BYTES`] bytes (`EMSGSIZE`).
-    pub fn reg_mr(&mut self, buf: KVec<u8>) -> Result<usize> {
-        if buf.is_empty() || buf.len() > MAX_REG_BYTES {
-            return Err(EMSGSIZE);
+    /// Registers `buf` with `mr` for the peer's RDMA READ and WRITE
+    /// (`ib_map_mr_sg`, an `IB_WR_REG_MR` on the send queue, a new key each
+    /// time). The REG_MR's completion hands `mr` back (valid if it
+    /// succeeded); the LOCAL_INV's ([`RcQp::invalidate_mr`]) hands `buf`
+    /// back with the page's bytes, the peer's writes included. On an error
+    /// `mr` comes back in its state, with what it held (and a valid one
+    /// with its key), and `buf` is freed: `EINVAL` for an MR of another PD, `EMSGSIZE` if
+    /// `buf` is empty or longer than [`MAX_REG_BYTES`](super::MAX_REG_BYTES),
+    /// `EBUSY` if `mr` holds a buffer, `ENOMEM` if the send queue is full.
+    pub fn reg_mr(&mut self, mut mr: Mr, buf: KVec<u8>) -> Result<(), MrError> {
+        let posted = self.post_reg(&mut mr, &buf);
+        if posted.is_ok() {
+            mr.registered(buf);
+        }
+        self.hold_mr(WrKind::RegMr, mr, posted)
+    }
+
+    /// Posts `mr`'s REG_MR for `buf`; returns its slot.
+    fn post_reg(&mut self, mr: &mut Mr, buf: &[u8]) -> Result<usize> {
+        // Not only rxe's check: a driver reads the request's MR as one of
+        // its own type, which an MR of another device is not.
+        if !core::ptr::eq(mr.pd(), &**self.pd) {
+            return Err(EINVAL);
         }
         if !self.has_room(WrKind::RegMr, 1) {
             return Err(ENOMEM);
         }
-        let idx = self.mrs.free_mr(&self.pd, buf.len())?;
         let (slot, cqe) = self.free_slot()?;
-        let mut wr = self.mrs.prepare_reg(&self.pd, idx, &buf)?;
+        let mut wr = mr.prepare_reg(buf)?;
         wr.wr.__bindgen_anon_1.wr_cqe = cqe;
         let mut bad: *const bindings::ib_send_wr = core::ptr::null();
         // SAFETY: By the type invariant the QP is live; `wr.wr` is the first
-        // member of an `ib_reg_wr`, as the driver reads it for REG_MR. The
-        // page the MR maps is the MR's until the QP is destroyed.
+        // member of an `ib_reg_wr`, as the driver reads it for REG_MR, and
+        // names an MR of the QP's PD. The caller puts the MR (and its page)
+        // into the table at `slot`, until the request's completion is taken
+        // or the QP is destroyed.
         to_result(unsafe { bindings::ib_post_send(self.qp.as_ptr(), &wr.wr, &mut bad) })?;
-        self.mrs.registered(idx, buf);
-        // INVARIANT: the posted request is in the table at its slot.
-        self.wrs[slot] = Some(Posted {
-            kind: WrKind::RegMr,
-            buf: Mapping::none(),
-            mr: idx,
-        });
-        Ok(idx)
+        Ok(slot)
     }
 
-    /// Posts the LOCAL_INV of MR `idx` (`EINVAL` unless it is valid): the
-    /// peer's rkey stops working, and the completion hands the MR's buffer
-    /// back (with what the peer wrote into it) and frees the MR for reuse.
-    pub fn invalidate_mr(&mut self, idx: usize) -> Result {
-        let mut wr = self.mrs.prepare_inv(idx)?;
+    /// Posts the LOCAL_INV of `mr`: the peer's rkey stops working, and the
+    /// completion hands `mr` back, free, with its buffer (with what the
+    /// peer wrote into it). On an error `mr` comes back as it was: `EINVAL`
+    /// unless it is valid and of the QP's PD, `ENOMEM` if the send queue is
+    /// full.
+    pub fn invalidate_mr(&mut self, mr: Mr) -> Result<(), MrError> {
+        let posted = self.post_inv(&mr);
+        self.hold_mr(WrKind::LocalInv, mr, posted)
+    }
+
+    /// Posts `mr`'s LOCAL_INV; returns its slot.
+    fn post_inv(&mut self, mr: &Mr) -> Result<usize> {
+        if !core::ptr::eq(mr.pd(), &**self.pd) {
+            return Err(EINVAL);
+        }
+        let mut wr = mr.prepare_inv()?;
         if !self.has_room(WrKind::LocalInv, 1) {
             return Err(ENOMEM);
         }
@@ -405,24 +414,30 @@ impl RcQp {
         wr.__bindgen_anon_1.wr_cqe = cqe;
         let mut bad: *const bindings::ib_send_wr = core::ptr::null();
         // SAFETY: By the type invariant the QP is live; `wr` is only read.
+        // The caller puts the MR into the table, as in `post_reg`.
         to_result(unsafe { bindings::ib_post_send(self.qp.as_ptr(), &wr, &mut bad) })?;
-        self.mrs.invalidating(idx);
-        // INVARIANT: as in `reg_mr`.
-        self.wrs[slot] = Some(Posted {
-            kind: WrKind::LocalInv,
-            buf: Mapping::none(),
-            mr: idx,
-        });
-        Ok(())
+        Ok(slot)
     }
 
-    /// The MRs holding a buffer, for the peer.
-    pub fn mrs(&self) -> impl Iterator<Item = MrInfo> + '_ {
-        self.mrs.infos()
+    /// Puts `mr`, whose `kind` request was posted at `posted`'s slot, into
+    /// the table until its completion; or hands it back with the error.
+    fn hold_mr(&mut self, kind: WrKind, mr: Mr, posted: Result<usize>) -> Result<(), MrError> {
+        match posted {
+            Ok(slot) => {
+                // INVARIANT: the posted request is in the table at its slot.
+                self.wrs[slot] = Some(Posted {
+                    kind,
+                    buf: Mapping::none(),
+                    mr: Some(mr),
+                });
+                Ok(())
+            }
+            Err(error) => Err(MrError { error, mr }),
+        }
     }
 
     /// Takes one completion, if there is one, with its work request's
-    /// buffer back.
+    /// buffer or MR back.
     pub fn poll_one(&mut self) -> Result<Option<Completion>> {
         let Some(d) = self.comps.pop() else {
             return Ok(None);
@@ -436,12 +451,9 @@ impl RcQp {
         let (kind, buf, mr) = match posted {
             Some(p) => {
                 let mut buf = p.buf.into_buf();
-                let mut mr = None;
-                if matches!(p.kind, WrKind::RegMr | WrKind::LocalInv) {
-                    mr = Some(p.mr);
-                    if let Some(b) = self.mrs.completed(p.kind, status, p.mr) {
-                        buf = b;
-                    }
+                let mut mr = p.mr;
+                if let Some(b) = mr.as_mut().and_then(|m| m.completed(p.kind, status)) {
+                    buf = b;
                 }
                 (Some(p.kind), buf, mr)
             }
@@ -460,8 +472,8 @@ impl RcQp {
     /// to the error state if anything is posted, so that the device flushes
     /// it, and hands each completion to `f`, sleeping until the next one
     /// comes for at most `wait_ms` in all (less if a signal is pending).
-    /// Returns how many requests did not come back (their buffers are
-    /// freed with the QP, after it is destroyed). May sleep.
+    /// Returns how many requests did not come back (their buffers and MRs
+    /// are freed with the QP, after it is destroyed). May sleep.
     ///
     /// Not `ib_drain_qp()`, which waits without a bound: a CM callback that
     /// frees its QP must not wait longer than it chooses.
@@ -497,9 +509,9 @@ impl Drop for RcQp {
         // first: if the QP had to be leaked below, the CQ's work would
         // otherwise keep calling it, in a module that may be gone; and the
         // references it holds are put here, not in the CQ's work.
-        self.comps.stop_waker();
+        self.comps.set_waker(None);
         // SAFETY: By the type invariant the QP is live and destroyed only
-        // here, before its MRs, CQ and PD.
+        // here, before the MRs of its requests, its CQ and its PD.
         let ret = unsafe { bindings::ib_destroy_qp_user(self.qp.as_ptr(), core::ptr::null_mut()) };
         if ret != 0 {
             // The QP still exists (a driver refused; rxe refuses only a QP
@@ -513,7 +525,7 @@ impl Drop for RcQp {
             // free) is the only safe choice; all but `wrs` are in their
             // `ManuallyDrop`.
             pr_warn!(
-                "QP {} not destroyed ({}): its MRs, buffers, CQ and PD references are leaked\n",
+                "QP {} not destroyed ({}): its buffers, MRs, CQ and PD references are leaked\n",
                 self.qp_num(),
                 ret
             );
@@ -526,17 +538,16 @@ impl Drop for RcQp {
         let slots = self.size.send + self.size.recv;
         // SAFETY: Each dropped or taken once, here. The QP is gone: the
         // device no longer touches the buffers of the requests still in
-        // the table, nor any REG_MR or LOCAL_INV of the MRs, whose
-        // deregistration ends the device's access to their pages through
-        // any other QP of the PD. They are freed while the device is still
-        // ours (the PD holds its reference). The `ib_cqe`s are freed only
+        // the table, nor runs the REG_MRs and LOCAL_INVs of the MRs there,
+        // whose deregistration ends the device's access to their pages
+        // through any other QP of the PD. They are freed while the device
+        // is still ours (the PD holds its reference). The `ib_cqe`s are freed only
         // if every completion of the QP was taken (each was queued, and its
         // `done` released the ring's lock, before it could be taken) and
-        // no waker call is in progress (`stop_waker`); otherwise the CQ
+        // no waker call is in progress (`set_waker`); otherwise the CQ
         // keeps them until those completions came. The CQ's and the PD's
         // references go last.
         unsafe {
-            ManuallyDrop::drop(&mut self.mrs);
             drop(core::mem::take(&mut self.wrs));
             let comps = ManuallyDrop::take(&mut self.comps);
             self.cq.release(slots - pending);

@@ -74,9 +74,9 @@ pub enum WrKind {
     RdmaRead,
     /// An RDMA WRITE of the request's buffer.
     RdmaWrite,
-    /// The fast registration of one of the QP's MRs (`IB_WR_REG_MR`).
+    /// The fast registration of an [`Mr`](super::Mr) (`IB_WR_REG_MR`).
     RegMr,
-    /// The local invalidation of one of the QP's MRs (`IB_WR_LOCAL_INV`):
+    /// The local invalidation of an [`Mr`](super::Mr) (`IB_WR_LOCAL_INV`):
     /// its completion hands the MR's buffer back.
     LocalInv,
 }
@@ -101,8 +101,8 @@ pub struct Completion {
     /// again (empty for a zero-length request; for a successful LOCAL_INV,
     /// the MR's buffer).
     pub buf: KVec<u8>,
-    /// The MR a REG_MR or LOCAL_INV was about.
-    pub mr: Option<usize>,
+    /// The MR a REG_MR or LOCAL_INV was about, the caller's again.
+    pub mr: Option<super::Mr>,
 }
 
 crate::rdma_raw_enum! {
