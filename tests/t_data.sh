@@ -97,14 +97,23 @@ test_data_module_to_module() {
 }
 
 # A SEND with data before the QP has a path (INIT: the REP has not come)
-# is ENOTCONN; receives may be posted (they wait for the connection).
+# is ENOTCONN; receives may be posted (they wait for the connection). A
+# REG_MR the device refuses (rxe: a QP before RTS) gives the MR back free
+# and uses up no key: the next one offers the same.
 test_data_send_before_connected() {
+	local k1 k2
 	rxe_add rxe0 v0 && rcd_load || return 1
 	ctl listen 1 rxe0 0x1000 || return 1
 	# on_rep=ignore: the active end does nothing with the REP, its QP stays
 	# in INIT.
 	ctl connect 2 rxe0 10.77.0.1 10.77.0.1 0x1000 on_rep=ignore recv=4:256 || return 1
 	expect_errno ENOTCONN "post 2 0 1 size=16" || return 1
+	expect_errno EINVAL "mr 2 reg pat:16" || return 1
+	k1=$(conn_field 2 mr0 | cut -d: -f3)
+	expect_errno EINVAL "mr 2 reg-at 0 pat:16" || return 1
+	k2=$(conn_field 2 mr0 | cut -d: -f3)
+	check "refused twice, the same key offered, $k1 (got $k2)" \
+		test "$(conn_field 2 mr0 | cut -d: -f1)/$k2" = "free/$k1" || return 1
 	check "4 receives posted before the REQ" test "$(conn_field 2 posted)" = 4 || return 1
 	check "4 buffers mapped" stat_is wr_bufs_mapped 4 || return 1
 	ctl close 2 || return 1

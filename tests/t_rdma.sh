@@ -26,9 +26,10 @@ mr_valid() { ctl poll "$1" && [ "$(mr_field "$1" "$2" state)" = valid ]; }
 # The passive end reads the active end's MR (1024 pattern bytes) and writes
 # text into it; the active end invalidates the MR and gets its buffer back
 # with the text in it; the MR, registered again, has a new rkey, and the
-# old one no longer reaches anything.
+# old one no longer reaches anything. An MR of another PD is refused; a
+# refused registration leaves the MR as it was.
 test_rdma_read_write_mr() {
-	local n=400 p=$((400 + PASSIVE_BASE)) addr rkey rkey2
+	local n=400 p=$((400 + PASSIVE_BASE)) addr rkey rkey2 done0
 	cm_pair $n || return 1
 	ctl mr $n reg pat:1024 || return 1
 	check "MR registered" wait_for 20 mr_valid $n 0 || return 1
@@ -39,6 +40,13 @@ test_rdma_read_write_mr() {
 	check "1024 bytes read, the pattern" test \
 		"$(conn_field $p rx_bytes)/$(conn_field $p rx_last)" = "1024/$(pat_hex 16 16)" ||
 		return 1
+	# A registration the kernel crate refuses gives the MR back as it
+	# was: still valid, same key, its page untouched (the WRITE below
+	# covers 15 of these 16 bytes: the LOCAL_INV hands the 16th back),
+	# and the WRITE reaches it.
+	expect_errno EBUSY "mr $n reg-at 0 fill:16:ee" || return 1
+	check "the MR refused is still valid, key $rkey" \
+		test "$(mr_field $n 0 state)/$(mr_field $n 0 rkey)" = "valid/$rkey" || return 1
 	ctl rdma $p write $addr $rkey 0 data=text:written-by-peer || return 1
 	check "WRITE completed" wait_for 20 polled_is $p completed 2 || return 1
 	ctl mr $n inval 0 || return 1
@@ -52,7 +60,19 @@ test_rdma_read_write_mr() {
 	rkey2=$(mr_field $n 0 rkey)
 	log "MR 0 again: rkey $rkey2 (was $rkey)"
 	check "a new key" test "$rkey2" != "$rkey" || return 1
+	# A LOCAL_INV with the send queue full (64 READs of the peer's MR,
+	# not polled): ENOMEM, and the MR stays valid with its key.
+	ctl mr $p reg pat:64 || return 1
+	check "the peer's MR registered" wait_for 20 mr_valid $p 0 || return 1
+	done0=$(conn_field $n completed)
+	ctl rdma $n read "$(mr_field $p 0 addr)" "$(mr_field $p 0 rkey)" 16 count=64 || return 1
+	expect_errno ENOMEM "mr $n inval 0" || return 1
+	check "the MR not invalidated is still valid, key $rkey2" \
+		test "$(mr_field $n 0 state)/$(mr_field $n 0 rkey)" = "valid/$rkey2" || return 1
+	check "the 64 READs completed" \
+		wait_for 20 polled_is $n completed $((done0 + 64)) || return 1
 	expect_errno EMSGSIZE "mr $n reg pat:4097" || return 1
+	expect_errno EINVAL "mr $n reg-foreign pat:16" || return 1
 	expect_errno EINVAL "rdma $n peek $addr $rkey 16" || return 1
 	expect_errno EMSGSIZE "rdma $n read $addr $rkey 4097" || return 1
 	expect_errno ENOMEM "rdma $n read $addr $rkey 16 count=65" || return 1
@@ -81,7 +101,7 @@ mrhold_is() {
 # changes the MR's state; rcd_mrhold holds the 333-byte copy between the
 # two until the test releases it. kernel::rdma exposes a page of the MR's
 # own, copies the caller's bytes in at registration and out at the
-# LOCAL_INV, and keeps the page until the QP is freed. Before, it handed
+# LOCAL_INV, and keeps the page until the MR is freed. Before, it handed
 # the registered buffer itself back, and the held copy then wrote the
 # peer's bytes into memory the caller owned.
 test_mr_late_write_not_handed_back() {
@@ -152,6 +172,14 @@ test_rdma_disconnect_mid_flight() {
 	check "MRs deregistered, buffers unmapped" wait_for 10 nothing_mapped
 }
 
+# hook_steps HOOK N: the test hook HOOK logged N steps, each "ok".
+hook_steps() {
+	local n
+	log "$(dmesg_test | grep "rcd_harness: $1:")"
+	n=$(dmesg_test | grep -c "rcd_harness: $1: .*: ok$")
+	check "its $2 steps as expected ($n logged)" test "$n" = "$2"
+}
+
 # QPs on one CQ (kernel::rdma::verbs::Cq), in `shared_cq rxe0 rxe1` (a test
 # hook, conn/test_hooks.rs): a QP reserves its entries of the CQ (the next
 # is refused beyond them). A QP freed while the CQ's work is held (in
@@ -161,13 +189,38 @@ test_rdma_disconnect_mid_flight() {
 # freed during its waker's call waits for the call. A new QP gets no
 # completion of another; a PD of another device cannot use the CQ.
 test_verbs_shared_cq() {
-	local n cqs qps
+	local cqs qps
 	rxe_add rxe0 v0 && rxe_add rxe1 v1 && rcd_load || return 1
 	cqs=$(rdma_res cq) qps=$(rdma_res qp)
-	ctl shared_cq rxe0 rxe1 || { log "$(dmesg_test | grep 'shared_cq:')"; return 1; }
-	log "$(dmesg_test | grep 'shared_cq:')"
-	n=$(dmesg_test | grep -c 'rcd_harness: shared_cq: .*: ok$')
-	check "its 9 steps as expected ($n logged)" test "$n" = 9 || return 1
+	ctl shared_cq rxe0 rxe1 || { hook_steps shared_cq 9; return 1; }
+	hook_steps shared_cq 9 || return 1
 	check "its CQ and QPs freed ($cqs CQs, $qps QPs before)" \
 		test "$(rdma_res cq)/$(rdma_res qp)" = "$cqs/$qps"
+}
+
+# no_kasan: no KASAN report in the test's part of the kernel log.
+no_kasan() { ! dmesg_test | grep -q KASAN; }
+
+# A QP's move to a port its device does not have (rxe has port 1 only) is
+# refused before the RDMA core reads the device's port array at that index
+# (_ib_modify_qp: rdma_ib_or_roce(), before the driver's own check): KASAN
+# sees the read past the array of port 2.
+test_verbs_qp_port_checked() {
+	rxe_add rxe0 v0 && rcd_load || return 1
+	ctl qp_ports rxe0 || { hook_steps qp_ports 3; return 1; }
+	hook_steps qp_ports 3 || return 1
+	check "no KASAN report" no_kasan
+}
+
+# A QP whose waker owns the QP's last other reference, the waker cleared
+# during a call of it: the clear waits for the call, so that the CQ's
+# work, dropping its clone of the waker, never frees the QP (the free
+# would wait for the call the work is in, for ever); the owner frees it.
+test_verbs_waker_owns_qp() {
+	local qps
+	rxe_add rxe0 v0 && rcd_load || return 1
+	qps=$(rdma_res qp)
+	ctl waker_owns_qp rxe0 || { hook_steps waker_owns_qp 2; return 1; }
+	hook_steps waker_owns_qp 2 || return 1
+	check "its QP freed ($qps QPs before)" test "$(rdma_res qp)" = "$qps"
 }
