@@ -73,8 +73,8 @@ impl core::ops::BitOr for Access {
 }
 
 /// The attributes of one QP transition and the mask of those set: what
-/// `ib_modify_qp()` takes. Made by [`QpAttr::to_init`], [`QpAttr::to_error`]
-/// or by the IB CM for a connection's next state
+/// `ib_modify_qp()` takes. Made by [`QpAttr::to_init`], [`QpAttr::to_error`],
+/// [`QpAttr::to_reset`] or by the IB CM for a connection's next state
 /// (`kernel::rdma::cm::CmIdRef::init_qp_attr`).
 ///
 /// The CM's attributes for RTR (and RTS with an alternate path) carry its
@@ -100,6 +100,7 @@ impl core::ops::BitOr for Access {
 /// let attr = QpAttr::to_init(1, 0, Access::REMOTE_READ | Access::REMOTE_WRITE);
 /// assert_eq!(attr.state(), Some(QpState::Init));
 /// assert_eq!(QpAttr::to_error().state(), Some(QpState::Err));
+/// assert_eq!(QpAttr::to_reset().state(), Some(QpState::Reset));
 /// ```
 pub struct QpAttr {
     attr: bindings::ib_qp_attr,
@@ -185,6 +186,18 @@ impl QpAttr {
         Self::from_raw(attr, mask as c_int)
     }
 
+    /// To RESET: the QP forgets its connection and every posted work
+    /// request, without completions; from there it may start again at
+    /// INIT. Only its owner may, and only once nothing is posted
+    /// ([`RcQp::modify`](super::RcQp::modify)).
+    pub fn to_reset() -> Self {
+        let attr = bindings::ib_qp_attr {
+            qp_state: QpState::Reset.to_raw(),
+            ..Default::default()
+        };
+        Self::from_raw(attr, bindings::ib_qp_attr_mask_IB_QP_STATE as c_int)
+    }
+
     /// To the error state: every posted work request is flushed.
     pub fn to_error() -> Self {
         let attr = bindings::ib_qp_attr {
@@ -262,13 +275,15 @@ impl QpRef {
         self.0.get()
     }
 
-    /// Modifies the QP (`ib_modify_qp`) as `attr` says, but not its address
-    /// vectors (`EINVAL`): the core swaps the QP's GID entry references for
-    /// those without a lock, which only the QP's owner can exclude
+    /// Modifies the QP (`ib_modify_qp`) as `attr` says, but neither its
+    /// address vectors nor to RESET (`EINVAL`): the core swaps the QP's GID
+    /// entry references for those without a lock, and RESET drops the
+    /// posted work requests without completions; only the QP's owner can
+    /// exclude the first and account for the second
     /// ([`RcQp::modify`](super::RcQp::modify)).
     pub fn modify(&self, attr: &QpAttr) -> Result {
         let av = bindings::ib_qp_attr_mask_IB_QP_AV | bindings::ib_qp_attr_mask_IB_QP_ALT_PATH;
-        if attr.mask & av as c_int != 0 {
+        if attr.mask & av as c_int != 0 || attr.state() == Some(QpState::Reset) {
             return Err(EINVAL);
         }
         // SAFETY: No address vector.

@@ -5,7 +5,7 @@
 use crate::{
     bindings, error::from_err_ptr, prelude::*, rdma::device::Device, str::CStr, sync::aref::ARef,
 };
-use core::ptr::NonNull;
+use core::{mem::ManuallyDrop, ptr::NonNull};
 
 /// A protection domain of a device (`ib_alloc_pd()`), holding a reference
 /// on the device. QPs and MRs share it through an [`Arc`](crate::sync::Arc):
@@ -13,11 +13,11 @@ use core::ptr::NonNull;
 ///
 /// # Invariants
 ///
-/// `pd` is a live PD of `device`, deallocated exactly once, in `drop`,
-/// before the device's reference is put.
+/// `pd` is a live PD of `device`, deallocated at most once, in `drop`;
+/// the device's reference is put after it, and only if it was.
 pub struct Pd {
     pd: NonNull<bindings::ib_pd>,
-    device: ARef<Device>,
+    device: ManuallyDrop<ARef<Device>>,
 }
 
 impl Pd {
@@ -32,7 +32,7 @@ impl Pd {
         // INVARIANT: just allocated on `device`.
         Ok(Self {
             pd: NonNull::new(pd).ok_or(ENOMEM)?,
-            device: device.into(),
+            device: ManuallyDrop::new(device.into()),
         })
     }
 
@@ -64,7 +64,20 @@ impl Drop for Pd {
         // whoever made objects on it (an `RcQp`, an `Mr`) destroyed them
         // first, as it holds a reference on this PD (an `Arc`) that it puts
         // after them.
-        unsafe { bindings::ib_dealloc_pd_user(self.pd.as_ptr(), core::ptr::null_mut()) };
+        let ret = unsafe { bindings::ib_dealloc_pd_user(self.pd.as_ptr(), core::ptr::null_mut()) };
+        if ret != 0 {
+            // The driver still has the PD (rxe never refuses; another
+            // driver may): leaking the device's reference with it makes the
+            // device's unregistration wait, a hang rather than a use after
+            // free, as for a QP or an MR that could not be freed.
+            pr_warn!(
+                "PD not deallocated ({}): its device reference is leaked\n",
+                ret
+            );
+            return;
+        }
+        // SAFETY: Dropped once, here, after the PD is gone.
+        unsafe { ManuallyDrop::drop(&mut self.device) };
     }
 }
 

@@ -4,7 +4,7 @@
 //! posted on it with their buffers and MRs.
 
 use super::{
-    attr::{QpAttr, QpRef},
+    attr::{QpAttr, QpRef, QpState},
     cq::{Completions, Cq, Waker},
     mapping::{Mapping, Posted},
     mr::{Mr, MrError},
@@ -159,8 +159,13 @@ impl RcQp {
     }
 
     /// Modifies the QP (`ib_modify_qp`) as `attr` says, its address
-    /// vectors included (hence `&mut`).
+    /// vectors included (hence `&mut`). `EBUSY` for RESET while a work
+    /// request is posted and its completion not taken: RESET drops it
+    /// without one, and its buffer and CQ entry would stay held.
     pub fn modify(&mut self, attr: &QpAttr) -> Result {
+        if attr.state() == Some(QpState::Reset) && self.outstanding_all() > 0 {
+            return Err(EBUSY);
+        }
         // SAFETY: `&mut self` excludes every other modify through the
         // owner; one through a `QpRef` (`RcQp::qp`) names no address vector.
         unsafe { self.qp().modify_any(attr) }
