@@ -212,6 +212,29 @@ test_verbs_qp_port_checked() {
 	check "no KASAN report" no_kasan
 }
 
+# The moves of a QP only its owner may make, in `qp_refusals rxe0`:
+# through a borrowed QpRef neither RESET (it drops posted requests without
+# completions) nor an address vector (the core swaps its GID references
+# unlocked), EINVAL; through the owner no RESET while a request is posted,
+# EBUSY. Each refusal comes before ib_modify_qp(), whose calls a kprobe
+# event counts: to INIT, to the error state and the last RESET, 3.
+test_verbs_qp_refusals() {
+	local ev=$RCD_TRACING/kprobe_events hits rc
+	rxe_add rxe0 v0 && rcd_load || return 1
+	[ -d $RCD_TRACING/events ] || mount -t tracefs nodev $RCD_TRACING 2>/dev/null
+	echo '-:rcd_verbs/rcd_modify_qp' >> "$ev" 2>/dev/null
+	echo 'p:rcd_verbs/rcd_modify_qp ib_modify_qp' >> "$ev" &&
+		echo 1 > $RCD_TRACING/events/rcd_verbs/enable ||
+		{ fail "no kprobe event on ib_modify_qp"; return 1; }
+	ctl qp_refusals rxe0; rc=$?
+	hits=$(awk '$1 == "rcd_modify_qp" { print $2 }' $RCD_TRACING/kprobe_profile)
+	echo 0 > $RCD_TRACING/events/rcd_verbs/enable
+	echo '-:rcd_verbs/rcd_modify_qp' >> "$ev"
+	[ $rc = 0 ] || { hook_steps qp_refusals 5; return 1; }
+	hook_steps qp_refusals 5 || return 1
+	check "ib_modify_qp() called 3 times ($hits)" test "$hits" = 3
+}
+
 # A QP whose waker owns the QP's last other reference, the waker cleared
 # during a call of it: the clear waits for the call, so that the CQ's
 # work, dropping its clone of the waker, never frees the QP (the free

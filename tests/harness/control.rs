@@ -35,6 +35,7 @@
 //! shared_cq DEV [OTHER]   tests only: QPs on one CQ of DEV (conn::TestHooks)
 //! qp_ports DEV            tests only: a QP's move to a port DEV lacks
 //! waker_owns_qp DEV       tests only: a QP's waker that owns the QP
+//! qp_refusals DEV         tests only: a QP's moves only its owner may make
 //! occupy_pollers N       tests only: N work items on the rping pollers'
 //!                         queue, each waiting for `release_pollers`
 //! release_pollers         tests only: those items return
@@ -229,6 +230,11 @@ impl Control for Core {
             // Test-only (`conn::TestHooks`): the ports a QP's move takes.
             "qp_ports" => match args.as_slice() {
                 [dev] => core.qp_ports(&CString::try_from_fmt(fmt!("{}", dev))?),
+                _ => Err(EINVAL),
+            },
+            // Test-only (`conn::TestHooks`): what a QP's owner alone may do.
+            "qp_refusals" => match args.as_slice() {
+                [dev] => core.qp_refusals(&CString::try_from_fmt(fmt!("{}", dev))?),
                 _ => Err(EINVAL),
             },
             // Test-only (`conn::TestHooks`): a waker that owns its QP.

@@ -420,6 +420,63 @@ impl Core {
         step("waker_owns_qp", "cleared after the call in progress", after)
     }
 
+    /// `qp_refusals DEV`: the moves of a QP of `DEV` only its owner may
+    /// make, and only once nothing is posted. With a receive posted: RESET
+    /// through the owner is refused (`EBUSY`), RESET and an address vector
+    /// through a borrowed `QpRef` are refused (`EINVAL`), all before
+    /// `ib_modify_qp()`. Once the flushed receive's completion is taken,
+    /// the owner's RESET is done. The test counts the calls of
+    /// `ib_modify_qp()`: to INIT, to the error state and to RESET.
+    /// Each step is logged; the first that differs fails with `EPROTO`.
+    pub(crate) fn qp_refusals(&self, device: &CStr) -> Result {
+        let hook = "qp_refusals";
+        let dev = self.device_by_name(device)?;
+        let mut qp = lone_qp(&dev)?;
+        qp.modify(&QpAttr::to_init(1, 0, Access::LOCAL_WRITE))?;
+        qp.post_recv(KVec::from_elem(0u8, 64, GFP_KERNEL)?)?;
+        let r = qp.modify(&QpAttr::to_reset());
+        step(hook, "RESET, a receive posted: EBUSY", r == Err(EBUSY))?;
+        let r = qp.qp().modify(&QpAttr::to_reset());
+        step(hook, "RESET through a QpRef: EINVAL", r == Err(EINVAL))?;
+        // INIT to RTR with an address vector: the GID entry the core
+        // looks up itself (none given), the QP's own address.
+        let mut raw = kernel::bindings::ib_qp_attr {
+            qp_state: kernel::bindings::ib_qp_state_IB_QPS_RTR,
+            path_mtu: kernel::bindings::ib_mtu_IB_MTU_1024,
+            dest_qp_num: qp.qp_num(),
+            ..Default::default()
+        };
+        raw.ah_attr.type_ = kernel::bindings::rdma_ah_attr_type_RDMA_AH_ATTR_TYPE_ROCE;
+        raw.ah_attr.port_num = 1;
+        raw.ah_attr.ah_flags = kernel::bindings::ib_ah_flags_IB_AH_GRH as u8;
+        raw.ah_attr.grh.sgid_index = 1;
+        raw.ah_attr.grh.hop_limit = 64;
+        let mask = kernel::bindings::ib_qp_attr_mask_IB_QP_STATE
+            | kernel::bindings::ib_qp_attr_mask_IB_QP_AV
+            | kernel::bindings::ib_qp_attr_mask_IB_QP_PATH_MTU
+            | kernel::bindings::ib_qp_attr_mask_IB_QP_DEST_QPN
+            | kernel::bindings::ib_qp_attr_mask_IB_QP_RQ_PSN
+            | kernel::bindings::ib_qp_attr_mask_IB_QP_MAX_DEST_RD_ATOMIC
+            | kernel::bindings::ib_qp_attr_mask_IB_QP_MIN_RNR_TIMER;
+        let av = QpAttr::from_cm(&dev, raw, mask as kernel::ffi::c_int)?;
+        let r = qp.qp().modify(&av);
+        step(
+            hook,
+            "an address vector through a QpRef: EINVAL",
+            r == Err(EINVAL),
+        )?;
+        qp.modify(&QpAttr::to_error())?;
+        let mut waited = 0;
+        while qp.outstanding_all() > 0 && waited < 10_000 {
+            while qp.poll_one()?.is_some() {}
+            sleep_ms(10);
+            waited += 10;
+        }
+        step(hook, "the flushed receive taken", qp.outstanding_all() == 0)?;
+        let r = qp.modify(&QpAttr::to_reset());
+        step(hook, "RESET, nothing posted: done", r.is_ok())
+    }
+
     /// `occupy_pollers N`: `n` work items on the pollers' queue, each
     /// waiting until `release_pollers` (or unload): the queue of the long
     /// running work kept full, as enough endless rping peers would keep it
