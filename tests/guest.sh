@@ -4,7 +4,7 @@
 # The test runner inside a guest. tests/run.sh boots one or more guests and
 # gives each a shared queue directory: the plan (one test name a line, the
 # longest first) and a claim directory. A guest takes the next test nobody
-# has claimed (mkdir of its claim is atomic across guests) and runs it
+# has claimed (its claim, a file made with O_EXCL, is atomic across guests) and runs it
 # with a clean guest before it, in a subshell under a timeout (lib.sh: rcd_run),
 # streaming its output as it runs; when the queue is empty it checks its
 # own kmemleak and dmesg (tests/t_kernel.sh, the last two tests of every

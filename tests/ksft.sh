@@ -80,15 +80,28 @@ rcd_one() {
 	[ "$rc" -eq 0 ]
 }
 
-# rcd_queue DIR: the tests of DIR's plan nobody else has claimed (a claim
-# is a mkdir, atomic across the guests), then this guest's end tests.
+# claim FILE: FILE made here, and not by another guest: created with
+# O_EXCL (bash's noclobber), atomic across the guests as the host's open()
+# on the shared directory is. No process: a mkdir for each line of the plan
+# cost each guest about 20 s under TCG.
+claim() {
+	local rc
+	set -C
+	{ : > "$1"; } 2>/dev/null
+	rc=$?
+	set +C
+	return $rc
+}
+
+# rcd_queue DIR: the tests of DIR's plan nobody else has claimed (claim),
+# then this guest's end tests.
 rcd_queue() {
 	local t rc
 	mkdir -p "$1/claim"
 	# The product stays loaded from test to test (lib.sh: cleanup).
 	RCD_KEEP_PRODUCT=1
 	while read -r t; do
-		mkdir "$1/claim/$t" 2>/dev/null || continue
+		claim "$1/claim/$t" || continue
 		rcd_one "$t"; rc=$?
 		rcd_result "$t" "$rc"
 	done < "$1/plan"

@@ -55,7 +55,10 @@ fail() { echo "# FAIL: $*"; return 1; }
 # harness_timeout_kills_test.)
 rcd_run() {
 	local _fn=$1 _tmo=$2 _out=${3:-/run/rcd-test.out} _late=/run/rcd-timed-out.$BASHPID
-	rm -f "$_late"
+	# rm only when there is something to remove: a process costs the debug
+	# guest about 0.17 s under TCG (measured: 10 execs of /bin/true, 1.7 s),
+	# and this runs twice a test.
+	[ ! -e "$_late" ] || rm -f "$_late"
 	# The FIFO nap reads, made once here: the watchdog and the tests inherit it.
 	nap 0
 	{
@@ -93,7 +96,7 @@ rcd_run() {
 			echo "processes at the timeout:"
 			sed 's/^/  /' "$_late"
 		fi
-		rm -f "$_late"
+		[ ! -e "$_late" ] || rm -f "$_late"
 		exit "$_rc"
 	} | sed -u -e "w $_out" -e 's/^\([^#]\)/# \1/; s/^$/#/'
 	return "${PIPESTATUS[0]}"
@@ -916,7 +919,7 @@ cm_pair() {
 # out of the veth instead, and the peer end accepts a local source address.
 veth_cross_routes() {
 	local c
-	: > /run/rcd-cross-routes
+	echo on > /run/rcd-cross-routes
 	# /proc and one ip for all of it: a process costs 0.25 s in the guest.
 	for c in all v0 v1; do
 		echo 1 > /proc/sys/net/ipv4/conf/$c/accept_local &&
@@ -934,7 +937,7 @@ veth_cross_routes() {
 }
 
 veth_cross_routes_undo() {
-	[ -e /run/rcd-cross-routes ] || return 0
+	[ -s /run/rcd-cross-routes ] || return 0
 	ip -force -batch - 2>/dev/null <<-EOF
 	rule add pref 0 lookup local
 	rule del pref 100 lookup local
@@ -943,7 +946,7 @@ veth_cross_routes_undo() {
 	route flush table 100
 	route flush table 101
 	EOF
-	rm -f /run/rcd-cross-routes
+	: > /run/rcd-cross-routes
 }
 
 # cm_pair2 ACTIVE [LISTENER_OPTS]: rxe0 on v0 and rxe1 on v1, listener 1 on
@@ -953,7 +956,7 @@ cm_pair2() {
 	if ! rcd_loaded; then
 		rxe_add rxe0 v0 && rxe_add rxe1 v1 && veth_cross_routes && rcd_load || return 1
 	fi
-	grep -q '^1 ' "$RCD_DBG/conns" || ctl listen 1 rxe1 0x1000 "$@" || return 1
+	text_in "$RCD_DBG/conns" $'\n''1 ' || ctl listen 1 rxe1 0x1000 "$@" || return 1
 	ctl connect "$a" rxe0 10.77.0.1 10.77.0.2 0x1000 ${CONNECT_OPTS:-} || return 1
 	wait_event 30 "$a" ESTABLISHED && wait_event 30 $((a + PASSIVE_BASE)) ESTABLISHED ||
 		{ handshake_why "$a" rxe0 rxe1; return 1; }
