@@ -62,14 +62,25 @@ probe_hits_are() {
 # consumer STEPS CONN [PARAMS...]: load the consumer for STEPS on CONN, show
 # its last lines, check every step passed, unload it.
 consumer() {
-	local steps=$1 conn=$2 rc
+	local steps=$1 conn=$2 rc l done=0
+	local -a shown=() fails=()
 	shift 2
 	insmod "$CONSUMER" conn="$conn" steps="$steps" "$@"; rc=$?
-	dmesg_test | grep 'rcd_consumer:' | grep -v ': ok ' | tail -8 | sed 's/^/# /'
-	dmesg_test | grep 'rcd_consumer: FAIL' | sed 's/^/# /'
+	# Its lines in this test's log, read once and sorted with builtins (a
+	# process costs the debug guest about 0.17 s: this took 15 a call).
+	while IFS= read -r l; do
+		[[ $l == *'rcd_consumer:'* ]] || continue
+		[[ $l == *': ok '* ]] || shown+=("# $l")
+		[[ $l != *'rcd_consumer: FAIL'* ]] || fails+=("# $l")
+		[[ $l != *'rcd_consumer: done, 0 failure'* ]] || done=1
+	done <<< "$(dmesg_test)"
+	# The last 8 ("${a[@]: -8}" is empty when there are fewer).
+	l=$(( ${#shown[@]} > 8 ? ${#shown[@]} - 8 : 0 ))
+	[ ${#shown[@]} = 0 ] || printf '%s\n' "${shown[@]:l}"
+	[ ${#fails[@]} = 0 ] || printf '%s\n' "${fails[@]}"
 	check "the consumer ran ($steps on $conn)" test $rc = 0 || return 1
-	check "no failures ($steps)" test "$(consumer_failures)" = 0 || return 1
-	check "every step ran ($steps)" dmesg_has 'rcd_consumer: done, 0 failure' || return 1
+	check "no failures ($steps)" test ${#fails[@]} = 0 || return 1
+	check "every step ran ($steps)" test $done = 1 || return 1
 	rmmod rcd_consumer
 }
 
