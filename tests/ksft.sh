@@ -82,8 +82,8 @@ rcd_one() {
 
 # claim FILE: FILE made here, and not by another guest: created with
 # O_EXCL (bash's noclobber), atomic across the guests as the host's open()
-# on the shared directory is. No process: a mkdir for each line of the plan
-# cost each guest about 20 s under TCG.
+# on the shared directory is. No process: each guest tries every line of
+# the plan, and a process costs the debug guest about 0.17 s under TCG.
 claim() {
 	local rc
 	set -C

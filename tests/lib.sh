@@ -56,8 +56,7 @@ fail() { echo "# FAIL: $*"; return 1; }
 rcd_run() {
 	local _fn=$1 _tmo=$2 _out=${3:-/run/rcd-test.out} _late=/run/rcd-timed-out.$BASHPID
 	# rm only when there is something to remove: a process costs the debug
-	# guest about 0.17 s under TCG (measured: 10 execs of /bin/true, 1.7 s),
-	# and this runs twice a test.
+	# guest about 0.17 s under TCG, and this runs twice a test.
 	[ ! -e "$_late" ] || rm -f "$_late"
 	# The FIFO nap reads, made once here: the watchdog and the tests inherit it.
 	nap 0

@@ -66,8 +66,9 @@ consumer() {
 	local -a shown=() fails=()
 	shift 2
 	insmod "$CONSUMER" conn="$conn" steps="$steps" "$@"; rc=$?
-	# Its lines in this test's log, read once and sorted with builtins (a
-	# process costs the debug guest about 0.17 s: this took 15 a call).
+	# Its lines in this test's log, read once and sorted with builtins: a
+	# process costs the debug guest about 0.17 s, and a pipeline for each
+	# of the four would start 15 a call.
 	while IFS= read -r l; do
 		[[ $l == *'rcd_consumer:'* ]] || continue
 		[[ $l == *': ok '* ]] || shown+=("# $l")
