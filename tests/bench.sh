@@ -197,6 +197,7 @@ bench_storm() {
 	local n=$1 srv pid cpid spid t0 out=/tmp/bench-storm r0 r1 ok
 	retries() { echo "$(cm_counter rxe0 cm_tx_retries req) $(cm_counter rxe0 cm_tx_retries rep)"; }
 	step() { awk -F: -v s="$2" '$1 ~ "^" s " *$" { split($2, a, " "); print int(a[1]) }' "$1"; }
+	cm_base
 	rcd_load && ctl listen 1 rxe0 tcp:7999 cma=1 auto_drep=- || return 1
 	for srv in $( ((REP % 2)) && echo b module || echo module b); do
 		if [ $srv = b ]; then

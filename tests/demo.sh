@@ -22,6 +22,8 @@ rxe_add rxe0 v0
 rxe_add rxe1 v1
 veth_cross_routes
 rdma link show
+# The CM's counters from here on (lib.sh: cm_base).
+cm_base
 
 # The product first, then the test harness, its consumer, which drives
 # connections from debugfs.

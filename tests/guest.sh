@@ -85,6 +85,8 @@ run_host_test() {
 	# here as it fails there: a held product, a device that is not rxe0 on
 	# the NIC (deleted); the CM's counters start from zero again.
 	RCD_KEEP_NIC=$RCD_NIC RCD_KEEP_PRODUCT=1 cleanup || clean=failed
+	# The two-host tests read the CM's counters (lib.sh: cm_base).
+	cm_base
 	# The first test also waits for the other guest to boot.
 	t1=$SECONDS
 	if [ -z "$RCD_NIC" ]; then

@@ -441,8 +441,8 @@ rxe_del() { rdma link del "$1" 2>/dev/null; }
 # other than rxe0 on v0 and rxe1 on v1. Those two stay (with the veth pair
 # and its addresses): a device costs 2-3 s to add and as much to delete under TCG, and a test on
 # two devices paid 10-12 s for them. What a test could read from a device's
-# past, its CM counters, starts from zero again: cleanup records them
-# (/run/rcd-cm-base) and cm_counter subtracts them. A test that needs no
+# past, its CM counters, starts from zero again: a test that reads them
+# records them first (cm_base) and cm_counter subtracts them. A test that needs no
 # device, or a fresh one, says so (rxe_none). RCD_KEEP_DEVICES=0 deletes
 # them every time, as before. The hosts' NIC (two-host tests) keeps its
 # address.
@@ -547,7 +547,8 @@ cleanup() {
 		rxe_del "$d" || bad+="; rdma link del $d failed"
 	done
 	cm_settle
-	cm_base_record
+	echo "${RCD_QUIET% }" > /run/rcd-cm-quiet
+	: > /run/rcd-cm-base
 	read -r _ _ _ _ last < /proc/loadavg
 	echo "$last" > /run/rcd-pid-floor
 	dmesg_mark
@@ -590,51 +591,60 @@ rxe_none() {
 	for d in /sys/class/infiniband/*; do
 		[ ! -e "$d" ] || rxe_del "${d##*/}"
 	done
-	rm -f /run/rcd-cm-base
+	# Their counters go with them: a test reads the new ones' from its
+	# cm_base after it made them.
+	: > /run/rcd-cm-base
+	unset CM_BASE_LOADED
+	CM_BASE=()
 }
 
-# cm_settle: waits (3 s at most) until no CM counter of any device moved
-# for 0.2 s, so that the MADs the cleanup set off are counted before the
-# next test's base: an id destroyed in ESTABLISHED sends a DREQ, and the CM
-# answers a DREQ for an id it no longer knows with a DREP. A CI run counted
-# such a DREP in the next test (interop_rdma_server: 1 DREQ, 2 DREPs).
-# Builtins only; CM_NOW: the counters, read by cm_counters_now, as the
-# lines of cm_base_record (each read costs about 9 ms in the debug guest:
-# the last one is the base's messages, not read again).
-cm_counters_now() {
-	local d f v
-	CM_NOW=
-	for f in /sys/class/infiniband/*/ports/1/cm_tx_msgs/* \
-		/sys/class/infiniband/*/ports/1/cm_rx_msgs/*; do
-		read -r v 2>/dev/null < "$f" || continue
-		d=${f#/sys/class/infiniband/}
-		CM_NOW+="CM_BASE[${d%%/*}/${d#*/ports/1/}]=$v"$'\n'
+# cm_settle: waits (3 s at most) until no device sent or received a packet
+# for 0.2 s, so that the MADs the cleanup set off are out before the next
+# test: an id destroyed in ESTABLISHED sends a DREQ, and the CM answers a
+# DREQ for an id it no longer knows with a DREP. A CI run counted such a
+# DREP in the next test (interop_rdma_server: 1 DREQ, 2 DREPs). Each rxe
+# device's packet counters (hw_counters: loopback included) tell it in 2
+# reads, where the CM's messages take 22; a device without them, its CM's
+# messages. Builtins only; RCD_QUIET: the counters as last read.
+cm_quiet_now() {
+	local d f v w
+	RCD_QUIET=
+	for d in /sys/class/infiniband/*; do
+		if { read -r v < "$d/ports/1/hw_counters/sent_pkts" &&
+			read -r w < "$d/ports/1/hw_counters/rcvd_pkts"; } 2>/dev/null; then
+			RCD_QUIET+="${d##*/}:$v:$w "
+			continue
+		fi
+		# A device without them (not rxe): its CM's messages.
+		for f in "$d"/ports/1/cm_tx_msgs/* "$d"/ports/1/cm_rx_msgs/*; do
+			read -r v 2>/dev/null < "$f" && RCD_QUIET+="$v "
+		done
 	done
 }
 cm_settle() {
 	local before i
-	cm_counters_now
+	cm_quiet_now
 	for ((i = 0; i < 15; i++)); do
-		before=$CM_NOW
+		before=$RCD_QUIET
 		nap 0.2
-		cm_counters_now
-		[ "$CM_NOW" != "$before" ] || return 0
+		cm_quiet_now
+		[ "$RCD_QUIET" != "$before" ] || return 0
 	done
 }
 
-# The CM's counters of the kept devices as cleanup found them, as lines
-# "CM_BASE[DEV/DIR/MSG]=VALUE" for cm_counter (builtins only: about 90
-# files): the messages as cm_settle last read them (CM_NOW; read here if
-# it did not), then the retries and duplicates.
+# The CM's counters as lines "CM_BASE[DEV/DIR/MSG]=VALUE" for cm_counter
+# (builtins only), into /run/rcd-cm-base: 88 files on two devices, read
+# only for a test that reads the counters (cm_base), not in every clean-up.
 CM_DIRS="cm_tx_msgs cm_tx_retries cm_rx_msgs cm_rx_duplicates"
 cm_base_record() {
 	local d dir f v
-	[ -n "${CM_NOW:-}" ] || cm_counters_now
+	# Never empty (cm_base_load: empty is no base), also with no device:
+	# one made later counts from zero.
 	{
-		printf '%s' "$CM_NOW"
+		echo "# the CM's counters at the test's start"
 		for d in /sys/class/infiniband/*; do
 			[ -e "$d/ports/1/cm_tx_msgs" ] || continue
-			for dir in cm_tx_retries cm_rx_duplicates; do
+			for dir in $CM_DIRS; do
 				for f in "$d/ports/1/$dir"/*; do
 					read -r v < "$f" || continue
 					echo "CM_BASE[${d##*/}/$dir/${f##*/}]=$v"
@@ -644,18 +654,45 @@ cm_base_record() {
 	} > /run/rcd-cm-base
 }
 
-# CM_BASE: what cleanup recorded, read once by the test's shell.
+# cm_base: this test reads the CM's counters (cm_counter): their base is
+# now, before its first message. Called at the test's start; cm_counter
+# takes it itself if nothing was sent or received since the clean-up, and
+# fails the test if something was (it would count from a base it cannot
+# know: the test lacks its cm_base).
 declare -A CM_BASE
-cm_base_load() {
-	[ -z "${CM_BASE_LOADED:-}" ] || return 0
-	CM_BASE_LOADED=1
-	[ ! -r /run/rcd-cm-base ] || . /run/rcd-cm-base
+cm_base() {
+	cm_base_record
+	unset CM_BASE_LOADED
+	CM_BASE=()
+	cm_base_load
 }
 
-# cm_base_forget DEV: DEV was created in this test: its counters are its own.
+# cm_base_load: the base cm_base recorded (for this test since its
+# clean-up: cleanup empties the file), read once by the test's shell.
+cm_base_load() {
+	local q
+	[ -z "${CM_BASE_LOADED:-}" ] || return 0
+	if [ ! -s /run/rcd-cm-base ]; then
+		[ -r /run/rcd-cm-quiet ] ||
+			{ fail "no clean-up recorded the devices' traffic"; return 1; }
+		read -r q < /run/rcd-cm-quiet
+		cm_quiet_now
+		[ "${RCD_QUIET% }" = "$q" ] || {
+			fail "the CM's counters read with no base (cm_base) after traffic"
+			return 1
+		}
+		cm_base_record
+	fi
+	CM_BASE_LOADED=1
+	. /run/rcd-cm-base
+}
+
+# cm_base_forget DEV: DEV was created in this test, after its base: its
+# counters are its own.
 cm_base_forget() {
 	local k
-	cm_base_load
+	[ -s /run/rcd-cm-base ] || return 0
+	cm_base_load || return 0
 	for k in "${!CM_BASE[@]}"; do
 		[[ $k != "$1"/* ]] || unset "CM_BASE[$k]"
 	done
@@ -869,7 +906,7 @@ cm_counter() { cm_counter_v "$@" && echo "$REPLY"; }
 # cm_counter_v DEV DIR MSG: the counter into REPLY (no subshell).
 cm_counter_v() {
 	local v
-	cm_base_load
+	cm_base_load || return 1
 	REPLY=
 	read -r v < "/sys/class/infiniband/$1/ports/1/$2/$3" || return 1
 	REPLY=$((v - ${CM_BASE[$1/$2/$3]:-0}))
@@ -883,7 +920,13 @@ counter_is() { cm_counter_v "$1" "$2" "$3" && [ "$REPLY" = "$4" ]; }
 
 # sent DEV MSG: messages sent, retransmissions not counted (cm.c adds
 # 1 + retries to cm_tx_msgs when a send completes).
-sent() { echo $(( $(cm_counter "$1" cm_tx_msgs "$2") - $(cm_counter "$1" cm_tx_retries "$2") )); }
+sent() {
+	local t
+	cm_counter_v "$1" cm_tx_msgs "$2" || return 1
+	t=$REPLY
+	cm_counter_v "$1" cm_tx_retries "$2" || return 1
+	echo $((t - REPLY))
+}
 
 # sent_is DEV MSG VALUE: for wait_for.
 sent_is() { [ "$(sent "$1" "$2")" = "$3" ]; }
@@ -966,7 +1009,13 @@ cm_pair2() {
 # the events of both ends with their status, to tell a peer that was slow
 # from one that never answered.
 handshake_why() {
-	local d m line
+	local d m line CM_BASE_LOADED=${CM_BASE_LOADED:-}
+	# A test with no base of its own (cm_base): the counters since boot.
+	if ! cm_base_load >/dev/null; then
+		local -A CM_BASE=()
+		CM_BASE_LOADED=1
+		log "(the counters below since boot: this test took no cm_base)"
+	fi
 	for d in "$2" "$3"; do
 		line="$d:"
 		for m in req mra rep rtu rej; do

@@ -88,6 +88,7 @@ test_capi_disconnect_live() {
 # its own, or the DREQ times out), and the connection ends.
 test_capi_peer_gone() {
 	local n=220 p=$((220 + PASSIVE_BASE)) rx0
+	cm_base
 	cm_pair $n || return 1
 	rx0=$(cm_counter rxe0 cm_rx_msgs dreq)
 	ctl close $p || return 1

@@ -58,6 +58,7 @@ test_dreq_drep_private_data() {
 # which is when the DREP comes back.)
 test_dreq_too_long_is_einval() {
 	local n=20 p=$((20 + PASSIVE_BASE)) tx size id
+	cm_base
 	cm_pair $n || return 1
 	id=$(cm_local_id $n) || return 1
 	cm_trace_on || return 1
@@ -89,6 +90,7 @@ test_dreq_too_long_is_einval() {
 # copy: the module must not call it).
 test_drep_too_long_is_einval() {
 	local n=30 p=$((30 + PASSIVE_BASE)) tx size id dup
+	cm_base
 	cm_pair $n || return 1
 	id=$(cm_local_id $p) || return 1
 	ctl dreq $n || return 1
@@ -125,6 +127,7 @@ test_drep_too_long_is_einval() {
 # icm_send_drep_err), and the one DREQ and one DREP sent.
 test_wrong_states() {
 	local n=40 p=$((40 + PASSIVE_BASE)) tx id_n id_p id_l id_41
+	cm_base
 	cm_pair $n || return 1
 	id_n=$(cm_local_id $n) && id_p=$(cm_local_id $p) && id_l=$(cm_local_id 1) || return 1
 	cm_trace_on || return 1
@@ -225,6 +228,7 @@ test_crossing_dreqs() {
 # ends in timewait exit with nothing left.
 test_peer_destroys_id() {
 	local n=60 p=$((60 + PASSIVE_BASE)) rx0
+	cm_base
 	cm_pair $n || return 1
 	rx0=$(cm_counter rxe0 cm_rx_msgs dreq)
 	ctl close $p || return 1
@@ -268,6 +272,7 @@ test_unload_with_live_connections() {
 # Two rxe devices on the two ends of the veth pair: the same disconnect.
 test_two_devices() {
 	local n=90 p=$((90 + PASSIVE_BASE))
+	cm_base
 	cm_pair2 $n auto_drep=text:bye || return 1
 	check "active on rxe0" test "$(conn_field $n dev)" = rxe0 || return 1
 	check "passive on rxe1" test "$(conn_field $p dev)" = rxe1 || return 1
@@ -289,6 +294,7 @@ test_two_devices() {
 # answer to a repeated REQ (ib_prepare_cm_mra, 6.12's from the backport).
 test_dreq_unanswered() {
 	local n=80 t0 t1 ms id
+	cm_base
 	CONNECT_OPTS="lifetime=14 resp=14 retries=15" cm_pair2 $n || return 1
 	id=$(cm_local_id $n) || return 1
 	[ -d /sys/module/sch_netem ] || modprobe sch_netem || return 1
@@ -351,6 +357,7 @@ perl_in_write() {
 # endpoint, no id; kmemleak_clean checks the resolution's memory).
 test_connect_resolution() {
 	local got ms a k pid t0
+	cm_base
 	# 10.77.0.9: nobody answers its ARP.
 	local nobody="rxe0 10.77.0.1 10.77.0.9 0x1000"
 	cm_pair 2 || return 1

@@ -52,6 +52,7 @@ balanced() {
 # bad posts are refused with nothing posted.
 test_data_module_to_module() {
 	local n=300 p=$((300 + PASSIVE_BASE)) t0 sz=1024 k=10
+	cm_base
 	cm_pair $n || return 1
 	t0=$SECONDS
 	ctl post $p $k 0 size=$sz && ctl post $n $k 0 size=$sz || return 1

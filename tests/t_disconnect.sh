@@ -66,6 +66,7 @@ test_disconnect_errnos() {
 # before the second is sent; t_cm.sh's crossing_dreqs, with the CM's trace).
 test_disconnect_simultaneous() {
 	local n=120 p=$((120 + PASSIVE_BASE))
+	cm_base
 	cm_pair2 $n || return 1
 	post_both $n $p || return 1
 	[ -d /sys/module/sch_netem ] || modprobe sch_netem || return 1

@@ -27,6 +27,7 @@ pair2_range() {
 # id is freed.
 test_loss_30_percent() {
 	local a=4000 b=4019 pa pb retries dups
+	cm_base
 	pa=$((a + PASSIVE_BASE)); pb=$((b + PASSIVE_BASE))
 	LISTEN_OPTS=auto_drep=text:bye pair2_range $a $b $FAST retries=15 || return 1
 	[ -d /sys/module/sch_netem ] || modprobe sch_netem || return 1
@@ -69,6 +70,7 @@ test_loss_30_percent() {
 # slowness: 0 to 25 in one run or another, and a CI run saw 0.)
 test_delay_and_reorder() {
 	local a=4100 b=4119 pa pb k i list=
+	cm_base
 	pa=$((a + PASSIVE_BASE)); pb=$((b + PASSIVE_BASE))
 	pair2_range $a $b lifetime=14 resp=17 retries=15 || return 1
 	[ -d /sys/module/sch_netem ] || modprobe sch_netem || return 1

@@ -211,6 +211,7 @@ fuzzpeer_round_trip() {
 test_fuzz_cm_peer() {
 	local secs=${RCD_FUZZPEER_SECONDS:-10} seed=${RCD_FUZZPEER_SEED:-0}
 	local drain=${RCD_FUZZPEER_DRAIN:-45} mac qps0 n feeder t0 held bad=0 nums
+	cm_base
 	FP_T0=$SECONDS
 	rxe_add rxe0 v0 && rxe_add rxe1 v1 && veth_cross_routes || return 1
 	qps0=$(rdma_res qp)

@@ -46,6 +46,26 @@ test_harness_dreq_counter_since_clean() {
 		fail "dreqs_received_above 0 with no DREQ since the clean guest" || return 1
 }
 
+# cm_counter counts from the test's own base (cm_base); a test that reads
+# the counters with none fails and says so, rather than count from what the
+# devices did before it (lib.sh: cm_base_load). Here a DREQ and its DREP go
+# by with no base; the read that follows fails, and after cm_base the same
+# counter is 0.
+test_harness_counters_need_a_base() {
+	local out
+	cm_pair 2 auto_drep=text:bye || return 1
+	ctl dreq 2 || return 1
+	wait_event 20 2 DREP_RECEIVED || return 1
+	if out=$(cm_counter rxe0 cm_rx_msgs drep); then
+		fail "cm_counter read $out with no base after the DREP"
+		return 1
+	fi
+	log "with no base: $out"
+	[[ $out == *"no base (cm_base)"* ]] || fail "the read does not say why" || return 1
+	cm_base
+	check "from cm_base on, no DREP received" test "$(cm_counter rxe0 cm_rx_msgs drep)" = 0
+}
+
 # cleanup ends the rdma-core tools a test left, reading the comm of only
 # the processes made since the last clean-up (its PID floor): an rping
 # server in a session of its own (the test's end would not end it) is

@@ -255,6 +255,7 @@ test_callback_disconnects_other() {
 dmesg_lacks() { ! dmesg_has "$@"; }
 test_callback_closes_other_without_waiting() {
 	local mac rc
+	cm_base
 	rxe_add rxe0 v0 && rxe_add rxe1 v1 || return 1
 	# rxe1 reaches 10.77.0.1 while v0 drops everything it sends: ARP's
 	# answers too, so the neighbour is made permanent for the test.

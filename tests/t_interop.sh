@@ -23,6 +23,7 @@ foreign_established() {
 # cmtime connects 100 connections to the module as server and disconnects
 # them: every one established, every DREQ answered, cmtime exits 0.
 test_interop_cmtime_client_100() {
+	cm_base
 	interop_setup || return
 	ctl listen 1 rxe0 tcp:7471 cma=1 auto_drep=- || return 1
 	timeout 300 cmtime -s 10.77.0.1 -p 7471 -c 100 > /tmp/cmtime.out 2>&1
@@ -118,6 +119,7 @@ one_dreq_drep() {
 # have arrived; ucmatose sees DISCONNECTED, answers with its DREP, exits 0.
 test_interop_ucmatose_data() {
 	local pid p t0 k=10
+	cm_base
 	interop_setup || return
 	ctl listen 1 rxe0 tcp:7476 cma=1 recv=$k:$MTU || return 1
 	t0=$SECONDS
@@ -145,6 +147,7 @@ test_interop_ucmatose_data() {
 # DISCONNECTED and exits 0.
 test_interop_ucmatose_server_data() {
 	local pid t0 k=10
+	cm_base
 	interop_setup || return
 	timeout 120 stdbuf -oL ucmatose -b 10.77.0.1 -p 7477 -c 1 -C $k -S $MTU \
 		> /tmp/ucmatose-srvdata.out 2>&1 & pid=$!
@@ -191,6 +194,7 @@ send_came_back_once() {
 # and for the module's 16 bytes, then disconnects and exits.
 test_interop_rdma_client() {
 	local pid p t0
+	cm_base
 	command -v rdma_client >/dev/null ||
 		{ echo "# SKIP rdma_client not installed"; return $KSFT_SKIP; }
 	interop_setup || return
@@ -220,6 +224,7 @@ test_interop_rdma_client() {
 # disconnects and exits.
 test_interop_rdma_server() {
 	local pid t0
+	cm_base
 	command -v rdma_server >/dev/null ||
 		{ echo "# SKIP rdma_server not installed"; return $KSFT_SKIP; }
 	interop_setup || return

@@ -192,6 +192,7 @@ timeout_test_peer_strays_for_unknown_ids=180
 # only the listeners' ids are left, no QP of ours.
 test_peer_duplicate_and_withdrawn_reqs() {
 	local qps ids dup0 i lcid p ends reps
+	cm_base
 	peer_setup || return 1
 	qps=$(rdma_res qp); ids=$(rcd_stat cm_ids_live)
 	dup0=$(cm_counter rxe0 cm_rx_duplicates req)
@@ -271,6 +272,7 @@ timeout_test_peer_duplicate_and_withdrawn_reqs=240
 test_peer_lying_cma_hdr() {
 	local ids rej0 p src=0a4d0002 dst=0a4d0001
 	local tcp=$(( (0x106 << 16) + 7474 )) udp=$(( (0x111 << 16) + 7475 ))
+	cm_base
 	peer_setup || return 1
 	ids=$(rcd_stat cm_ids_live); rej0=$(cm_tx rej)
 	local -a bad=(
@@ -335,6 +337,7 @@ peer_rep_out() {
 # REJ from rxe0), not rejected for a backlog those two still count.
 test_peer_dreq_before_rtu_frees_backlog() {
 	local i rej0 ends=
+	cm_base
 	peer_setup || return 1
 	PEER_LISTENER=5
 	ctl listen 5 rxe0 0x2000 backlog=2 || return 1
@@ -744,6 +747,7 @@ pace_beside() {
 
 test_peer_unanswered_reps_slow_no_other_peer() {
 	local alone hostile inflight bound
+	cm_base
 	peer_setup || return 1
 	# A first connection (the neighbour, the caches), not timed.
 	ctl connect 99 rxe1 10.77.0.2 10.77.0.1 tcp:7474 cma_port=4999 || return 1
@@ -838,6 +842,7 @@ held_setup() {
 test_peer_held_rep_goes_at_answer() {
 	local j k n held0 ans0 timed0 base=$((0xc3000000))
 	local -A lid
+	cm_base
 	held_setup 40 $((0x6000)) || return 1
 	ans0=$(rcd_stat reps_let_go_answered); timed0=$(rcd_stat reps_let_go_timed)
 	# In flight: 40 - k; answers down to 31.
@@ -967,6 +972,7 @@ flood_client() {
 
 test_flood_vs_rdma_cm() {
 	local mac m0 m1 m2 pid rep0 b_ms m_ms b_reps m_reps out=/tmp/flood tol t0=$SECONDS qps
+	cm_base
 	command -v cmtime >/dev/null ||
 		{ echo "# SKIP cmtime (rdmacm-utils) not installed"; return $KSFT_SKIP; }
 	rxe_add rxe0 v0 && rxe_add rxe1 v1 && veth_cross_routes && rcd_load || return 1
@@ -1056,6 +1062,7 @@ timeout_test_flood_vs_rdma_cm=1500
 # 30 s: the sweeper's wake-up is an event, not a poll).
 test_peer_handshake_bounded() {
 	local ids qps t0 rej0 ms p
+	cm_base
 	peer_setup || return 1
 	ctl listen 4 rxe0 0x2000 handshake_max=2000 auto_drep=- || return 1
 	ids=$(rcd_stat cm_ids_live) qps=$(rdma_res qp)

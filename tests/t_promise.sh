@@ -244,6 +244,7 @@ window_is() {
 # veth (rxe1's DREQ can be dropped alone), with 1 s tries, 16 of them.
 test_promise_crossing_answered_with_drep() {
 	local n=360 p=$((360 + PASSIVE_BASE)) id pid rc
+	cm_base
 	# The peer's DREQ is tried 16 times, 4 s apart (resp=20): it must
 	# outlast the consumer's load and the window's poll in a slowed guest
 	# (resp=18, 1 s apart, ran out there before the window opened).

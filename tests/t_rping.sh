@@ -255,6 +255,7 @@ pings_stopped() {
 # DISCONNECTED per side.
 test_rping_disconnect_mid_flight() {
 	local pid p rc
+	cm_base
 	rping_setup || return
 	ctl listen 1 rxe0 tcp:7182 cma=1 rping=1 || return 1
 	timeout 300 rping -c -a 10.77.0.1 -p 7182 -C 0 -S 1024 -V > /tmp/rping-c0.out 2>&1 & pid=$!
@@ -458,6 +459,7 @@ churn_loop() {
 # protocol error, is rping_disconnect_mid_flight's.)
 test_removal_bounded_under_churn() {
 	local del p0 p1 n0 r0 r1 d0 d1 rc uv t0 bad=0
+	cm_base
 	rping_setup || return
 	command -v cmtime >/dev/null || { echo "# SKIP cmtime not installed"; return $KSFT_SKIP; }
 	# rxe1 after rxe0 (rping_endless_on_rxe1): made again only if the kept

@@ -43,6 +43,7 @@ safety_kmalloc_bytes() {
 test_sidr_req_answered_no_id_left() {
 	local n=${RCD_SIDR_REQS:-200} before after rx0 tx0 rx tx res t0
 	local tol=$((100 * 1024)) bin=$RCD_TESTS/sidr_flood
+	cm_base
 	command -v udaddy >/dev/null ||
 		{ echo "# SKIP udaddy (rdmacm-utils) not installed"; return $KSFT_SKIP; }
 	# Built on the host with the module out of tree (scripts/prepare.sh), by
@@ -104,6 +105,7 @@ timeout_test_sidr_req_answered_no_id_left=300
 # for a guest two or three times slower.)
 test_timewait_exit_frees_its_own_id_only() {
 	local p=$((2 + PASSIVE_BASE)) pid rc
+	cm_base
 	CONNECT_OPTS="on_timewait=sleep:10000" cm_pair 2 auto_drep=- || return 1
 	log "the first 2 established"
 	ctl dreq 2 || return 1
@@ -290,6 +292,7 @@ qps_on() { rdma_res qp link "$1/1"; }
 ms_now() { local t=${EPOCHREALTIME/./}; echo $((t / 1000)); }
 test_req_to_rep_window() {
 	local bad=0 q0 q1 t0 dt p=$PASSIVE_BASE
+	cm_base
 	rxe_add rxe0 v0 && rxe_add rxe1 v1 && veth_cross_routes && rcd_load || return 1
 	q0=$(qps_on rxe0); q1=$(qps_on rxe1)
 	ctl listen 1 rxe1 0x1000 on_req=job_delay:3000 auto_drep=- || return 1
@@ -422,7 +425,7 @@ timeout_test_req_to_rep_window=180
 storm_sample() {
 	local d=/sys/class/infiniband/rxe0/ports/1 line="t=$((SECONDS - $1))" m g v k
 	# Since the test began (cm_counter's base, without its process).
-	cm_base_load
+	cm_base_load || return 1
 	for m in req rep rtu; do
 		line+=" $m"
 		for g in cm_tx_msgs cm_tx_retries cm_rx_msgs cm_rx_duplicates; do
@@ -485,11 +488,13 @@ storm_retries() {
 # ends to go.
 timeout_test_storm_cmtime_vs_rdma_cm=1500
 test_storm_cmtime_vs_rdma_cm() { storm_side_by_side "${RCD_STORM:-100}"; }
+	cm_base
 
 # The same with RCD_STORM_BIG connections (make stress: 2,000; skipped
 # unless set), the larger size the storm was measured at.
 timeout_test_storm_big_cmtime_vs_rdma_cm=1500
 test_storm_big_cmtime_vs_rdma_cm() {
+	cm_base
 	[ "${RCD_STORM_BIG:-0}" -gt 0 ] ||
 		{ echo "# SKIP RCD_STORM_BIG not set:" \
 			"a make stress test (make check leaves it out)"; return $KSFT_SKIP; }

@@ -76,6 +76,7 @@ timeout_test_churn_cycles=3600
 test_churn_cycles() {
 	local r rounds=$((CYCLES / ROUND)) first=10000 last est drep t0=$SECONDS mid=0
 	local end grown after
+	cm_base
 	last=$((first + ROUND - 1))
 	cm_pair 2 auto_drep=text:bye || return 1
 	ctl close 2 && ctl close $((2 + PASSIVE_BASE)) || return 1
@@ -192,6 +193,7 @@ many_wave() {
 timeout_test_many_at_once_both_sides=1500
 test_many_at_once_both_sides() {
 	local base after1 after2 level=slab_settled
+	cm_base
 	rxe_add rxe0 v0 && rcd_load || return 1
 	# Settling the slab level takes seconds (every cache shrunk, then
 	# sampled): only where it is checked.
