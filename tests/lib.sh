@@ -69,8 +69,7 @@ rcd_run() {
 		set -m
 		(
 			SECONDS=0
-			unset CM_BASE_LOADED
-			CM_BASE=()
+			cm_base_drop
 			set -o pipefail
 			"$_fn"
 		) </dev/null 2>&1 &
@@ -549,6 +548,7 @@ cleanup() {
 	cm_settle
 	echo "${RCD_QUIET% }" > /run/rcd-cm-quiet
 	: > /run/rcd-cm-base
+	cm_base_drop
 	read -r _ _ _ _ last < /proc/loadavg
 	echo "$last" > /run/rcd-pid-floor
 	dmesg_mark
@@ -594,8 +594,7 @@ rxe_none() {
 	# Their counters go with them: a test reads the new ones' from its
 	# cm_base after it made them.
 	: > /run/rcd-cm-base
-	unset CM_BASE_LOADED
-	CM_BASE=()
+	cm_base_drop
 }
 
 # cm_settle: waits (3 s at most) until no device sent or received a packet
@@ -662,9 +661,15 @@ cm_base_record() {
 declare -A CM_BASE
 cm_base() {
 	cm_base_record
+	cm_base_drop
+	cm_base_load
+}
+
+# cm_base_drop: this shell forgets the base it read (the next cm_counter
+# reads the file again).
+cm_base_drop() {
 	unset CM_BASE_LOADED
 	CM_BASE=()
-	cm_base_load
 }
 
 # cm_base_load: the base cm_base recorded (for this test since its
