@@ -31,7 +31,8 @@ mkdir -p "$here"
 tar -C "$src_top" -cf - --exclude=./.git --exclude='*.o' --exclude='*.ko' \
 	--exclude='*.mod' --exclude='*.mod.c' --exclude='.*.cmd' --exclude='.*.d' \
 	--exclude='*.rmeta' --exclude=modules.order --exclude=Module.symvers \
-	--exclude=.rcd-kdir --exclude=./tests/sidr_flood . | tar -C "$stage" -xf - &&
+	--exclude=.rcd-kdir --exclude=./tests/sidr_flood --exclude=./tests/rcd_mod . |
+	tar -C "$stage" -xf - &&
 	(cd "$stage" && find . -type f) | while read -r f; do
 		cmp -s "$stage/$f" "$here/$f" && continue
 		mkdir -p "$(dirname "$here/$f")" && cp --preserve=mode "$stage/$f" "$here/$f" || exit 1
@@ -45,11 +46,17 @@ done
 rm -rf "$stage"
 echo "$KDIR" > "$here/.rcd-kdir"
 bash "$here/scripts/build.sh" -s modules || { echo "module build failed" >&2; exit 1; }
-# The suite's one user-space helper, built here: gcc in the guest costs
+# The suite's user-space helpers, built here: gcc in the guest costs
 # about 25 s under TCG on the debug kernel (the guest runs the host's
 # binaries, so the host's gcc and librdmacm are the guest's too).
 f=$here/tests/sidr_flood
 if [ ! -x "$f" ] || [ "$f.c" -nt "$f" ]; then
 	gcc -O1 -Wall -o "$f" "$f.c" /usr/lib/x86_64-linux-gnu/librdmacm.so.1 ||
 		{ echo "tests/sidr_flood.c: build failed" >&2; exit 1; }
+fi
+# rcd_mod static: no dynamic loader to run at each of its starts.
+f=$here/tests/rcd_mod
+if [ ! -x "$f" ] || [ "$f.c" -nt "$f" ]; then
+	gcc -O2 -Wall -static -o "$f" "$f.c" ||
+		{ echo "tests/rcd_mod.c: build failed" >&2; exit 1; }
 fi

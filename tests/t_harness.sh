@@ -137,6 +137,36 @@ test_harness_cleanup_reports_failure() {
 	check "the module is gone" sh -c "! test -d /sys/module/rcd_harness"
 }
 
+# mod_insert and mod_remove, the suite's insmod and rmmod (lib.sh): the
+# static tool tests/rcd_mod.c was built (make check's prepare and the
+# selftests' make build it; without it they fall back to kmod's, whose
+# starts cost the debug guest twice as much), a module's parameters reach
+# it, and a second insert, the removal of a module in use and of one not
+# loaded fail, change nothing and say why.
+test_harness_mod_tool() {
+	local out v
+	check "rcd_mod was built ($RCD_TESTS/rcd_mod)" test -n "$RCD_MOD_TOOL" || return 1
+	rxe_add rxe0 v0 && rcd_load || return 1
+	out=$(mod_insert "$RCD_HARNESS_KO" 2>&1) && { fail "a second insert succeeded"; return 1; }
+	check "a second insert says why ($out)" eval '[[ $out == *"File exists" ]]' || return 1
+	out=$(mod_remove rust_cm_disconnect 2>&1) &&
+		{ fail "the product was removed under the harness"; return 1; }
+	log "the product's removal with the harness loaded: $out"
+	check "the product is still loaded" product_loaded || return 1
+	check "the harness is still loaded" rcd_loaded || return 1
+	mod_remove rcd_harness || { fail "mod_remove rcd_harness"; return 1; }
+	check "the harness is gone" eval '! rcd_loaded' || return 1
+	out=$(mod_remove rcd_harness 2>&1) && { fail "a second removal succeeded"; return 1; }
+	check "a second removal says why ($out)" \
+		eval '[[ $out == *"No such file or directory" ]]' || return 1
+	mod_insert "$RCD_MODS/rcd_cmhold.ko" hold_ms=1234 state_in=7 || return 1
+	read -r v < /sys/module/rcd_cmhold/parameters/hold_ms
+	read -r out < /sys/module/rcd_cmhold/parameters/state_in
+	mod_remove rcd_cmhold || { fail "mod_remove rcd_cmhold"; return 1; }
+	check "both parameters reached the module (hold_ms=$v state_in=$out)" \
+		test "$v $out" = "1234 7"
+}
+
 # A test's log checks see its own log only (dmesg_has, since the marker the
 # clean guest leaves): a line of an earlier test, here one this test
 # writes before a marker of its own, no longer satisfies them, where the
