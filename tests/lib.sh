@@ -96,8 +96,24 @@ rcd_run() {
 		fi
 		[ ! -e "$_late" ] || rm -f "$_late"
 		exit "$_rc"
-	} | sed -u -e "w $_out" -e 's/^\([^#]\)/# \1/; s/^$/#/'
+	} | rcd_stream "$_out"
 	return "${PIPESTATUS[0]}"
+}
+
+# rcd_stream OUT: each line of stdin as it comes, to OUT as it is and to
+# stdout as a comment: "# " before a line that is not one, "#" for an
+# empty one. A read loop, not sed: the test's few lines cost it less than
+# a process start (about 0.17 s of the debug guest's vCPU under TCG).
+rcd_stream() {
+	local l
+	while IFS= read -r l || [ -n "$l" ]; do
+		printf '%s\n' "$l" >&3
+		case $l in
+		'#'*) printf '%s\n' "$l" ;;
+		'') echo '#' ;;
+		*) printf '# %s\n' "$l" ;;
+		esac
+	done 3> "$1"
 }
 
 # rcd_result NAME RC: the line tests/run.sh reads for test NAME, which

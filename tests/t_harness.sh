@@ -94,6 +94,7 @@ _rcd_fails_3() { echo "quick"; return 3; }
 # (Its output elsewhere, as a loop logging to a file has: one on the test's
 # pipe kept rcd_run waiting for it, and so passed the check below late.)
 _rcd_leaves_helper() { sleep 300 > /dev/null 2>&1 & echo $! > /run/rcd-helper.pid; }
+_rcd_prints() { echo "# a comment"; echo "-n plain"; echo; printf 'no newline'; }
 test_harness_timeout_kills_test() {
 	local rc t0=$SECONDS out=/run/rcd-timeout-test.out pid
 	rcd_run _rcd_hangs 2 "$out" > /dev/null; rc=$?
@@ -113,7 +114,13 @@ test_harness_timeout_kills_test() {
 	rcd_run _rcd_leaves_helper 10 "$out" > /dev/null; rc=$?
 	check "the test with a helper passed (got $rc)" test $rc = 0 || return 1
 	read -r pid < /run/rcd-helper.pid
-	check "its helper ($pid) ended with it" wait_for 10 procs_gone "$pid"
+	check "its helper ($pid) ended with it" wait_for 10 procs_gone "$pid" || return 1
+	# The lines as they were to OUT, as comments to stdout (rcd_stream).
+	rcd_run _rcd_prints 10 "$out" > /run/rcd-stream.out || return 1
+	check "the test's lines kept as they were" \
+		test "$(cat "$out")" = "$(printf '# a comment\n-n plain\n\nno newline')" || return 1
+	check "and streamed as comments" test "$(cat /run/rcd-stream.out)" = \
+		"$(printf '# a comment\n# -n plain\n#\n# no newline')"
 }
 
 # cleanup reports what it could not undo: here a module held by an open
