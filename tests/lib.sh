@@ -353,6 +353,15 @@ mod_remove() {
 	if [ -n "$RCD_MOD_TOOL" ]; then "$RCD_MOD_TOOL" remove "$1"; else rmmod "$1"; fi
 }
 
+# mod_remove_why NAME: mod_remove, its error's first line into REPLY (no
+# command substitution: the clean-up runs it for every test).
+mod_remove_why() {
+	REPLY=
+	mod_remove "$1" 2> /run/rcd-rmmod.err && return 0
+	read -r REPLY < /run/rcd-rmmod.err
+	return 1
+}
+
 # product_load: the product alone (kept if already loaded).
 product_load() {
 	# Built in on the test kernel (no process needed: they have no
@@ -493,14 +502,14 @@ rxe_del() { rdma link del "$1" 2>/dev/null; }
 # fails there if it cannot be; its load and unload are tests of their own
 # (t_devices.sh, t_capi.sh).
 cleanup() {
-	local d p c m out bad= pids=
+	local d p c m bad= pids=
 	cm_trace_off
 	for m in rcd_consumer rcd_peer rcd_fuzzpeer rust_rdma_cm; do
 		[ -d /sys/module/$m ] || continue
-		out=$(mod_remove $m 2>&1) || bad+="; rmmod $m: $out"
+		mod_remove_why $m || bad+="; rmmod $m: $REPLY"
 	done
 	if rcd_loaded; then
-		out=$(mod_remove rcd_harness 2>&1) || bad+="; rmmod rcd_harness: $out"
+		mod_remove_why rcd_harness || bad+="; rmmod rcd_harness: $REPLY"
 	fi
 	if product_loaded && [ "${RCD_KEEP_PRODUCT:-0}" = 1 ]; then
 		# (A harness that did not unload holds it: said above.)
@@ -510,7 +519,7 @@ cleanup() {
 				bad+="; rust_cm_disconnect held (refcnt $c) without its consumers"
 		fi
 	elif product_loaded; then
-		out=$(mod_remove rust_cm_disconnect 2>&1) || bad+="; rmmod rust_cm_disconnect: $out"
+		mod_remove_why rust_cm_disconnect || bad+="; rmmod rust_cm_disconnect: $REPLY"
 	fi
 	# A user-space peer a failed or timed-out test left (timeout kills the
 	# test's shell, not what it started in the background): it would hold

@@ -41,7 +41,15 @@ fuzzpeer_stat() {
 	done < $FUZZPEER_DBG/stats
 }
 
-fuzzpeer_running() { [ "$(fuzzpeer_stat running)" = 1 ]; }
+# fuzzpeer_running: the peer runs (polled: no command substitution, which
+# is a process).
+fuzzpeer_running() {
+	local k v
+	while read -r k v; do
+		[ "$k" != running ] || { [ "$v" = 1 ]; return; }
+	done < $FUZZPEER_DBG/stats
+	return 1
+}
 
 fuzzpeer_stopped() { ! fuzzpeer_running; }
 
@@ -124,13 +132,15 @@ declare -A FP_BASE
 fuzzpeer_base() {
 	local m
 	for m in $FUZZPEER_KINDS; do
-		FP_BASE[$1/$m]=$(cm_counter rxe0 "$1" $m)
+		cm_counter_v rxe0 "$1" $m || return 1
+		FP_BASE[$1/$m]=$REPLY
 	done
 }
 fuzzpeer_counts() {
 	local m out=
 	for m in $FUZZPEER_KINDS; do
-		out+=" $m=$(( $(cm_counter rxe0 "$1" $m) - ${FP_BASE[$1/$m]} ))"
+		cm_counter_v rxe0 "$1" $m || return 1
+		out+=" $m=$((REPLY - ${FP_BASE[$1/$m]}))"
 	done
 	echo "${out# }"
 }

@@ -695,13 +695,14 @@ pace_connect_all() { # FIRST_NUM: PACE_N connections, one after the other; sets 
 	t0=${EPOCHREALTIME/./}
 	for ((i = 0; i < PACE_N; i++)); do
 		num=$(($1 + i))
-		est=$(rcd_stat established)
+		rcd_stat_v established; est=$REPLY
 		ctl connect $num rxe1 10.77.0.2 10.77.0.1 tcp:7474 cma_port=$((5000 + num)) ||
 			return 1
 		# Both ends ESTABLISHED (the RTU reached the passive end):
-		# builtins only, polled every 10 ms.
+		# builtins only (no command substitution: a process), polled
+		# every 10 ms.
 		end=$((SECONDS + 30))
-		until [ "$(rcd_stat established)" -ge $((est + 2)) ]; do
+		until stat_ge established $((est + 2)); do
 			[ $SECONDS -lt $end ] ||
 				{ fail "connection $num: not ESTABLISHED in 30 s"; return 1; }
 			nap 0.01
