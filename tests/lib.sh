@@ -343,7 +343,7 @@ rcd_builtin() {
 # tests/rcd_mod.c where it was built (make check's prepare, the selftests'
 # make), kmod's otherwise. The harness goes in and out around every test,
 # and under TCG on the debug kernel kmod's tools cost about 0.3 s of the
-# guest's vCPU a start, rcd_mod about a third of that.
+# guest's vCPU a start, rcd_mod about half of that.
 RCD_MOD_TOOL=$RCD_TESTS/rcd_mod
 [ -x "$RCD_MOD_TOOL" ] || RCD_MOD_TOOL=
 mod_insert() {

@@ -4,7 +4,7 @@
  * mod_insert, mod_remove): the harness is loaded and unloaded around every
  * test. kmod's insmod and rmmod link libcrypto, libzstd and liblzma, and
  * under TCG on the debug kernel each start cost about 0.3 s of the guest's
- * vCPU; this one, linked statically, about a third of that.
+ * vCPU; this one, linked statically, about half of that.
  *
  *   rcd_mod insert FILE [PARAM...]   finit_module(2) of FILE
  *   rcd_mod remove NAME              delete_module(2), O_NONBLOCK (as
