@@ -148,7 +148,7 @@ test_qp_attr_outlives_id() {
 	ctl listen 1 rxe1 0x1000 on_req=job_sleep:16000 auto_drep=- || bad=1
 	ctl connect 10 rxe0 10.77.0.1 10.77.0.3 0x1000 || bad=1
 	[ $bad = 0 ] || { cmid_undo_addr; return 1; }
-	wait_for 10 grep -q "^$p " $RCD_DBG/conns ||
+	wait_for 10 text_in $RCD_DBG/conns $'\n'"$p " ||
 		{ fail "no passive end"; cmid_undo_addr; return 1; }
 	t0=$SECONDS
 	ip addr del 10.77.0.3/24 dev v1 || bad=1
