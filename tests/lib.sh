@@ -1256,14 +1256,20 @@ slab_kb() { awk '$1 == "Slab:" { print $2 }' /proc/meminfo; }
 # every device (or on that link): rdma's lines, counted without a grep (a
 # process less; tests poll this). rdma_res_cmp OP N KIND...: for wait_for,
 # the count compared (OP: -eq, -le, ...) with N.
-rdma_res() {
+rdma_res() { rdma_res_match '?*' "$@" && echo "$REPLY"; }
+
+# rdma_res_match GLOB KIND [link DEV/PORT]: how many of those lines match
+# GLOB, into REPLY (builtins but for rdma itself).
+rdma_res_match() {
 	local -a l
-	local x n=0
+	local x n=0 g=$1
+	shift
 	mapfile -t l < <(rdma resource show "$@" 2>/dev/null)
 	for x in "${l[@]}"; do
-		[ -z "$x" ] || n=$((n + 1))
+		# shellcheck disable=SC2053
+		[[ $x != $g ]] || n=$((n + 1))
 	done
-	echo $n
+	REPLY=$n
 }
 rdma_res_cmp() { [ "$(rdma_res "${@:3}")" "$1" "$2" ]; }
 

@@ -33,23 +33,19 @@ FUZZPEER_KINDS="req mra rej rep rtu dreq drep sidr_req sidr_rep lap apr"
 # flog MSG: log with the seconds since the test began.
 flog() { log "[$((SECONDS - FP_T0)) s] $*"; }
 
-# fuzzpeer_stat NAME: a line of the peer's stats.
-fuzzpeer_stat() {
+# fuzzpeer_stat NAME: a line of the peer's stats; fuzzpeer_stat_v: into
+# REPLY (no command substitution, which is a process: polls use it).
+fuzzpeer_stat() { fuzzpeer_stat_v "$1" && echo "$REPLY"; }
+fuzzpeer_stat_v() {
 	local k v
+	REPLY=
 	while read -r k v; do
-		[ "$k" != "$1" ] || { echo "$v"; return 0; }
-	done < $FUZZPEER_DBG/stats
-}
-
-# fuzzpeer_running: the peer runs (polled: no command substitution, which
-# is a process).
-fuzzpeer_running() {
-	local k v
-	while read -r k v; do
-		[ "$k" != running ] || { [ "$v" = 1 ]; return; }
+		[ "$k" != "$1" ] || { REPLY=$v; return 0; }
 	done < $FUZZPEER_DBG/stats
 	return 1
 }
+
+fuzzpeer_running() { fuzzpeer_stat_v running && [ "$REPLY" = 1 ]; }
 
 fuzzpeer_stopped() { ! fuzzpeer_running; }
 

@@ -28,33 +28,19 @@ dmesg_count_ge() {
 		seen && $0 ~ ENVIRON["RCD_ERE"] { n++ } END { print n + 0 }')" -ge "$2" ]
 }
 
-# sample_count KIND GLOB: how many lines of `rdma resource show KIND` match
-# GLOB, into REPLY (no grep: these are polled, and a process start costs
-# the debug guest about 0.17 s under TCG).
-sample_count() {
-	local -a l
-	local x n=0
-	mapfile -t l < <(rdma resource show "$1" 2>/dev/null)
-	for x in "${l[@]}"; do
-		# shellcheck disable=SC2053
-		[[ $x != $2 ]] || n=$((n + 1))
-	done
-	REPLY=$n
-}
-
 # sample_qps_are N: the sample's QPs (restrack names them after it).
-sample_qps_are() { sample_count qp '*comm \[rust_rdma_cm\]*' && [ "$REPLY" = "$1" ]; }
+sample_qps_are() { rdma_res_match '*comm \[rust_rdma_cm\]*' qp && [ "$REPLY" = "$1" ]; }
 
 # sample_res_are KIND N [DEV]: the sample's PDs or CQs (one of each per
 # device it listens on), on DEV if given.
 sample_res_are() {
-	sample_count "$1" "dev ${3:-*} *comm \[rust_rdma_cm\]*" && [ "$REPLY" = "$2" ]
+	rdma_res_match "dev ${3:-*} *comm \[rust_rdma_cm\]*" "$1" && [ "$REPLY" = "$2" ]
 }
 
 # sample_users_are KIND N: the users of the sample's PD or CQ on rxe0 (a
 # PD's: its QPs; a CQ's: two per QP, its send and receive queues).
 sample_users_are() {
-	sample_count "$1" "dev rxe0 * users $2 *comm \[rust_rdma_cm\]*" && [ "$REPLY" -gt 0 ]
+	rdma_res_match "dev rxe0 * users $2 *comm \[rust_rdma_cm\]*" "$1" && [ "$REPLY" -gt 0 ]
 }
 
 # sample_shares N: rxe0's one PD and one CQ of the sample, with N QPs on
