@@ -38,7 +38,7 @@
 #                              its selftests in it, set
 #                              CONFIG_RUST_CM_DISCONNECT=m and build, then the
 #                              selftests (the C test modules, sidr_flood,
-#                              rcd_mod);
+#                              rcd_mod, rcd_kmsg);
 #                              prints the tree last. The test tree itself is
 #                              never changed.
 # `make check-intree` runs the test suite from that tree's selftests
@@ -115,7 +115,7 @@ place_tests() {
 	local t=$1
 	rm -rf "${t:?}/$sel"
 	mkdir -p "$t/$sel/modules/harness/conn"
-	cp "$here"/tests/{Makefile,config,settings,rust_cm_disconnect.sh,ksft.sh,lib.sh,fuzz.py,imports.py,freeze_thread.py,sidr_flood.c,rcd_mod.c} \
+	cp "$here"/tests/{Makefile,config,settings,rust_cm_disconnect.sh,ksft.sh,lib.sh,fuzz.py,imports.py,freeze_thread.py,sidr_flood.c,rcd_mod.c,rcd_kmsg.c} \
 		"$here"/tests/t_*.sh "$t/$sel/"
 	# The sources only: an out-of-tree build leaves *.mod.c beside them.
 	cp "$here"/tests/modules/{Kbuild,Makefile,*.h} "$t/$sel/modules/"
@@ -249,10 +249,11 @@ One program, rust_cm_disconnect.sh, runs every test and reports KTAP
 through kselftest/ktap_helpers.sh; rust_cm_disconnect.sh NAME... runs
 those. The harness and the C test modules are TEST_GEN_MODS_DIR (the
 harness first, against the product this tree built), sidr_flood (a
-librdmacm SIDR flood) and rcd_mod (insmod and rmmod without kmod's
-libraries, for the harness's load and unload around each test)
-TEST_GEN_PROGS_EXTENDED. They need root, the module (config) and
-rdma-core's tools, so they are not in the default TARGETS:
+librdmacm SIDR flood), rcd_mod (insmod and rmmod without kmod's
+libraries, for the harness's load and unload around each test) and
+rcd_kmsg (a test's kernel log, read once) TEST_GEN_PROGS_EXTENDED.
+They need root, the module (config) and rdma-core's tools, so they are
+not in the default TARGETS:
 
   make -C tools/testing/selftests TARGETS=rdma/rust_cm_disconnect run_tests
 
@@ -531,8 +532,8 @@ series_build() {
 		env -u MAKELEVEL make -C "$t/$sel" -s "${KMAKE_VARS[@]}" > "$log" 2>&1 ||
 			{ tail -n 30 "$log" >&2; echo "intree: series-build: the selftests' make fails" >&2; exit 1; }
 		ls "$t/$sel"/modules/*.ko "$t/$sel/modules/harness/rcd_harness.ko" \
-			"$t/$sel/sidr_flood" "$t/$sel/rcd_mod" >/dev/null
-		echo "intree: series-build: the selftests' make builds the harness, the test modules, sidr_flood and rcd_mod ($((SECONDS - t0)) s)"
+			"$t/$sel/sidr_flood" "$t/$sel/rcd_mod" "$t/$sel/rcd_kmsg" >/dev/null
+		echo "intree: series-build: the selftests' make builds the harness, the test modules, sidr_flood, rcd_mod and rcd_kmsg ($((SECONDS - t0)) s)"
 	fi
 	# The whole series once more with clippy (CLIPPY=1, as the kernel runs
 	# it), then the kernel crate's rustdoc: a warning about a Rust file the
@@ -598,7 +599,7 @@ build)
 	# A config change rebuilds the Rust crates of vmlinux too: build both.
 	make -C "$KDIR" -s "${KMAKE_VARS[@]}" -j"$(nproc)" bzImage modules >&2
 	# The selftests' own make: the C test modules against this tree,
-	# sidr_flood, rcd_mod.
+	# sidr_flood, rcd_mod, rcd_kmsg.
 	env -u MAKELEVEL make -C "$KDIR/$sel" -s "${KMAKE_VARS[@]}" >&2
 	echo "$KDIR $KDIR/$rel/rust_cm_disconnect.ko $KDIR/$sel"
 	;;

@@ -31,7 +31,8 @@ mkdir -p "$here"
 tar -C "$src_top" -cf - --exclude=./.git --exclude='*.o' --exclude='*.ko' \
 	--exclude='*.mod' --exclude='*.mod.c' --exclude='.*.cmd' --exclude='.*.d' \
 	--exclude='*.rmeta' --exclude=modules.order --exclude=Module.symvers \
-	--exclude=.rcd-kdir --exclude=./tests/sidr_flood --exclude=./tests/rcd_mod . |
+	--exclude=.rcd-kdir --exclude=./tests/sidr_flood --exclude=./tests/rcd_mod \
+	--exclude=./tests/rcd_kmsg . |
 	tar -C "$stage" -xf - &&
 	(cd "$stage" && find . -type f) | while read -r f; do
 		cmp -s "$stage/$f" "$here/$f" && continue
@@ -54,9 +55,10 @@ if [ ! -x "$f" ] || [ "$f.c" -nt "$f" ]; then
 	gcc -O1 -Wall -o "$f" "$f.c" /usr/lib/x86_64-linux-gnu/librdmacm.so.1 ||
 		{ echo "tests/sidr_flood.c: build failed" >&2; exit 1; }
 fi
-# rcd_mod static: no dynamic loader to run at each of its starts.
-f=$here/tests/rcd_mod
-if [ ! -x "$f" ] || [ "$f.c" -nt "$f" ]; then
-	gcc -O2 -Wall -static -o "$f" "$f.c" ||
-		{ echo "tests/rcd_mod.c: build failed" >&2; exit 1; }
-fi
+# rcd_mod and rcd_kmsg static: no dynamic loader to run at each start.
+for f in "$here"/tests/rcd_mod "$here"/tests/rcd_kmsg; do
+	if [ ! -x "$f" ] || [ "$f.c" -nt "$f" ]; then
+		gcc -O2 -Wall -static -o "$f" "$f.c" ||
+			{ echo "tests/${f##*/}.c: build failed" >&2; exit 1; }
+	fi
+done

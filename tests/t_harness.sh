@@ -198,7 +198,29 @@ test_harness_log_checks_are_the_tests() {
 	echo "rcd_harness: device rxe9 added (1 IB CM port(s))" > /dev/kmsg
 	check "dmesg_has finds the test's own line" dmesg_has 'device rxe9 added ' || return 1
 	check "dmesg_test has no line from before the marker" \
-		test "$(dmesg_test | grep -c 'device rxe9 added (1')" = 1
+		test "$(dmesg_test | grep -c 'device rxe9 added (1')" = 1 || return 1
+	kmsg_tool_checks
+}
+
+# Where tests/rcd_kmsg.c was built (make check's prepare and the selftests'
+# make build it), the looks go through it, and give dmesg's lines: a
+# kernel's escape undone (a tab), a line counted once however often it was
+# looked at, nothing before the marker.
+kmsg_tool_checks() {
+	local -a KMSG
+	local t=$'rcd-kmsg: a\ttab' old new
+	check "rcd_kmsg was built ($RCD_TESTS/rcd_kmsg)" test -n "$RCD_KMSG_TOOL" || return 1
+	check "the marker opened /dev/kmsg for it" test -n "${RCD_KMSG_FD:-}" || return 1
+	printf '%s\n' "$t" > /dev/kmsg
+	dmesg_count 'rcd-kmsg: ' && dmesg_count 'rcd-kmsg: '
+	check "a line looked at twice counts once ($REPLY)" test "$REPLY" = 1 || return 1
+	check "the looks went through rcd_kmsg" kmsg_lines || return 1
+	new=$(dmesg_test)
+	old=$(dmesg | awk -v m="$RCD_DMESG_MARK" 'index($0, m) { buf = ""; seen = 1; next }
+		seen { buf = buf $0 "\n" } END { printf "%s", buf }')
+	log "rcd_kmsg: ${#KMSG[@]} lines, the last: ${KMSG[-1]}"
+	check "dmesg_test's lines are dmesg's" test "$new" = "${old:0:${#new}}" || return 1
+	check "the escape undone" dmesg_has $'a\ttab$'
 }
 
 # The harness's files import each other one way only: no file imports one

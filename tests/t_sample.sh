@@ -22,11 +22,7 @@ text_hex_padded() {
 }
 
 # dmesg_count_ge ERE N: at least N lines since the test began match ERE.
-dmesg_count_ge() {
-	[ "$(dmesg | RCD_ERE=$1 awk -v m="$RCD_DMESG_MARK" '
-		index($0, m) { seen = 1; n = 0; next }
-		seen && $0 ~ ENVIRON["RCD_ERE"] { n++ } END { print n + 0 }')" -ge "$2" ]
-}
+dmesg_count_ge() { local REPLY; dmesg_count "$1" && [ "$REPLY" -ge "$2" ]; }
 
 # sample_qps_are N: the sample's QPs (restrack names them after it).
 sample_qps_are() { rdma_res_match '*comm \[rust_rdma_cm\]*' qp && [ "$REPLY" = "$1" ]; }
