@@ -890,26 +890,28 @@ expect_errnos() {
 }
 
 # conn_field NUM FIELD: a field of NUM's line in conns (state, role, ...).
-# Builtins only (polls: conn_state_is, pings_at_least; an awk was a
-# process each time).
-conn_field() {
+# conn_field_v: into REPLY (empty if absent), for polls (conn_state_is,
+# pings_at_least): builtins only, no subshell either.
+conn_field_v() {
 	local -a l f
 	local x kv
+	REPLY=
 	mapfile -t l 2>/dev/null < "$RCD_DBG/conns"
 	for x in "${l[@]}"; do
 		[[ $x == "$1 "* ]] || continue
 		read -r -a f <<< "${x#* }"
 		for kv in "${f[@]}"; do
-			[[ $kv != "$2="* ]] || { kv=${kv#*=}; echo "${kv%%=*}"; }
+			[[ $kv != "$2="* ]] || { kv=${kv#*=}; REPLY=${kv%%=*}; }
 		done
 	done
 }
+conn_field() { local REPLY; conn_field_v "$1" "$2"; [ -z "$REPLY" ] || echo "$REPLY"; }
 
 conn_state() { conn_field "$1" state; }
 
 # completed_is NUM COUNT: NUM's CQ, polled, has given COUNT successful
 # completions (for wait_for).
-completed_is() { ctl poll "$1" && [ "$(conn_field "$1" completed)" = "$2" ]; }
+completed_is() { ctl poll "$1" && conn_field_v "$1" completed && [ "$REPLY" = "$2" ]; }
 
 # text_in FILE TEXT: a line of FILE (conns, events, stats) contains TEXT;
 # "$'\n'2 " is a line that begins with "2 ". text_count FILE TEXT: how many
@@ -1019,16 +1021,17 @@ counter_is() { cm_counter_v "$1" "$2" "$3" && [ "$REPLY" = "$4" ]; }
 
 # sent DEV MSG: messages sent, retransmissions not counted (cm.c adds
 # 1 + retries to cm_tx_msgs when a send completes).
-sent() {
+sent() { local REPLY; sent_v "$1" "$2" && echo "$REPLY"; }
+sent_v() {
 	local t
 	cm_counter_v "$1" cm_tx_msgs "$2" || return 1
 	t=$REPLY
 	cm_counter_v "$1" cm_tx_retries "$2" || return 1
-	echo $((t - REPLY))
+	REPLY=$((t - REPLY))
 }
 
 # sent_is DEV MSG VALUE: for wait_for.
-sent_is() { [ "$(sent "$1" "$2")" = "$3" ]; }
+sent_is() { sent_v "$1" "$2" && [ "$REPLY" = "$3" ]; }
 
 # drep_sent_once TX DUP: rxe0 sent one DREP since TX, and at most one more
 # for each duplicate DREQ it received since DUP (its CM's counts).
@@ -1285,7 +1288,13 @@ connect_range() {
 # is bound to TCP port PORT. Peers' tools start in seconds or in tens of
 # seconds on a busy one-vCPU guest: wait for this, never for a fixed time.
 cma_listening() {
-	rdma resource show cm_id 2>/dev/null | grep -q "state LISTEN .*src-addr [0-9.]*:$1 "
+	local -a l
+	local x re="state LISTEN .*src-addr [0-9.]*:$1 "
+	mapfile -t l < <(rdma resource show cm_id 2>/dev/null)
+	for x in "${l[@]}"; do
+		[[ ! $x =~ $re ]] || return 0
+	done
+	return 1
 }
 
 # slab_kb: the kernel's slab memory (Slab in /proc/meminfo), in kB.

@@ -19,7 +19,7 @@ kasan_clean() {
 	[ -z "$r" ] || fail "$1: $r"
 }
 
-cmid_state_is() { [ "$(conn_state "$1")" = "$2" ]; }
+cmid_state_is() { conn_field_v "$1" state && [ "$REPLY" = "$2" ]; }
 
 # The CM frees an id with kfree_rcu, which 6.12 batches for up to 5 s
 # (KFREE_DRAIN_JIFFIES) before the grace period: a handler must sleep

@@ -8,7 +8,7 @@
 # mapped (stats: wr_bufs_mapped) and nothing leaks (kmemleak_clean).
 
 # polled_is NUM FIELD VALUE: after a poll of NUM's CQ, its FIELD is VALUE.
-polled_is() { ctl poll "$1" && [ "$(conn_field "$1" "$2")" = "$3" ]; }
+polled_is() { ctl poll "$1" && conn_field_v "$1" "$2" && [ "$REPLY" = "$3" ]; }
 
 # text_hex TEXT: TEXT's bytes in hex.
 text_hex() { printf '%s' "$1" | od -An -tx1 | tr -d ' \n'; }

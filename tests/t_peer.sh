@@ -208,7 +208,7 @@ test_peer_duplicate_and_withdrawn_reqs() {
 		test "$(grep -c ' listener=1 ' $RCD_DBG/conns)" = 1 || return 1
 	p=$(awk '/ listener=1 / { print $1 }' $RCD_DBG/conns)
 	check "its REP timed out and it was freed" \
-		wait_for 20 sh -c "grep -q '^$p .*state=FREED' $RCD_DBG/conns" || return 1
+		wait_for 20 state_is "$p" FREED || return 1
 	log "dup REQ: passive end $p:" \
 		"$(grep "^$p " $RCD_DBG/events | awk '{ print $2, $3 }' | tr '\n' ' ');" \
 		"MRAs sent $(cm_tx mra)"
@@ -244,7 +244,7 @@ test_peer_duplicate_and_withdrawn_reqs() {
 	check "REJ after RTU: $p established" wait_for 20 has_event "$p" ESTABLISHED || return 1
 	peer rej lcid=$lcid rcid=$lid msg=2 || return 1
 	check "REJ after RTU: $p got the REJ and was freed" \
-		wait_for 20 sh -c "grep -q '^$p .*state=FREED' $RCD_DBG/conns" || return 1
+		wait_for 20 state_is "$p" FREED || return 1
 	log "REJ after RTU: passive end $p:" \
 		"$(grep "^$p " $RCD_DBG/events | awk '{ print $2, $3 }' | tr '\n' ' ')"
 	ends=$(grep -c ' listener=1 ' $RCD_DBG/conns)
@@ -300,10 +300,10 @@ test_peer_lying_cma_hdr() {
 	# The truth, from port 0: taken.
 	peer req lcid=0xc1000000 qpn=0x3100 sid=$tcp pd=$(cma_hex 0000 $src $dst) || return 1
 	check "a valid cma_hdr from port 0 is taken" \
-		wait_for 10 sh -c "grep -q ' listener=2 ' $RCD_DBG/conns" || return 1
+		wait_for 10 text_in "$RCD_DBG/conns" ' listener=2 ' || return 1
 	p=$(awk '/ listener=2 / { print $1 }' $RCD_DBG/conns)
 	check "and freed when its REP times out" \
-		wait_for 20 sh -c "grep -q '^$p .*state=FREED' $RCD_DBG/conns" || return 1
+		wait_for 20 state_is "$p" FREED || return 1
 	log "REJs sent: $(( $(cm_tx rej) - rej0 )) for $i lies; passive end $p:" \
 		"$(grep "^$p " $RCD_DBG/events | awk '{ print $2, $3 }' | tr '\n' ' ')"
 	check "only the listeners' ids left" wait_for 20 stat_is cm_ids_live "$ids" || return 1
@@ -566,7 +566,7 @@ test_sweeper_wakes_for_each_deadline() {
 timeout_test_sweeper_wakes_for_each_deadline=240
 
 # state_is NUM STATE: for wait_for.
-state_is() { [ "$(conn_state "$1")" = "$2" ]; }
+state_is() { conn_field_v "$1" state && [ "$REPLY" = "$2" ]; }
 
 # A passive end is freed free_after after its disconnect began, whatever
 # timewait its peer asked for. Connection 4's REQ asks for a packet life
@@ -1126,19 +1126,31 @@ REMOVAL_BOUND_S=${RCD_REMOVAL_BOUND_S:-120}
 REMOVAL_PER_END_MS=${RCD_REMOVAL_PER_END_MS:-200}
 
 # pingers_stat N WHAT: of listener N's ends, how many have pinged (WHAT
-# "up") or their pings in all ("pings").
-pingers_stat() {
-	awk -v l=" listener=$1 " -v w="$2" 'index($0, l) {
-		for (i = 2; i <= NF; i++) if ($i ~ /^rping=/) {
-			split(substr($i, 7), a, ":"); s += a[2]; if (a[2] > 0) n++ } }
-		END { print (w == "up") ? n + 0 : s + 0 }' "$RCD_DBG/conns"
+# "up") or their pings in all ("pings"); pingers_stat_v: into REPLY, with
+# builtins (polled while the guest is busy pinging).
+pingers_stat() { local REPLY; pingers_stat_v "$@"; echo "$REPLY"; }
+pingers_stat_v() {
+	local -a l f
+	local x kv v n=0 s=0
+	mapfile -t l 2>/dev/null < "$RCD_DBG/conns"
+	for x in "${l[@]}"; do
+		[[ $x == *" listener=$1 "* ]] || continue
+		read -r -a f <<< "$x"
+		for kv in "${f[@]:1}"; do
+			[[ $kv == rping=* ]] || continue
+			IFS=: read -r _ v _ <<< "${kv#rping=}"
+			s=$((s + ${v:-0}))
+			[ "${v:-0}" -le 0 ] || n=$((n + 1))
+		done
+	done
+	if [ "$2" = up ]; then REPLY=$n; else REPLY=$s; fi
 }
 
 # pingers_up L N: at least N of listener L's ends have pinged (wait_for).
-pingers_up() { [ "$(pingers_stat "$1" up)" -ge "$2" ]; }
+pingers_up() { pingers_stat_v "$1" up; [ "$REPLY" -ge "$2" ]; }
 
 # pings_beyond L N: listener L's ends have pinged more than N times in all.
-pings_beyond() { [ "$(pingers_stat "$1" pings)" -gt "$2" ]; }
+pings_beyond() { pingers_stat_v "$1" pings; [ "$REPLY" -gt "$2" ]; }
 
 # long_pairs N LCID QPN SID LISTENER [dreq]: N REQs asking for the longest
 # timers (the first with local id LCID and QPN, then counting up), to

@@ -8,20 +8,22 @@
 # is deregistered, every buffer unmapped and freed.
 
 # mr_field NUM IDX PART: state, addr, rkey or len of NUM's MR IDX (conns:
-# mrIDX=state:addr:rkey:len).
-mr_field() {
-	local v
-	v=$(conn_field "$1" "mr$2")
+# mrIDX=state:addr:rkey:len); mr_field_v: into REPLY (polls).
+mr_field() { local REPLY; mr_field_v "$@"; echo "$REPLY"; }
+mr_field_v() {
+	local -a p
+	conn_field_v "$1" "mr$2"
+	IFS=: read -r -a p <<< "$REPLY"
 	case $3 in
-	state) echo "${v%%:*}" ;;
-	addr) echo "$v" | cut -d: -f2 ;;
-	rkey) echo "$v" | cut -d: -f3 ;;
-	len) echo "$v" | cut -d: -f4 ;;
+	state) REPLY=${p[0]} ;;
+	addr) REPLY=${p[1]} ;;
+	rkey) REPLY=${p[2]} ;;
+	len) REPLY=${p[3]} ;;
 	esac
 }
 
 # mr_valid NUM IDX: after a poll, NUM's MR IDX is registered (for wait_for).
-mr_valid() { ctl poll "$1" && [ "$(mr_field "$1" "$2" state)" = valid ]; }
+mr_valid() { ctl poll "$1" && mr_field_v "$1" "$2" state && [ "$REPLY" = valid ]; }
 
 # The passive end reads the active end's MR (1024 pattern bytes) and writes
 # text into it; the active end invalidates the MR and gets its buffer back

@@ -12,21 +12,21 @@ rping_setup() {
 }
 
 # rping_field NUM PART: role, pings, validated, state or error of NUM's
-# rping=role:pings:validated:state:error.
-rping_field() {
-	local v
-	v=$(conn_field "$1" rping)
+# rping=role:pings:validated:state:error; rping_field_v: into REPLY (polls).
+rping_field() { local REPLY; rping_field_v "$@"; echo "$REPLY"; }
+rping_field_v() {
+	local -a p
+	local i
+	conn_field_v "$1" rping
+	IFS=: read -r -a p <<< "$REPLY"
 	case $2 in
-	role) echo "$v" | cut -d: -f1 ;;
-	pings) echo "$v" | cut -d: -f2 ;;
-	validated) echo "$v" | cut -d: -f3 ;;
-	state) echo "$v" | cut -d: -f4 ;;
-	error) echo "$v" | cut -d: -f5 ;;
+	role) i=0 ;; pings) i=1 ;; validated) i=2 ;; state) i=3 ;; error) i=4 ;;
 	esac
+	REPLY=${p[i]}
 }
 
 # pings_at_least NUM N: for wait_for.
-pings_at_least() { local v; v=$(rping_field "$1" pings); [ "${v:-0}" -ge "$2" ]; }
+pings_at_least() { rping_field_v "$1" pings; [ "${REPLY:-0}" -ge "$2" ]; }
 
 # all_back NUM: every work request NUM posted came back (completed, flushed
 # or failed), none dropped. NUM's line must have the counters (an absent
@@ -243,7 +243,9 @@ test_rping_end_tells_hangs() {
 # pings_stopped NUM: NUM's ping count stayed the same for 2 s.
 pings_stopped() {
 	local a b
-	a=$(rping_field "$1" pings); nap 2; b=$(rping_field "$1" pings)
+	rping_field_v "$1" pings; a=$REPLY
+	nap 2
+	rping_field_v "$1" pings; b=$REPLY
 	[ "$a" = "$b" ]
 }
 
