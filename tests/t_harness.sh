@@ -203,9 +203,9 @@ test_harness_log_checks_are_the_tests() {
 }
 
 # Where tests/rcd_kmsg.c was built (make check's prepare and the selftests'
-# make build it), the looks go through it, and give dmesg's lines: a
-# kernel's escape undone (a tab), a line counted once however often it was
-# looked at, nothing before the marker.
+# make build it), the looks go through it, each reads only what the last
+# did not, and they give dmesg's lines: a kernel's escape undone (a tab), a
+# line counted once however often it was looked at.
 kmsg_tool_checks() {
 	local -a KMSG
 	local t=$'rcd-kmsg: a\ttab' old new
@@ -220,7 +220,11 @@ kmsg_tool_checks() {
 		seen { buf = buf $0 "\n" } END { printf "%s", buf }')
 	log "rcd_kmsg: ${#KMSG[@]} lines, the last: ${KMSG[-1]}"
 	check "dmesg_test's lines are dmesg's" test "$new" = "${old:0:${#new}}" || return 1
-	check "the escape undone" dmesg_has $'a\ttab$'
+	check "the escape undone" dmesg_has $'a\ttab$' || return 1
+	# A look that read the whole log again would rebuild the file from
+	# the marker on, without this line.
+	echo "rcd-kmsg: not in the log" >> "$RCD_KMSG_FILE"
+	check "a look reads only what is new" dmesg_has 'rcd-kmsg: not in the log'
 }
 
 # The harness's files import each other one way only: no file imports one
