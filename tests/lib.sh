@@ -639,6 +639,10 @@ dmesg_test() {
 		[ ${#KMSG[@]} = 0 ] || printf '%s\n' "${KMSG[@]}"
 		return 0
 	fi
+	dmesg_after_mark
+}
+# dmesg_after_mark: the same from dmesg, the whole log read.
+dmesg_after_mark() {
 	dmesg | awk -v m="$RCD_DMESG_MARK" 'index($0, m) { buf = ""; seen = 1; next }
 		seen { buf = buf $0 "\n" } END { printf "%s", buf }'
 }

@@ -216,8 +216,7 @@ kmsg_tool_checks() {
 	check "a line looked at twice counts once ($REPLY)" test "$REPLY" = 1 || return 1
 	check "the looks went through rcd_kmsg" kmsg_lines || return 1
 	new=$(dmesg_test)
-	old=$(dmesg | awk -v m="$RCD_DMESG_MARK" 'index($0, m) { buf = ""; seen = 1; next }
-		seen { buf = buf $0 "\n" } END { printf "%s", buf }')
+	old=$(dmesg_after_mark)
 	log "rcd_kmsg: ${#KMSG[@]} lines, the last: ${KMSG[-1]}"
 	check "dmesg_test's lines are dmesg's" test "$new" = "${old:0:${#new}}" || return 1
 	check "the escape undone" dmesg_has $'a\ttab$' || return 1
