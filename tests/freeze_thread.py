@@ -3,9 +3,9 @@
 #
 # freeze_thread.py TID FLAG [SECONDS]: stops the one thread TID
 # (PTRACE_SEIZE, PTRACE_INTERRUPT) while the other threads of its process
-# run on, at a moment it waits in read(2) (tried again until it is), prints
-# "frozen", and lets it go (PTRACE_DETACH) once the file FLAG exists or
-# SECONDS (default 60) have passed. For t_rping.sh's rping_end_tells_hangs:
+# run on, at a moment it waits in read(2) (tried again until it is, for up
+# to 90 s), prints "frozen", and lets it go (PTRACE_DETACH) once the file
+# FLAG exists or SECONDS (default 60) have passed since. For t_rping.sh's rping_end_tells_hangs:
 # rping's CQ thread held, between two completions, while its peer
 # disconnects.
 import ctypes
@@ -28,8 +28,10 @@ def ptrace(req, tid):
 
 def main():
     tid, flag = int(sys.argv[1]), sys.argv[2]
-    end = time.monotonic() + (float(sys.argv[3]) if len(sys.argv) > 3 else 60)
-    for _ in range(200):
+    hold = float(sys.argv[3]) if len(sys.argv) > 3 else 60
+    tries, give_up = 0, time.monotonic() + 90
+    while True:
+        tries += 1
         ptrace(PTRACE_SEIZE, tid)
         ptrace(PTRACE_INTERRUPT, tid)
         os.waitpid(tid, __WALL)
@@ -38,10 +40,11 @@ def main():
         if nr == "0":
             break
         ptrace(PTRACE_DETACH, tid)
+        if time.monotonic() > give_up:
+            sys.exit(f"never found in read(2) in {tries} tries (last in syscall {nr})")
         time.sleep(0.05)
-    else:
-        sys.exit("never found in read(2)")
-    print("frozen", flush=True)
+    print(f"frozen (try {tries})", flush=True)
+    end = time.monotonic() + hold
     while not os.path.exists(flag) and time.monotonic() < end:
         time.sleep(0.1)
     ptrace(PTRACE_DETACH, tid)

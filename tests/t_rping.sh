@@ -210,7 +210,7 @@ rping_end() {
 # "hung". A process that prints the same lines but waits in nothing of
 # rping's (sleep) is not, and is killed.
 test_rping_end_tells_hangs() {
-	local pid p r cq fz flag=/run/rcd-thaw RPING_END_WAIT=5
+	local pid p r cq fz t0 flag=/run/rcd-thaw RPING_END_WAIT=5
 	rping_setup || return
 	command -v python3 >/dev/null || { echo "# SKIP python3 not installed"; return $KSFT_SKIP; }
 	rm -f $flag
@@ -220,8 +220,13 @@ test_rping_end_tells_hangs() {
 	check "5 pings served" wait_for 60 pings_at_least $p 5 || return 1
 	r=$(child_of $pid) && cq=$(cq_reader_wait "$r") ||
 		{ fail "no CQ thread in rping ($r)"; return 1; }
+	t0=$SECONDS
 	python3 "$RCD_TESTS/freeze_thread.py" "$cq" $flag > /tmp/freeze.out 2>&1 & fz=$!
-	check "rping's CQ thread held" wait_for 30 text_in /tmp/freeze.out frozen || return 1
+	# python3's start and the tries to catch the thread in read(2) (the
+	# helper gives up after 90 s) take seconds, more on a slow guest.
+	wait_for 120 eval 'text_in /tmp/freeze.out frozen || proc_ended $fz'
+	check "rping's CQ thread held (after $((SECONDS - t0)) s; the helper: $(tr '\n' ' ' \
+		< /tmp/freeze.out))" text_in /tmp/freeze.out frozen || return 1
 	# The pings stop: the go-ahead waits in the CQ.
 	check "pings stopped" wait_for 30 pings_stopped $p || return 1
 	ctl disconnect $p || return 1
