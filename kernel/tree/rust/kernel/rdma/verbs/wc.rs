@@ -9,10 +9,10 @@
 use crate::prelude::*;
 
 /// Declares a Rust enum for a C enum of the RDMA headers: one variant per
-/// named value, and `$unknown(raw)` for a value the kernel's enum does not
-/// have (a driver's bug, or a peer's field), so that the conversion loses
-/// nothing; with `from_raw`, `to_raw` and `name` (the C name without
-/// `$prefix`).
+/// named value (documented with its binding's name, after its own words if
+/// any), and `$unknown(raw)` for a value the kernel's enum does not have (a
+/// driver's bug, or a peer's field), so that the conversion loses nothing;
+/// with `from_raw`, `to_raw` and `name` (the C name without `$prefix`).
 ///
 /// Exported (hidden) so that every file of `kernel::rdma` reaches it by its
 /// path (`crate::rdma_raw_enum!`), whichever of them a kernel has.
@@ -21,22 +21,28 @@ use crate::prelude::*;
 macro_rules! rdma_raw_enum {
     (
         $(#[$meta:meta])*
-        pub enum $ty:ident: $raw_ty:ty, $prefix:literal {
+        $vis:vis enum $ty:ident: $raw_ty:ty, $prefix:literal {
             $($(#[$doc:meta])* $name:ident = $raw:ident,)*
         }
         $unknown:ident
     ) => {
         $(#[$meta])*
         #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-        pub enum $ty {
-            $($(#[$doc])* $name,)*
+        $vis enum $ty {
+            $(
+                $(#[$doc])*
+                #[doc = concat!("\n\n`bindings::", stringify!($raw), "`")]
+                $name,
+            )*
             /// A value the kernel's enum does not have.
             $unknown($raw_ty),
         }
 
+        // A private enum may not use every conversion (as `bitfield!` does).
+        #[allow(dead_code)]
         impl $ty {
             /// The value of a raw C enum value.
-            pub fn from_raw(raw: $raw_ty) -> Self {
+            $vis fn from_raw(raw: $raw_ty) -> Self {
                 $(if raw == $crate::bindings::$raw {
                     return Self::$name;
                 })*
@@ -44,7 +50,7 @@ macro_rules! rdma_raw_enum {
             }
 
             /// The raw C enum value.
-            pub fn to_raw(self) -> $raw_ty {
+            $vis fn to_raw(self) -> $raw_ty {
                 match self {
                     $(Self::$name => $crate::bindings::$raw,)*
                     Self::$unknown(raw) => raw,
@@ -53,7 +59,7 @@ macro_rules! rdma_raw_enum {
 
             /// The name the kernel's sources use, without their prefix
             /// (`"UNKNOWN"` for a value they do not have).
-            pub fn name(self) -> &'static str {
+            $vis fn name(self) -> &'static str {
                 match self {
                     $(Self::$name => &stringify!($raw)[$prefix.len()..],)*
                     Self::$unknown(_) => "UNKNOWN",
@@ -122,50 +128,30 @@ crate::rdma_raw_enum! {
     /// assert_eq!(WcStatus::Unknown(1000).to_raw(), 1000);
     /// ```
     pub enum WcStatus: u32, "ib_wc_status_IB_WC_" {
-
         /// The work request completed.
         Success = ib_wc_status_IB_WC_SUCCESS,
-        /// Local length error.
         LocLenErr = ib_wc_status_IB_WC_LOC_LEN_ERR,
-        /// Local QP operation error.
         LocQpOpErr = ib_wc_status_IB_WC_LOC_QP_OP_ERR,
-        /// Local EE context operation error.
         LocEecOpErr = ib_wc_status_IB_WC_LOC_EEC_OP_ERR,
-        /// Local protection error.
         LocProtErr = ib_wc_status_IB_WC_LOC_PROT_ERR,
         /// Flushed: the QP is in the error state.
         WrFlushErr = ib_wc_status_IB_WC_WR_FLUSH_ERR,
-        /// Memory window bind error.
         MwBindErr = ib_wc_status_IB_WC_MW_BIND_ERR,
-        /// Bad response.
         BadRespErr = ib_wc_status_IB_WC_BAD_RESP_ERR,
-        /// Local access error.
         LocAccessErr = ib_wc_status_IB_WC_LOC_ACCESS_ERR,
-        /// Remote invalid request.
         RemInvReqErr = ib_wc_status_IB_WC_REM_INV_REQ_ERR,
-        /// Remote access error.
         RemAccessErr = ib_wc_status_IB_WC_REM_ACCESS_ERR,
-        /// Remote operation error.
         RemOpErr = ib_wc_status_IB_WC_REM_OP_ERR,
-        /// Transport retries exceeded.
         RetryExcErr = ib_wc_status_IB_WC_RETRY_EXC_ERR,
-        /// RNR retries exceeded.
         RnrRetryExcErr = ib_wc_status_IB_WC_RNR_RETRY_EXC_ERR,
-        /// Local RDD violation.
         LocRddViolErr = ib_wc_status_IB_WC_LOC_RDD_VIOL_ERR,
-        /// Remote invalid RD request.
         RemInvRdReqErr = ib_wc_status_IB_WC_REM_INV_RD_REQ_ERR,
-        /// Remote abort.
         RemAbortErr = ib_wc_status_IB_WC_REM_ABORT_ERR,
-        /// Invalid EE context number.
         InvEecnErr = ib_wc_status_IB_WC_INV_EECN_ERR,
-        /// Invalid EE context state.
         InvEecStateErr = ib_wc_status_IB_WC_INV_EEC_STATE_ERR,
-        /// Fatal error.
         FatalErr = ib_wc_status_IB_WC_FATAL_ERR,
         /// Response timeout: for a MAD, no answer after every retry.
         RespTimeoutErr = ib_wc_status_IB_WC_RESP_TIMEOUT_ERR,
-        /// General error.
         GeneralErr = ib_wc_status_IB_WC_GENERAL_ERR,
     }
     Unknown
