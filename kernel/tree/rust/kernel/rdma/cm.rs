@@ -12,18 +12,12 @@
 //! ([`Request::accept`]) before any other event can reach it; every event
 //! type is matched with what the CM does with the handler's return value.
 //!
-//! Dropping a [`CmId`] destroys the id and waits for its callbacks, except
-//! inside one of the id's own callbacks or in any workqueue worker (where
-//! the CM runs every callback of every id): there the destroy is queued on
-//! the caller's queue ([`QueueRef`](crate::workqueue::QueueRef)). A module that
-//! makes that [`CountedQueue`](crate::workqueue::CountedQueue) at init and
-//! drops it last at exit runs no code after its unload. Policy (timing,
+//! Dropping a [`CmId`] destroys the id, or queues the destroy (see
+//! [`CmId`]). Who destroys an id on each path, the `*_ERROR` events and
+//! device removal are described in
+//! `Documentation/infiniband/rust_cm_disconnect.rst`. Policy (timing,
 //! retries, flow control, resources) is the caller's, in [`Req`] and
 //! [`Rep`], with no defaults.
-//!
-//! Who destroys an id on each path, the `*_ERROR` events (which the CM
-//! delivers from the MAD layer's completion) and device removal are
-//! described in `Documentation/infiniband/rust_cm_disconnect.rst`.
 //!
 //! C header: [`include/rdma/ib_cm.h`](srctree/include/rdma/ib_cm.h)
 

@@ -7,7 +7,7 @@
 
 use super::{
     enums::{RejReason, SidrStatus},
-    id::{CmId, CmIdRef, Inner},
+    id::{current_task, CmId, CmIdRef, Inner},
     msg::{
         Message, DREP_PRIVATE_DATA_SIZE, DREQ_PRIVATE_DATA_SIZE, REJ_PRIVATE_DATA_SIZE,
         REQ_PRIVATE_DATA_SIZE, SIDR_REQ_PRIVATE_DATA_SIZE,
@@ -19,26 +19,18 @@ use core::{cell::Cell, marker::PhantomData, ptr::NonNull, sync::atomic::Ordering
 /// What the CM tells the owner of an id. Every method has a default that
 /// ignores the event; a listener implements [`Handler::req_received`].
 ///
-/// Handlers run in process context and may sleep: the CM's workqueue
-/// (serialised per id) for received messages and timewait exit, the MAD
-/// layer's completion for the `*_error` events (which may run beside one
-/// of the others: a `dreq_error` still sleeping when `timewait_exit`
-/// comes). The `&CmIdRef` a handler gets stays valid until it returns,
-/// whoever drops the [`CmId`] meanwhile: the destroy waits for it. A
-/// handler may drop any [`CmId`], its own and its listener's included
-/// (see [`CmId`]).
+/// Handlers run in process context and may sleep, in the CM's workqueue or
+/// (the `*_error` events) the MAD layer's completion, so two may run at
+/// once. The `&CmIdRef` a handler gets stays valid until it returns: a
+/// destroy waits for it. A handler may drop any [`CmId`] (see [`CmId`]).
 #[vtable]
 pub trait Handler: Sized + Send + Sync + 'static {
     /// A REQ for a listening id: accept it with [`Request::accept`] (and send
-    /// a REP), or return an error (or drop the request) to reject it. An
-    /// id accepted and then dropped before returning is destroyed by the CM
-    /// told the returned errno: `ENOMEM` sends no REJ while the id is
-    /// `REQ_RCVD` (the peer retries; after [`CmIdRef::prepare_mra`] the CM
-    /// rejects whatever the errno). Work
-    /// that takes long (making the QP) belongs in a job
-    /// (on a queue of the caller's) that sends the REP later, after
+    /// a REP), or return an error (or drop the request) to reject it
+    /// (`ENOMEM`: no REJ while `REQ_RCVD`, the peer retries). Long work
+    /// (making the QP) belongs on a queue of the caller's, after
     /// [`CmIdRef::prepare_mra`] here: the CM runs one callback at a time per
-    /// CPU for every id on the host.
+    /// CPU for the whole host.
     fn req_received(&self, _req: Request<'_, Self>) -> Result {
         Err(EINVAL)
     }
@@ -72,9 +64,7 @@ pub trait Handler: Sized + Send + Sync + 'static {
 }
 
 /// A SIDR REQ for a listening id, lent to [`Handler::sidr_req_received`].
-///
-/// The id the CM made for it belongs to the CM, which destroys it when the
-/// callback returns: it is never the consumer's.
+/// The CM destroys its id when the callback returns.
 pub struct SidrRequest<'a> {
     id: &'a CmIdRef,
     event: &'a bindings::ib_cm_event,
@@ -117,10 +107,9 @@ impl SidrRequest<'_> {
     }
 }
 
-/// A REQ for a listening id, lent to [`Handler::req_received`].
-///
-/// The new id it carries belongs to nobody until [`Request::accept`]: if the
-/// handler does not accept it, the CM destroys it and sends a REJ.
+/// A REQ for a listening id, lent to [`Handler::req_received`]. Its new id
+/// is nobody's until [`Request::accept`]; if not accepted, the CM destroys
+/// it and sends a REJ.
 pub struct Request<'a, T: Handler> {
     id: &'a CmIdRef,
     event: &'a bindings::ib_cm_event,
@@ -129,11 +118,8 @@ pub struct Request<'a, T: Handler> {
 }
 
 impl<'a, T: Handler> Request<'a, T> {
-    /// The device the REQ arrived on.
-    ///
-    /// Nothing else of the new id is lent before [`Request::accept`]: no
-    /// message can be sent on an id nobody owns, whose failure would reach
-    /// the listener's handler.
+    /// The device the REQ arrived on. No message can be sent on the id before
+    /// [`Request::accept`]: its failure would reach the listener's handler.
     pub fn device(&self) -> &crate::rdma::device::Device {
         self.id.device()
     }
@@ -144,10 +130,8 @@ impl<'a, T: Handler> Request<'a, T> {
     }
 
     /// Rejects the REQ with a REJ carrying `data` (at most 148 bytes, else
-    /// `EINVAL` and nothing is sent, and the CM sends its own REJ). The
-    /// handler then returns an error, and the CM destroys the new id, back
-    /// in `IDLE` (no second REJ). If the CM cannot allocate the REJ, none
-    /// goes: the peer's REQ times out.
+    /// `EINVAL`, nothing sent, and the CM sends its own REJ). The handler
+    /// then returns an error: the CM destroys the id, sending no second REJ.
     pub fn reject(self, data: &[u8]) -> Result {
         self.id.send_rej(data)
     }
@@ -192,11 +176,10 @@ impl<'a, T: Handler> Request<'a, T> {
     /// Dropped before the REQ callback returns and before anything was sent
     /// on it, it rejects the REQ (see [`CmId`]).
     pub fn accept(self, data: T) -> Result<CmId<T>> {
-        // In this id's REQ callback already (`in_req`).
         let inner = Inner::new(
             self.id.as_raw(),
             self.id.device(),
-            true,
+            current_task(),
             self.listener.reaper.clone(),
             data,
         )?;
@@ -228,54 +211,29 @@ unsafe fn event_private_data<'a>(event: &'a bindings::ib_cm_event, size: usize) 
     }
 }
 
-/// `enum ib_cm_event_type`, so that the trampoline's match is checked to be
-/// exhaustive.
-#[derive(Clone, Copy)]
-enum EventType {
-    ReqError,
-    ReqReceived,
-    RepError,
-    RepReceived,
-    RtuReceived,
-    UserEstablished,
-    DreqError,
-    DreqReceived,
-    DrepReceived,
-    TimewaitExit,
-    MraReceived,
-    RejReceived,
-    LapError,
-    LapReceived,
-    AprReceived,
-    SidrReqError,
-    SidrReqReceived,
-    SidrRepReceived,
-}
-
-impl EventType {
-    fn from_raw(e: bindings::ib_cm_event_type) -> Option<Self> {
-        Some(match e {
-            bindings::ib_cm_event_type_IB_CM_REQ_ERROR => Self::ReqError,
-            bindings::ib_cm_event_type_IB_CM_REQ_RECEIVED => Self::ReqReceived,
-            bindings::ib_cm_event_type_IB_CM_REP_ERROR => Self::RepError,
-            bindings::ib_cm_event_type_IB_CM_REP_RECEIVED => Self::RepReceived,
-            bindings::ib_cm_event_type_IB_CM_RTU_RECEIVED => Self::RtuReceived,
-            bindings::ib_cm_event_type_IB_CM_USER_ESTABLISHED => Self::UserEstablished,
-            bindings::ib_cm_event_type_IB_CM_DREQ_ERROR => Self::DreqError,
-            bindings::ib_cm_event_type_IB_CM_DREQ_RECEIVED => Self::DreqReceived,
-            bindings::ib_cm_event_type_IB_CM_DREP_RECEIVED => Self::DrepReceived,
-            bindings::ib_cm_event_type_IB_CM_TIMEWAIT_EXIT => Self::TimewaitExit,
-            bindings::ib_cm_event_type_IB_CM_MRA_RECEIVED => Self::MraReceived,
-            bindings::ib_cm_event_type_IB_CM_REJ_RECEIVED => Self::RejReceived,
-            bindings::ib_cm_event_type_IB_CM_LAP_ERROR => Self::LapError,
-            bindings::ib_cm_event_type_IB_CM_LAP_RECEIVED => Self::LapReceived,
-            bindings::ib_cm_event_type_IB_CM_APR_RECEIVED => Self::AprReceived,
-            bindings::ib_cm_event_type_IB_CM_SIDR_REQ_ERROR => Self::SidrReqError,
-            bindings::ib_cm_event_type_IB_CM_SIDR_REQ_RECEIVED => Self::SidrReqReceived,
-            bindings::ib_cm_event_type_IB_CM_SIDR_REP_RECEIVED => Self::SidrRepReceived,
-            _ => return None,
-        })
+crate::rdma_raw_enum! {
+    /// `enum ib_cm_event_type`, so that the events' match is exhaustive.
+    enum EventType: u32, "ib_cm_event_type_IB_CM_" {
+        ReqError = ib_cm_event_type_IB_CM_REQ_ERROR,
+        ReqReceived = ib_cm_event_type_IB_CM_REQ_RECEIVED,
+        RepError = ib_cm_event_type_IB_CM_REP_ERROR,
+        RepReceived = ib_cm_event_type_IB_CM_REP_RECEIVED,
+        RtuReceived = ib_cm_event_type_IB_CM_RTU_RECEIVED,
+        UserEstablished = ib_cm_event_type_IB_CM_USER_ESTABLISHED,
+        DreqError = ib_cm_event_type_IB_CM_DREQ_ERROR,
+        DreqReceived = ib_cm_event_type_IB_CM_DREQ_RECEIVED,
+        DrepReceived = ib_cm_event_type_IB_CM_DREP_RECEIVED,
+        TimewaitExit = ib_cm_event_type_IB_CM_TIMEWAIT_EXIT,
+        MraReceived = ib_cm_event_type_IB_CM_MRA_RECEIVED,
+        RejReceived = ib_cm_event_type_IB_CM_REJ_RECEIVED,
+        LapError = ib_cm_event_type_IB_CM_LAP_ERROR,
+        LapReceived = ib_cm_event_type_IB_CM_LAP_RECEIVED,
+        AprReceived = ib_cm_event_type_IB_CM_APR_RECEIVED,
+        SidrReqError = ib_cm_event_type_IB_CM_SIDR_REQ_ERROR,
+        SidrReqReceived = ib_cm_event_type_IB_CM_SIDR_REQ_RECEIVED,
+        SidrRepReceived = ib_cm_event_type_IB_CM_SIDR_REP_RECEIVED,
     }
+    Unknown
 }
 
 pub(super) struct Adapter<T: Handler>(PhantomData<T>);
@@ -300,62 +258,26 @@ impl<T: Handler> Adapter<T> {
         // REQ's new id: the listener's, which the CM keeps alive while it delivers the REQ).
         let ctx = unsafe { (*cm_id).context }.cast::<Inner<T>>().cast_const();
 
-        // What the CM does with our return value, per event (cm.c): for
-        // events delivered through `cm_process_work` a non-zero return
-        // destroys the id right after the handler; for the `*_ERROR` events
-        // (`cm_process_send_error`) the same, from the MAD completion. The
-        // CM holds the id during every call. Nothing here
-        // returns non-zero on an id we own: destroys go through the id's queue
-        // (see `CmId`), where unload can wait for them.
-        let Some(kind) = EventType::from_raw(event.event) else {
-            // Not an event 6.12 has: the id's owner keeps it, nothing is done.
-            return 0;
-        };
-        match kind {
-            // A new id for a REQ to a listener, context the listener's; the
-            // CM holds both until we return. Non-zero: the CM destroys the
-            // new id and sends a REJ (or, for -ENOMEM, forgets the REQ so
-            // that the peer's retry can succeed). Zero: `Request::accept`
-            // made us its owner.
+        // A non-zero return makes the CM destroy the id after the handler
+        // (`cm_process_work`, `cm_process_send_error` for the `*_ERROR`
+        // events), which holds it during the call.
+        match EventType::from_raw(event.event) {
+            // A listener's new id, the listener's context, both held until we
+            // return. Non-zero: the CM destroys the new id with a REJ (none
+            // for -ENOMEM, so the peer's retry can succeed). Zero: accepted.
             EventType::ReqReceived => {
                 // SAFETY: The listener, alive while the CM holds it for us.
                 Self::req(unsafe { &*ctx }, id, event)
             }
-            // A new id for a SIDR REQ (UD service resolution) to a listener,
-            // context the listener's, the listener held until we return.
-            // The listener's handler may answer it; then non-zero: the CM
-            // destroys it (`cm_destroy_id`: in SIDR_REQ_RCVD, unanswered, with
-            // a SIDR REP of status IB_SIDR_REJECT; answered, it is idle and
-            // only freed). Zero would leave the id to nobody.
+            // A listener's new id for a SIDR REQ, as for a REQ. Non-zero: the
+            // CM destroys it (unanswered, with a SIDR REP of status REJECT).
             EventType::SidrReqReceived => {
                 // SAFETY: The listener, alive while the CM holds it for us.
                 Self::sidr_req(unsafe { &*ctx }, id, event)
             }
-            // Events on an id we own (our context), the CM holding a
-            // reference during the call. Zero: the id stays ours.
-            EventType::RepReceived
-            | EventType::RtuReceived
-            | EventType::UserEstablished
-            | EventType::RejReceived
-            | EventType::DreqReceived
-            | EventType::DrepReceived
-            | EventType::TimewaitExit
-            // The MRA has already stretched the CM's timer; LAP and APR
-            // (path migration) are not used: a LAP is left unanswered and
-            // the connection keeps its path; an APR answers a LAP we never
-            // send. A SIDR REP answers a SIDR REQ we never send.
-            | EventType::MraReceived
-            | EventType::LapReceived
-            | EventType::AprReceived
-            | EventType::SidrRepReceived
-            // Our REQ, REP or DREQ got no answer (the id is idle, or in
-            // timewait for the DREQ). SIDR_REQ_ERROR answers a SIDR REQ we
-            // never send; 6.12's CM never delivers LAP_ERROR.
-            | EventType::ReqError
-            | EventType::RepError
-            | EventType::DreqError
-            | EventType::SidrReqError
-            | EventType::LapError => {
+            // An id we own. Zero: it stays ours; its destroy goes through its
+            // queue (see `CmId`), where unload can wait for it.
+            kind => {
                 // SAFETY: Our own id's context, which its reference keeps
                 // alive until the id is destroyed, after this callback.
                 Self::own(unsafe { &*ctx }, id, event, kind)
@@ -406,10 +328,8 @@ impl<T: Handler> Adapter<T> {
             // Not accepted: the CM destroys the new id and sends a REJ.
             None => ret.err().unwrap_or(EINVAL).to_errno(),
             Some(inner) => {
-                inner
-                    .req_task
-                    .store(core::ptr::null_mut(), Ordering::Release);
-                inner.in_req.store(false, Ordering::Release);
+                let null = core::ptr::null_mut();
+                inner.req_task.store(null, Ordering::Release);
                 let ctx: *const Inner<T> = &*inner;
                 drop(inner);
                 Self::finish(ctx, ret)
@@ -418,10 +338,8 @@ impl<T: Handler> Adapter<T> {
     }
 
     /// The end of the REQ callback of an accepted id: if its owner was
-    /// dropped during the callback, the CM destroys the id, told the
-    /// handler's errno (`ret`): `-ENOMEM` while the id is still `REQ_RCVD`
-    /// sends no REJ (the peer retries), anything else, or any errno once an
-    /// MRA moved it to `MRA_REQ_SENT`, a REJ (`cm_destroy_id`).
+    /// dropped in it, the CM destroys the id, told the handler's errno
+    /// (`ret`; `-ENOMEM` sends no REJ, see [`Handler::req_received`]).
     fn finish(ctx: *const Inner<T>, ret: Result) -> c_int {
         // SAFETY: `ctx` is the id's context, alive until we release it here.
         if !unsafe { &*ctx }.destroy_on_return.load(Ordering::Acquire) {
@@ -473,7 +391,11 @@ impl<T: Handler> Adapter<T> {
                 data.connect_error(id, status)
             }
             EventType::TimewaitExit => data.timewait_exit(id),
-            // Not delivered to the consumer: see `handler`.
+            // The MRA has already stretched the CM's timer. A LAP (path
+            // migration) is left unanswered and the connection keeps its
+            // path. An APR, a SIDR REP and their errors answer what we never
+            // send; 6.12's CM never delivers LAP_ERROR. Handled by `handler`:
+            // REQ, SIDR REQ. Unknown: not an event of these kernels.
             EventType::MraReceived
             | EventType::LapReceived
             | EventType::AprReceived
@@ -481,7 +403,8 @@ impl<T: Handler> Adapter<T> {
             | EventType::SidrReqError
             | EventType::LapError
             | EventType::ReqReceived
-            | EventType::SidrReqReceived => {}
+            | EventType::SidrReqReceived
+            | EventType::Unknown(_) => {}
         }
     }
 }

@@ -179,35 +179,23 @@ impl CmIdRef {
         })
     }
 
-    /// Tells the peer that our answer will take a while (a Message Receipt
-    /// Acknowledgment): from now on the CM answers each retransmission of
-    /// the message received with an MRA, whose service timeout (the CM's
-    /// `CM_MRA_SETTING`, about 68 s) the peer's CM waits for on top of its
-    /// packet lifetime for each of its remaining retries
-    /// (`ib_prepare_cm_mra()`). Nothing is sent now, so a quick answer
-    /// costs no MAD; the peer's CM takes only the first MRA.
-    ///
-    /// Legal in `REQ_RCVD` (the REQ callback, after
-    /// [`Request::accept`](super::Request::accept); the id goes to
-    /// `MRA_REQ_SENT`, where a REP or a REJ may follow from anywhere),
-    /// `REP_RCVD` (to `MRA_REP_SENT`) and `ESTABLISHED` with a LAP
-    /// received; `EINVAL` elsewhere.
+    /// Tells the peer that our answer will take a while
+    /// (`ib_prepare_cm_mra()`): the CM answers each retransmission of the
+    /// message received with an MRA, which gives the peer's CM about 68 s
+    /// more per retry. Nothing is sent now. Legal in `REQ_RCVD` (after
+    /// [`Request::accept`](super::Request::accept)), `REP_RCVD` and
+    /// `ESTABLISHED` with a LAP received; `EINVAL` elsewhere.
     pub fn prepare_mra(&self) -> Result {
         // SAFETY: By the type invariant the id is valid.
         to_result(unsafe { bindings::ib_prepare_cm_mra(self.as_raw()) })
     }
 
-    /// Sends a disconnection request carrying `data` (at most 220 bytes; an
-    /// empty slice sends none).
-    ///
-    /// `EINVAL` if `data` is longer than
-    /// [`DREQ_PRIVATE_DATA_SIZE`](super::DREQ_PRIVATE_DATA_SIZE): nothing
-    /// is sent and the connection is untouched. Otherwise the CM's answer as
-    /// it is: `EINVAL` unless the id is `ESTABLISHED` (a second DREQ, one
-    /// after the peer's DREQ, one before the RTU), `ENOMEM` or a MAD error
-    /// (the id then enters timewait). Callable with a spinlock held or interrupts
-    /// disabled, not from interrupt context (the CM read-locks a lock that
-    /// device removal write-locks with interrupts enabled).
+    /// Sends a disconnection request carrying `data` (at most
+    /// [`DREQ_PRIVATE_DATA_SIZE`](super::DREQ_PRIVATE_DATA_SIZE) bytes, else
+    /// `EINVAL` and nothing is sent). Otherwise the CM's answer: `EINVAL`
+    /// unless `ESTABLISHED`, `ENOMEM` or a MAD error (the id then enters
+    /// timewait). Callable with a spinlock held or interrupts disabled, not
+    /// from interrupt context.
     pub fn send_dreq(&self, data: &[u8]) -> Result {
         let (ptr, len) = Message::Dreq.raw(data)?;
         // SAFETY: By the type invariant the id is valid; `ptr` is NULL or
@@ -215,14 +203,9 @@ impl CmIdRef {
         to_result(unsafe { bindings::ib_send_cm_dreq(self.as_raw(), ptr, len) })
     }
 
-    /// Answers the peer's DREQ with a DREP carrying `data` (at most 224
-    /// bytes).
-    ///
-    /// `EINVAL` if `data` is longer than
-    /// [`DREP_PRIVATE_DATA_SIZE`](super::DREP_PRIVATE_DATA_SIZE), checked
-    /// here because 6.12's `ib_send_cm_drep` leaks its copy of the data in
-    /// that case; `EINVAL` from the CM unless the id is `DREQ_RCVD`. May
-    /// sleep (the CM copies the data with `GFP_KERNEL`).
+    /// Answers the peer's DREQ with a DREP carrying `data` (at most
+    /// [`DREP_PRIVATE_DATA_SIZE`](super::DREP_PRIVATE_DATA_SIZE) bytes, else
+    /// `EINVAL`); `EINVAL` from the CM unless `DREQ_RCVD`. May sleep.
     pub fn send_drep(&self, data: &[u8]) -> Result {
         let (ptr, len) = Message::Drep.raw(data)?;
         // SAFETY: As in `send_dreq`.
@@ -230,16 +213,9 @@ impl CmIdRef {
     }
 
     /// The QP attributes for moving the connection's QP to `state`, as
-    /// `ib_cm_init_qp_attr` computes them from the REQ and REP.
-    ///
-    /// The attributes for RTR carry the id's address vector, whose GID
-    /// entry the CM holds only until the id is destroyed: the value holds
-    /// the entry itself, so it may be applied after the id is gone (see
-    /// [`QpAttr`]).
-    ///
-    /// `EAGAIN` if the CM replaced an address vector (a LAP, a new REQ on
-    /// the id) between its copy and the holds taken here, an error of the
-    /// GID table if the vector's entry left it (see [`QpAttr::from_cm`]).
+    /// `ib_cm_init_qp_attr` computes them. They hold the GID entry of their
+    /// address vector, so they may be applied after the id is gone; `EAGAIN`
+    /// or a GID table error as [`QpAttr::from_cm`] says.
     pub fn init_qp_attr(&self, state: QpState) -> Result<QpAttr> {
         let mut attr = bindings::ib_qp_attr {
             qp_state: state.to_raw(),
@@ -258,25 +234,18 @@ impl CmIdRef {
 #[pin_data]
 pub(super) struct Inner<T: Handler> {
     pub(super) id: AtomicPtr<bindings::ib_cm_id>,
-    /// The device the id is on, held for as long as the id lives: the CM
-    /// keeps using it (`cm_id->device`, down to `cm_destroy_id`), and the
-    /// device's unregistration waits for this reference, so the id never
-    /// outlives it, whatever the owner of the [`CmId`] holds.
+    /// The id's device, held while the id lives (the CM uses it down to
+    /// `cm_destroy_id`); its unregistration waits for this reference.
     pub(super) device: ARef<Device>,
-    /// The task running the REQ callback that accepted this id, while
-    /// `in_req`; else null.
+    /// The task running the REQ callback that accepted this id, until it
+    /// returns; else null.
     pub(super) req_task: AtomicPtr<c_void>,
-    /// An accepted id still in the REQ callback that accepted it.
-    pub(super) in_req: AtomicBool,
-    /// The [`CmId`] was dropped inside the REQ callback that accepted it:
-    /// the trampoline rejects the REQ instead (the CM destroys the id).
+    /// The [`CmId`] was dropped in `REQ_RCVD` inside that callback: the
+    /// trampoline rejects the REQ instead (the CM destroys the id).
     pub(super) destroy_on_return: AtomicBool,
-    /// The [`CmId`] is gone and its destroy under way: no more events reach
-    /// the handler, REQs are rejected. A callback that read it before it
-    /// was set runs to its end, and `ib_destroy_cm_id` waits for it: the CM
-    /// holds the id for every handler it calls (`cm_process_work`, and
-    /// `cm_process_send_error` for the `*_ERROR` events since "IB/cm: Keep
-    /// the cm_id alive while its send error handler runs").
+    /// The [`CmId`] is gone: no more events reach the handler. A callback
+    /// that read it before runs to its end, and `ib_destroy_cm_id` waits for
+    /// it: the CM holds the id for every handler it calls.
     pub(super) dropped: AtomicBool,
     #[pin]
     pub(super) work: Work<Inner<T>>,
@@ -289,14 +258,9 @@ kernel::impl_has_work! {
 }
 
 /// The lockdep name of `Inner`'s work, made in this crate alone
-/// (`inline(never)`: rustc copies small functions, closures and their
-/// constants into the crates that call them), so that the name has one
-/// address whichever crate instantiates `Inner<T>`. Its key is a static in
-/// `Inner::new`, one item (a static in a generic function is not
-/// instantiated per `T`): one key for every `T` of every crate. A name
-/// copied into each crate that instantiates `Inner<T>` gives lockdep that
-/// key with two names as soon as a second module uses `cm` (it warns), and
-/// a name left in an unloaded module's memory.
+/// (`inline(never)`) so that its one key (a static in `Inner::new`, shared
+/// by every `T`) has one name whichever module instantiates `Inner<T>`, and
+/// no name left in an unloaded module's memory.
 #[inline(never)]
 fn work_name() -> &'static CStr {
     crate::c_str!("cm::Inner::work")
@@ -306,7 +270,7 @@ impl<T: Handler> Inner<T> {
     pub(super) fn new(
         id: *mut bindings::ib_cm_id,
         device: &Device,
-        in_req: bool,
+        req_task: *mut c_void,
         reaper: QueueRef,
         data: T,
     ) -> Result<Arc<Self>> {
@@ -314,12 +278,7 @@ impl<T: Handler> Inner<T> {
             pin_init!(Self {
                 id: AtomicPtr::new(id),
                 device: device.into(),
-                req_task: AtomicPtr::new(if in_req {
-                    current_task()
-                } else {
-                    core::ptr::null_mut()
-                }),
-                in_req: AtomicBool::new(in_req),
+                req_task: AtomicPtr::new(req_task),
                 destroy_on_return: AtomicBool::new(false),
                 dropped: AtomicBool::new(false),
                 work <- Work::new(work_name(), crate::static_lock_class!()),
@@ -330,14 +289,9 @@ impl<T: Handler> Inner<T> {
         )
     }
 
-    /// Destroys the id, not from one of its callbacks, and releases the
-    /// context's reference (`CmId`'s invariant), which the caller must not
-    /// use afterwards.
-    ///
-    /// No callback reaches the handler once `dropped` is set, and
-    /// `ib_destroy_cm_id` returns once none of the id's handlers runs (the
-    /// CM holds the id for each, see `dropped`): a handler may sleep and
-    /// then use its id.
+    /// Destroys the id, not from one of its callbacks, waiting for them (see
+    /// `dropped`), and releases the context's reference (`CmId`'s
+    /// invariant), which the caller must not use afterwards.
     pub(super) fn destroy(&self) {
         self.dropped.store(true, Ordering::Release);
         let id = self.id.load(Ordering::Acquire);
@@ -358,22 +312,17 @@ impl<T: Handler> WorkItem for Inner<T> {
     type Pointer = Arc<Inner<T>>;
 
     fn run(this: Arc<Self>) {
-        // The id is live: its `CmId` queued this destroy instead of
-        // destroying it, and nothing else destroys it. We are not in one of
-        // its callbacks (a work item of our own queue), so this waits for
-        // them, the one that dropped the `CmId` included.
+        // The id is live: its `CmId` queued this instead of destroying it.
+        // We are not in one of its callbacks (a work item of our own queue),
+        // so this waits for them, the one that dropped the `CmId` included.
         this.destroy();
-        // The last reference, usually: `data` and the `QueueRef` go here,
-        // and the queue's drop waits for this work item to return.
+        // Usually the last reference: `data` and the `QueueRef` go here.
         drop(this);
     }
 }
 
-/// Whether the running task is a workqueue worker: the CM delivers every
-/// event from one (its own workqueue for received messages and timewait
-/// exit, the MAD layer's completion and timeout work for the `*_ERROR`
-/// events; a flushed MAD reaches no handler), so a drop in one of the id's
-/// own callbacks is a drop in a worker.
+/// Whether the running task is a workqueue worker, as every task that runs
+/// a CM handler is (the CM's and the MAD layer's workqueues).
 fn in_worker() -> bool {
     let task: *mut bindings::task_struct = current_task().cast();
     // SAFETY: The running task is valid while it runs; only the task itself
@@ -390,18 +339,12 @@ pub(super) fn current_task() -> *mut c_void {
 
 /// An owned `struct ib_cm_id` with the consumer's data `T`.
 ///
-/// Dropping it destroys the id: at once, waiting for the id's callbacks in
-/// progress (the `*_ERROR` ones included), anywhere that may sleep; queued
-/// on the id's queue (its [`QueueRef`]) inside one of the id's own
-/// callbacks or in any workqueue worker, where waiting could deadlock (no
-/// further event reaches `T` then); and inside the REQ callback that
-/// accepted it, before anything was sent on it, the REQ is rejected as if
-/// never accepted. [`CmId::destroy_deferred`] queues the destroy from
-/// anywhere, without waiting.
-///
-/// It holds a reference on its device for as long as the id lives: a
-/// client destroys its ids in `remove` and then flushes their queue
-/// ([`QueueRef::flush`]), else `rdma link del` waits for them.
+/// Dropping it destroys the id, waiting for its callbacks; in any workqueue
+/// worker (every callback runs in one) the destroy is queued on the id's
+/// [`QueueRef`] instead, and no further event reaches `T`. Dropped in the
+/// REQ callback that accepted it, before anything was sent on it, the REQ
+/// is rejected as if never accepted. It holds its device: a client destroys
+/// its ids in `remove` and flushes their queue, else `rdma link del` waits.
 ///
 /// # Invariants
 ///
@@ -417,7 +360,8 @@ impl<T: Handler> CmId<T> {
     /// Creates an id on `device` for an active connection or a listener;
     /// `reaper` destroys it if it is dropped in a callback (or in a worker).
     pub fn new(device: &Device, reaper: &QueueRef, data: T) -> Result<Self> {
-        let inner = Inner::new(core::ptr::null_mut(), device, false, reaper.clone(), data)?;
+        let (id, task) = (core::ptr::null_mut(), core::ptr::null_mut());
+        let inner = Inner::new(id, device, task, reaper.clone(), data)?;
         let ctx = Arc::into_raw(inner.clone());
         // SAFETY: `device` is registered; `ctx` stays valid until the id is destroyed (`Drop`).
         // No callback runs before the id is used, so `id` is stored below in time.
@@ -449,9 +393,8 @@ impl<T: Handler> CmId<T> {
         &self.inner.data
     }
 
-    /// Destroys the id from its queue, never waiting here: for callers that
-    /// hold a lock a callback of the id may need. The id gets no more
-    /// events; [`QueueRef::flush`] waits for the destroy.
+    /// Destroys the id from its queue, never waiting here (for callers that
+    /// hold a lock its callbacks may need); [`QueueRef::flush`] waits for it.
     pub fn destroy_deferred(mut self) {
         self.deferred = true;
     }
@@ -461,14 +404,9 @@ impl<T: Handler> CmId<T> {
         // No event reaches the handler from here on; one that read the flag
         // before runs to its end, and the queued destroy waits for it.
         self.inner.dropped.store(true, Ordering::Release);
+        let queue = self.inner.reaper.queue();
         // The only enqueue of this work item: it cannot be queued already.
-        if self
-            .inner
-            .reaper
-            .queue()
-            .enqueue(self.inner.clone())
-            .is_err()
-        {
+        if queue.enqueue(self.inner.clone()).is_err() {
             pr_err!("cm: an id's destroy was queued twice\n");
         }
     }
@@ -485,18 +423,12 @@ impl<T: Handler> Deref for CmId<T> {
 
 impl<T: Handler> Drop for CmId<T> {
     fn drop(&mut self) {
-        let me = current_task();
-        if self.inner.in_req.load(Ordering::Acquire)
-            && self.inner.req_task.load(Ordering::Acquire) == me
-        {
-            // The REQ callback that accepted it. If it has sent nothing on
-            // the id yet: un-accept, the CM destroys the id when the
-            // callback returns and sends a REJ. Once a REP or an MRA went
-            // out, the MAD's failure reaches the id's handler from the MAD
-            // completion (`cm_process_send_error`), not serialized with this
-            // callback, until the CM's destroy: the context must outlive
-            // that, so the destroy is deferred like any other (the callback
-            // then returns 0 and the reaper destroys the id).
+        if self.inner.req_task.load(Ordering::Acquire) == current_task() {
+            // The REQ callback that accepted it. Nothing sent yet: un-accept,
+            // the CM destroys the id when the callback returns. Once a REP or
+            // an MRA went out, its failure may reach the handler from the MAD
+            // completion at any time before the destroy, so the context must
+            // outlive it: the destroy is deferred like any other.
             if self.state() == State::ReqRcvd {
                 self.inner.destroy_on_return.store(true, Ordering::Release);
             } else {
@@ -505,12 +437,9 @@ impl<T: Handler> Drop for CmId<T> {
             return;
         }
         if self.deferred || in_worker() {
-            // Any workqueue worker, where every callback of every id runs:
-            // one of the id's own callbacks (waiting for them would wait for
-            // itself), a listener inside one of its REQ callbacks (the CM
-            // holds it until the callback returns), or another id, whose
-            // callback may be waiting for the id of this one, or be queued
-            // behind it.
+            // A worker may run one of the id's own callbacks (waiting would
+            // wait for itself) or another id's, which this one's may wait
+            // for or be queued behind.
             self.defer();
             return;
         }
