@@ -5,9 +5,9 @@
 # (PTRACE_SEIZE, PTRACE_INTERRUPT) while the other threads of its process
 # run on, at a moment it waits in read(2) (tried again until it is, for up
 # to 90 s), prints "frozen", and lets it go (PTRACE_DETACH) once the file
-# FLAG exists or SECONDS (default 60) have passed since. For t_rping.sh's rping_end_tells_hangs:
-# rping's CQ thread held, between two completions, while its peer
-# disconnects.
+# FLAG exists or SECONDS (default 60) have passed since. For t_rping.sh's
+# rping_end_tells_hangs: rping's CQ thread held, between two completions,
+# while its peer disconnects.
 import ctypes
 import os
 import sys

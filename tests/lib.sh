@@ -649,8 +649,8 @@ dmesg_after_mark() {
 
 # dmesg_count ERE: how many lines of this test's kernel log match ERE, into
 # REPLY. dmesg_has ERE: at least one does (REPLY left as it was: polls
-# read a counter before the log). (Without rcd_kmsg: the ERE from
-# the environment, which awk takes as it is, where -v would read escapes.)
+# read a counter before the log). (Without rcd_kmsg: the ERE from the
+# environment, which awk takes as it is, where -v would read escapes.)
 dmesg_count() {
 	local -a KMSG
 	local l n=0
@@ -661,9 +661,8 @@ dmesg_count() {
 		REPLY=$n
 		return 0
 	fi
-	REPLY=$(dmesg | RCD_ERE=$1 awk -v m="$RCD_DMESG_MARK" '
-		index($0, m) { seen = 1; n = 0; next }
-		seen && $0 ~ ENVIRON["RCD_ERE"] { n++ } END { print n + 0 }')
+	REPLY=$(dmesg_after_mark |
+		RCD_ERE=$1 awk '$0 ~ ENVIRON["RCD_ERE"] { n++ } END { print n + 0 }')
 }
 dmesg_has() { local REPLY; dmesg_count "$1" && [ "$REPLY" -gt 0 ]; }
 

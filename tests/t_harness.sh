@@ -205,7 +205,8 @@ test_harness_log_checks_are_the_tests() {
 # Where tests/rcd_kmsg.c was built (make check's prepare and the selftests'
 # make build it), the looks go through it, each reads only what the last
 # did not, and they give dmesg's lines: a kernel's escape undone (a tab), a
-# line counted once however often it was looked at.
+# line counted once however often it was looked at, the same count as the
+# fallback's without the tool.
 kmsg_tool_checks() {
 	local -a KMSG
 	local t=$'rcd-kmsg: a\ttab' old new
@@ -220,6 +221,11 @@ kmsg_tool_checks() {
 	log "rcd_kmsg: ${#KMSG[@]} lines, the last: ${KMSG[-1]}"
 	check "dmesg_test's lines are dmesg's" test "$new" = "${old:0:${#new}}" || return 1
 	check "the escape undone" dmesg_has $'a\ttab$' || return 1
+	# Without the tool: the same two lines, not the rxe9 line before the
+	# test's marker.
+	RCD_KMSG_FD='' dmesg_count 'device rxe9 added|rcd-kmsg: '
+	check "without rcd_kmsg, dmesg_count counts the same 2 lines ($REPLY)" \
+		test "$REPLY" = 2 || return 1
 	# A look that read the whole log again would rebuild the file from
 	# the marker on, without this line.
 	echo "rcd-kmsg: not in the log" >> "$RCD_KMSG_FILE"
