@@ -94,11 +94,11 @@ impl<'a, T: 'a> Scope<T> {
     ///
     /// # // A doctest is built-in code, whose `THIS_MODULE` is NULL.
     /// # struct LocalModule;
+    /// # // SAFETY: NULL is the right `THIS_MODULE` for built-in code.
+    /// # const BUILT_IN: ThisModule = unsafe { ThisModule::from_ptr(core::ptr::null_mut()) };
     /// # impl ModuleMetadata for LocalModule {
     /// #     const NAME: &'static CStr = c_str!("doctest");
-    /// #     // SAFETY: NULL is the right `THIS_MODULE` for built-in code.
-    /// #     const THIS_MODULE: ThisModule =
-    /// #         unsafe { ThisModule::from_ptr(core::ptr::null_mut()) };
+    /// #     const THIS_MODULE: ThisModule = BUILT_IN;
     /// # }
     /// fn show(n: &AtomicUsize, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     ///     writeln!(f, "{} bytes written", n.load(Ordering::Relaxed))
