@@ -479,6 +479,19 @@ PY
 # once the series has them; after the last, the
 # selftests' make, and the whole series with CLIPPY=1 and rustdoc. Stops at
 # the first step that does not build.
+# doctest_origins LOG TREE: for each warning LOG has about the kernel
+# crate's generated doctests, the file whose example it is (the generated
+# file names it in the "location:" line before each test's code), so that
+# a warning in a doctest of the series counts as the series'.
+doctest_origins() {
+	local gen=$2/rust/doctests_kernel_generated.rs l
+	grep -oE -- '--> rust/doctests_kernel_generated\.rs:[0-9]+' "$1" | sed 's/.*://' |
+		while read -r l; do
+			echo "--> $(head -n "$l" "$gen" | grep -oE 'location: [^: ]+' | tail -n 1 |
+				sed 's/location: //') (doctest, generated line $l)"
+		done
+}
+
 series_build() {
 	local src t=$out/series-linux log=$out/series-build.log p t0 start=$SECONDS
 	src=$(bash "$here/scripts/kernel.sh" | tail -n 1)
@@ -549,7 +562,7 @@ series_build() {
 		exit 1
 	fi
 	n=$(grep -cE '^(warning|error)' "$log" || true)
-	if grep -E -- '--> ' "$log" | grep -F "$ours" | grep .; then
+	if { grep -E -- '--> ' "$log"; doctest_origins "$log" "$t"; } | grep -F "$ours" | grep .; then
 		echo "intree: series-build: clippy or rustdoc warns about the series' files (log: $log)" >&2
 		exit 1
 	fi
