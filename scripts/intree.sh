@@ -471,14 +471,6 @@ open(letter, "w").write(s)
 PY
 }
 
-# series_build: apply $out/series one patch at a time to a copy of the
-# cached kernel tree whose kernel/*.patch is reverse-applied (the fresh
-# source, with the test kernel's .config and objects, so each step builds
-# incrementally), and build bzImage and modules after each, with
-# CONFIG_RUST_CM_DISCONNECT=m and the sample (CONFIG_SAMPLE_RUST_RDMA_CM=m)
-# once the series has them; after the last, the
-# selftests' make, and the whole series with CLIPPY=1 and rustdoc. Stops at
-# the first step that does not build.
 # doctest_origins LOG TREE: for each warning LOG has about the kernel
 # crate's generated doctests, the file whose example it is (the generated
 # file names it in the "location:" line before each test's code), so that
@@ -492,6 +484,14 @@ doctest_origins() {
 		done
 }
 
+# series_build: apply $out/series one patch at a time to a copy of the
+# cached kernel tree whose kernel/*.patch is reverse-applied (the fresh
+# source, with the test kernel's .config and objects, so each step builds
+# incrementally), and build bzImage and modules after each, with
+# CONFIG_RUST_CM_DISCONNECT=m and the sample (CONFIG_SAMPLE_RUST_RDMA_CM=m)
+# once the series has them; after the last, the
+# selftests' make, and the whole series with CLIPPY=1 and rustdoc. Stops at
+# the first step that does not build.
 series_build() {
 	local src t=$out/series-linux log=$out/series-build.log p t0 start=$SECONDS
 	src=$(bash "$here/scripts/kernel.sh" | tail -n 1)
