@@ -26,11 +26,7 @@ mod handler;
 mod id;
 mod msg;
 
-pub use enums::{RejReason, SidrStatus, State};
-pub use handler::{Handler, Request, SidrRequest};
+pub use enums::{RejReason, State};
+pub use handler::{Handler, Request};
 pub use id::{CmId, CmIdRef};
-pub use msg::{
-    Message, Rep, Req, DREP_PRIVATE_DATA_SIZE, DREQ_PRIVATE_DATA_SIZE, REJ_PRIVATE_DATA_SIZE,
-    REP_PRIVATE_DATA_SIZE, REQ_PRIVATE_DATA_SIZE, RTU_PRIVATE_DATA_SIZE,
-    SIDR_REP_PRIVATE_DATA_SIZE, SIDR_REQ_PRIVATE_DATA_SIZE,
-};
+pub use msg::{Message, Rep, Req, DREP_PRIVATE_DATA_SIZE, DREQ_PRIVATE_DATA_SIZE};

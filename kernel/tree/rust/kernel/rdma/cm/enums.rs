@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The CM's C enums as Rust enums: an id's [`State`], a REJ's
-//! [`RejReason`], a SIDR REP's [`SidrStatus`].
+//! [`RejReason`].
 
 crate::rdma_raw_enum! {
     /// The state of an id, as the CM keeps it (`enum ib_cm_state`).
@@ -46,17 +46,6 @@ crate::rdma_raw_enum! {
     /// Why the peer rejected a REQ or REP (`enum ib_cm_rej_reason`), as its
     /// REJ says. The wire field is 16 bits: a value the kernel does not
     /// name is kept as [`RejReason::Unknown`].
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use kernel::rdma::cm::RejReason;
-    ///
-    /// assert_eq!(RejReason::from_raw(28), RejReason::ConsumerDefined);
-    /// assert_eq!(RejReason::ConsumerDefined.name(), "CONSUMER_DEFINED");
-    /// assert_eq!(RejReason::InvalidServiceId.to_raw(), 8);
-    /// assert_eq!(RejReason::from_raw(34), RejReason::Unknown(34));
-    /// ```
     pub enum RejReason: u32, "ib_cm_rej_reason_IB_CM_REJ_" {
         NoQp = ib_cm_rej_reason_IB_CM_REJ_NO_QP,
         NoEec = ib_cm_rej_reason_IB_CM_REJ_NO_EEC,
@@ -95,21 +84,6 @@ crate::rdma_raw_enum! {
         InvalidFlowLabel = ib_cm_rej_reason_IB_CM_REJ_INVALID_FLOW_LABEL,
         InvalidAltFlowLabel = ib_cm_rej_reason_IB_CM_REJ_INVALID_ALT_FLOW_LABEL,
         VendorOptionNotSupported = ib_cm_rej_reason_IB_CM_REJ_VENDOR_OPTION_NOT_SUPPORTED,
-    }
-    Unknown
-}
-
-crate::rdma_raw_enum! {
-    /// The status a SIDR REP carries (`enum ib_cm_sidr_status`).
-    pub enum SidrStatus: u32, "ib_cm_sidr_status_IB_SIDR_" {
-        /// Served: the REP names the QP and its Q_Key.
-        Success = ib_cm_sidr_status_IB_SIDR_SUCCESS,
-        Unsupported = ib_cm_sidr_status_IB_SIDR_UNSUPPORTED,
-        Reject = ib_cm_sidr_status_IB_SIDR_REJECT,
-        NoQp = ib_cm_sidr_status_IB_SIDR_NO_QP,
-        /// Served elsewhere (the REP's additional information says where).
-        Redirect = ib_cm_sidr_status_IB_SIDR_REDIRECT,
-        UnsupportedVersion = ib_cm_sidr_status_IB_SIDR_UNSUPPORTED_VERSION,
     }
     Unknown
 }

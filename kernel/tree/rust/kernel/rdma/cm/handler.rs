@@ -1,27 +1,24 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The consumer's side of the CM's callbacks: the [`Handler`] trait, the
-//! REQ and SIDR REQ lent to it ([`Request`], [`SidrRequest`]), and the one
-//! `ib_cm_handler` of every id (`Adapter::handler`), which matches every
-//! event type the CM has and says what the CM does with its return value.
+//! REQ lent to it ([`Request`]), and the one `ib_cm_handler` of every id
+//! (`Adapter::handler`), which matches every event type the CM has and says
+//! what the CM does with its return value.
 
 use super::{
-    enums::{RejReason, SidrStatus},
+    enums::RejReason,
     id::{current_task, CmId, CmIdRef, Inner},
-    msg::{
-        Message, DREP_PRIVATE_DATA_SIZE, DREQ_PRIVATE_DATA_SIZE, REJ_PRIVATE_DATA_SIZE,
-        REQ_PRIVATE_DATA_SIZE, SIDR_REQ_PRIVATE_DATA_SIZE,
-    },
+    msg::{Message, DREP_PRIVATE_DATA_SIZE, DREQ_PRIVATE_DATA_SIZE},
 };
-use crate::{bindings, error::to_result, ffi::c_int, prelude::*, rdma::verbs::WcStatus, sync::Arc};
+use crate::{bindings, ffi::c_int, prelude::*, rdma::verbs::WcStatus, sync::Arc};
 use core::{cell::Cell, marker::PhantomData, ptr::NonNull, sync::atomic::Ordering};
 
 /// What the CM tells the owner of an id. Every method has a default that
 /// ignores the event; a listener implements [`Handler::req_received`].
 ///
 /// Handlers run in process context and may sleep, in the CM's workqueue or
-/// (the `*_error` events) the MAD layer's completion, so two may run at
-/// once. The `&CmIdRef` a handler gets stays valid until it returns: a
+/// (the `*_error` events) the MAD layer's completion or timeout work, so
+/// two may run at once. The `&CmIdRef` a handler gets stays valid until it returns: a
 /// destroy waits for it. A handler may drop any [`CmId`] (see [`CmId`]).
 #[vtable]
 pub trait Handler: Sized + Send + Sync + 'static {
@@ -56,55 +53,6 @@ pub trait Handler: Sized + Send + Sync + 'static {
     fn connect_error(&self, _id: &CmIdRef, _send_status: WcStatus) {}
     /// The id left timewait: the connection is gone for good.
     fn timewait_exit(&self, _id: &CmIdRef) {}
-    /// A SIDR REQ (a UD peer resolving a service id) for a listening id:
-    /// answer it with [`SidrRequest::reply`], or not, and the CM rejects it
-    /// (a SIDR REP of status [`SidrStatus::Reject`]). Either way the CM's
-    /// id for it is destroyed when this returns: there is no connection.
-    fn sidr_req_received(&self, _req: SidrRequest<'_>) {}
-}
-
-/// A SIDR REQ for a listening id, lent to [`Handler::sidr_req_received`].
-/// The CM destroys its id when the callback returns.
-pub struct SidrRequest<'a> {
-    id: &'a CmIdRef,
-    event: &'a bindings::ib_cm_event,
-}
-
-impl SidrRequest<'_> {
-    /// The service id the peer resolves (host order).
-    pub fn service_id(&self) -> u64 {
-        // SAFETY: The new id is valid during its callback; the CM set
-        // `service_id` from the SIDR REQ before it delivered the event.
-        u64::from_be(unsafe { (*self.id.as_raw()).service_id })
-    }
-
-    /// The SIDR REQ's private data ([`SIDR_REQ_PRIVATE_DATA_SIZE`] bytes).
-    pub fn private_data(&self) -> &[u8] {
-        // SAFETY: For a SIDR REQ the CM points `private_data` at the MAD's
-        // field of `SIDR_REQ_PRIVATE_DATA_SIZE` bytes, alive during the
-        // callback.
-        unsafe { event_private_data(self.event, SIDR_REQ_PRIVATE_DATA_SIZE) }
-    }
-
-    /// Answers with a SIDR REP of `status` naming UD QP `qp_num` and its
-    /// `qkey`, with `private_data` (at most
-    /// [`SIDR_REP_PRIVATE_DATA_SIZE`](super::SIDR_REP_PRIVATE_DATA_SIZE)
-    /// bytes, else `EINVAL` and nothing is sent).
-    pub fn reply(self, status: SidrStatus, qp_num: u32, qkey: u32, private_data: &[u8]) -> Result {
-        let (ptr, len) = Message::SidrRep.raw(private_data)?;
-        let mut param = bindings::ib_cm_sidr_rep_param {
-            qp_num,
-            qkey,
-            status: status.to_raw(),
-            private_data: ptr,
-            private_data_len: len,
-            ..Default::default()
-        };
-        // SAFETY: The id is valid during its SIDR REQ callback (it is in
-        // SIDR_REQ_RCVD until this REP); `param` and the private data are
-        // valid for the call (the CM copies them into the MAD).
-        to_result(unsafe { bindings::ib_send_cm_sidr_rep(self.id.as_raw(), &mut param) })
-    }
 }
 
 /// A REQ for a listening id, lent to [`Handler::req_received`]. Its new id
@@ -145,8 +93,8 @@ impl<'a, T: Handler> Request<'a, T> {
     /// The 92 bytes of the REQ's private data.
     pub fn private_data(&self) -> &[u8] {
         // SAFETY: For a REQ the CM points `private_data` at the MAD's field of
-        // `REQ_PRIVATE_DATA_SIZE` bytes, alive during the callback.
-        unsafe { event_private_data(self.event, REQ_PRIVATE_DATA_SIZE) }
+        // `Message::Req`'s size, alive during the callback.
+        unsafe { event_private_data(self.event, Message::Req.private_data_size()) }
     }
 
     /// Whether the REQ asks for a reliable connection (the transport type
@@ -244,8 +192,7 @@ impl<T: Handler> Adapter<T> {
     /// # Safety
     ///
     /// Called by the CM with a live id whose context is an `Inner<T>` (a
-    /// REQ's or SIDR REQ's new id: the listener's) and an event valid during
-    /// the call.
+    /// REQ's new id: the listener's) and an event valid during the call.
     pub(super) unsafe extern "C" fn handler(
         cm_id: *mut bindings::ib_cm_id,
         event: *const bindings::ib_cm_event,
@@ -259,8 +206,8 @@ impl<T: Handler> Adapter<T> {
         let ctx = unsafe { (*cm_id).context }.cast::<Inner<T>>().cast_const();
 
         // A non-zero return makes the CM destroy the id after the handler
-        // (`cm_process_work`, `cm_process_send_error` for the `*_ERROR`
-        // events), which holds it during the call.
+        // (`cm_process_work`, `cm_sidr_req_handler`, `cm_process_send_error`
+        // for the `*_ERROR` events), which holds it during the call.
         match EventType::from_raw(event.event) {
             // A listener's new id, the listener's context, both held until we
             // return. Non-zero: the CM destroys the new id with a REJ (none
@@ -269,46 +216,25 @@ impl<T: Handler> Adapter<T> {
                 // SAFETY: The listener, alive while the CM holds it for us.
                 Self::req(unsafe { &*ctx }, id, event)
             }
-            // A listener's new id for a SIDR REQ, as for a REQ. Non-zero: the
-            // CM destroys it (unanswered, with a SIDR REP of status REJECT).
-            EventType::SidrReqReceived => {
-                // SAFETY: The listener, alive while the CM holds it for us.
-                Self::sidr_req(unsafe { &*ctx }, id, event)
-            }
+            // A listener's new id for a SIDR REQ (UD service id resolution,
+            // which this API does not serve). Non-zero: the CM destroys it,
+            // answering with a SIDR REP of status REJECT.
+            EventType::SidrReqReceived => EINVAL.to_errno(),
             // An id we own. Zero: it stays ours; its destroy goes through its
-            // queue (see `CmId`), where unload can wait for it.
+            // queue (see `CmId`), where unload can wait for it. Once the owner
+            // is gone, its destroy answers what needs an answer (REJ, DREP);
+            // a destroy that sets `dropped` after this read waits for this
+            // callback in `ib_destroy_cm_id`.
             kind => {
                 // SAFETY: Our own id's context, which its reference keeps
                 // alive until the id is destroyed, after this callback.
-                Self::own(unsafe { &*ctx }, id, event, kind)
+                let inner = unsafe { &*ctx };
+                if !inner.dropped.load(Ordering::Acquire) {
+                    Self::dispatch(&inner.data, id, event, kind);
+                }
+                0
             }
         }
-    }
-
-    /// An event on an id we own.
-    fn own(
-        inner: &Inner<T>,
-        id: &CmIdRef,
-        event: &bindings::ib_cm_event,
-        kind: EventType,
-    ) -> c_int {
-        // Once the owner is gone, its destroy answers what needs an answer
-        // (REJ, DREP). A destroy that sets `dropped` after this read waits
-        // for this callback in `ib_destroy_cm_id`.
-        if !inner.dropped.load(Ordering::Acquire) {
-            Self::dispatch(&inner.data, id, event, kind);
-        }
-        0
-    }
-
-    /// A SIDR REQ on a listener's new id: the listener's handler may answer.
-    fn sidr_req(listener: &Inner<T>, id: &CmIdRef, event: &bindings::ib_cm_event) -> c_int {
-        if T::HAS_SIDR_REQ_RECEIVED && !listener.dropped.load(Ordering::Acquire) {
-            let req = SidrRequest { id, event };
-            listener.data.sidr_req_received(req);
-        }
-        // The CM destroys the id, which is never the consumer's.
-        EINVAL.to_errno()
     }
 
     /// A REQ on a listener's new id: the listener's handler decides.
@@ -324,27 +250,19 @@ impl<T: Handler> Adapter<T> {
             accepted: &accepted,
         };
         let ret = listener.data.req_received(req);
-        match accepted.take() {
+        let Some(inner) = accepted.take() else {
             // Not accepted: the CM destroys the new id and sends a REJ.
-            None => ret.err().unwrap_or(EINVAL).to_errno(),
-            Some(inner) => {
-                let null = core::ptr::null_mut();
-                inner.req_task.store(null, Ordering::Release);
-                let ctx: *const Inner<T> = &*inner;
-                drop(inner);
-                Self::finish(ctx, ret)
-            }
-        }
-    }
-
-    /// The end of the REQ callback of an accepted id: if its owner was
-    /// dropped in it, the CM destroys the id, told the handler's errno
-    /// (`ret`; `-ENOMEM` sends no REJ, see [`Handler::req_received`]).
-    fn finish(ctx: *const Inner<T>, ret: Result) -> c_int {
-        // SAFETY: `ctx` is the id's context, alive until we release it here.
-        if !unsafe { &*ctx }.destroy_on_return.load(Ordering::Acquire) {
+            return ret.err().unwrap_or(EINVAL).to_errno();
+        };
+        let null = core::ptr::null_mut();
+        inner.req_task.store(null, Ordering::Release);
+        if !inner.destroy_on_return.load(Ordering::Acquire) {
             return 0;
         }
+        // Its owner was dropped in this callback: the CM destroys the id,
+        // told the handler's errno (`-ENOMEM` sends no REJ).
+        let ctx: *const Inner<T> = &*inner;
+        drop(inner);
         // SAFETY: The context's reference: the owner is gone, and the CM
         // destroys the id when we return non-zero (`cm_process_work`), with
         // no callback in between or after: the id was dropped in `REQ_RCVD`
@@ -366,8 +284,8 @@ impl<T: Handler> Adapter<T> {
                 // SAFETY: `rej_rcvd` is the member the CM fills for a REJ.
                 let reason = RejReason::from_raw(unsafe { event.param.rej_rcvd.reason });
                 // SAFETY: A received REJ's private data is its MAD's field of
-                // `REJ_PRIVATE_DATA_SIZE` bytes, alive during the callback.
-                let pd = unsafe { event_private_data(event, REJ_PRIVATE_DATA_SIZE) };
+                // `Message::Rej`'s size, alive during the callback.
+                let pd = unsafe { event_private_data(event, Message::Rej.private_data_size()) };
                 data.rej_received(id, reason, pd)
             }
             EventType::DreqReceived => {

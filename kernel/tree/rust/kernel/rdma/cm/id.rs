@@ -42,14 +42,13 @@ use core::{
 pub struct CmIdRef(Opaque<bindings::ib_cm_id>);
 
 impl CmIdRef {
-    /// Creates a reference to a [`CmIdRef`] from a raw pointer: for C code
-    /// that hands its own ids to Rust.
+    /// Creates a reference to a [`CmIdRef`] from a raw pointer.
     ///
     /// # Safety
     ///
     /// `ptr` must be a valid `struct ib_cm_id` that is not destroyed during
     /// `'a`.
-    pub unsafe fn from_raw<'a>(ptr: *mut bindings::ib_cm_id) -> &'a Self {
+    pub(super) unsafe fn from_raw<'a>(ptr: *mut bindings::ib_cm_id) -> &'a Self {
         // SAFETY: `CmIdRef` is a transparent wrapper; the caller guarantees
         // validity for `'a`.
         unsafe { &*ptr.cast() }
@@ -83,10 +82,10 @@ impl CmIdRef {
 
     /// The RDMA device the id lives on.
     pub fn device(&self) -> &Device {
-        // SAFETY: The id is valid (type invariant) and its device outlives it: an id made here is
-        // owned by a `CmId`, which holds a reference on the device (`Inner::device`) until the
-        // id is destroyed, and the unregistration of a device waits for its references; an id
-        // lent by C code (`from_raw`) is valid, its device with it, by that caller's contract.
+        // SAFETY: The id is valid (type invariant) and its device outlives it: every id is
+        // owned by a `CmId` (a REQ's new id: the listener's during its callback), which holds a
+        // reference on the device (`Inner::device`) until the id is destroyed, and the
+        // unregistration of a device waits for its references.
         unsafe { Device::from_raw((*self.as_raw()).device) }
     }
 
@@ -321,15 +320,11 @@ impl<T: Handler> WorkItem for Inner<T> {
     }
 }
 
-/// Whether the running task is a workqueue worker, as every task that runs
-/// a CM handler is (the CM's and the MAD layer's workqueues).
+/// Whether the running task is a workqueue worker running a work item, as
+/// every task that runs a CM handler is (the CM's and the MAD layer's).
 fn in_worker() -> bool {
-    let task: *mut bindings::task_struct = current_task().cast();
-    // SAFETY: The running task is valid while it runs; only the task itself
-    // changes its `PF_*` flags, and `PF_WQ_WORKER` not while it runs a work
-    // item.
-    let flags = unsafe { (*task).flags };
-    flags & bindings::PF_WQ_WORKER != 0
+    // SAFETY: No precondition: it reads the running task's worker.
+    !unsafe { bindings::current_work() }.is_null()
 }
 
 /// The running task's address, only ever compared, never dereferenced.

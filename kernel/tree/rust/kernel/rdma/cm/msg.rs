@@ -11,27 +11,10 @@ use crate::{
     rdma::path::{Route, Timing},
 };
 
-/// Declares the size of each message's private data field as the C
-/// `enum ib_cm_data_size` has it.
-macro_rules! data_sizes {
-    ($($name:ident = $raw:ident, $msg:literal;)*) => {$(
-        #[doc = concat!(
-            "Bytes of private data ", $msg, " carries (`IB_CM_", stringify!($name), "`)."
-        )]
-        pub const $name: usize = bindings::$raw as usize;
-    )*};
-}
-
-data_sizes! {
-    DREQ_PRIVATE_DATA_SIZE = ib_cm_data_size_IB_CM_DREQ_PRIVATE_DATA_SIZE, "a DREQ";
-    DREP_PRIVATE_DATA_SIZE = ib_cm_data_size_IB_CM_DREP_PRIVATE_DATA_SIZE, "a DREP";
-    REQ_PRIVATE_DATA_SIZE = ib_cm_data_size_IB_CM_REQ_PRIVATE_DATA_SIZE, "a REQ";
-    REP_PRIVATE_DATA_SIZE = ib_cm_data_size_IB_CM_REP_PRIVATE_DATA_SIZE, "a REP";
-    RTU_PRIVATE_DATA_SIZE = ib_cm_data_size_IB_CM_RTU_PRIVATE_DATA_SIZE, "an RTU";
-    REJ_PRIVATE_DATA_SIZE = ib_cm_data_size_IB_CM_REJ_PRIVATE_DATA_SIZE, "a REJ";
-    SIDR_REQ_PRIVATE_DATA_SIZE = ib_cm_data_size_IB_CM_SIDR_REQ_PRIVATE_DATA_SIZE, "a SIDR REQ";
-    SIDR_REP_PRIVATE_DATA_SIZE = ib_cm_data_size_IB_CM_SIDR_REP_PRIVATE_DATA_SIZE, "a SIDR REP";
-}
+/// Bytes of private data a DREQ carries (`IB_CM_DREQ_PRIVATE_DATA_SIZE`).
+pub const DREQ_PRIVATE_DATA_SIZE: usize = Message::Dreq.private_data_size();
+/// Bytes of private data a DREP carries (`IB_CM_DREP_PRIVATE_DATA_SIZE`).
+pub const DREP_PRIVATE_DATA_SIZE: usize = Message::Drep.private_data_size();
 
 /// A CM message that carries private data, and the size of its field.
 ///
@@ -68,22 +51,19 @@ pub enum Message {
     Dreq,
     /// A disconnection reply.
     Drep,
-    /// A reply to a SIDR REQ (UD service id resolution).
-    SidrRep,
 }
 
 impl Message {
-    /// Bytes of private data the message carries.
+    /// Bytes of private data the message carries (`enum ib_cm_data_size`).
     pub const fn private_data_size(self) -> usize {
-        match self {
-            Self::Req => REQ_PRIVATE_DATA_SIZE,
-            Self::Rep => REP_PRIVATE_DATA_SIZE,
-            Self::Rtu => RTU_PRIVATE_DATA_SIZE,
-            Self::Rej => REJ_PRIVATE_DATA_SIZE,
-            Self::Dreq => DREQ_PRIVATE_DATA_SIZE,
-            Self::Drep => DREP_PRIVATE_DATA_SIZE,
-            Self::SidrRep => SIDR_REP_PRIVATE_DATA_SIZE,
-        }
+        (match self {
+            Self::Req => bindings::ib_cm_data_size_IB_CM_REQ_PRIVATE_DATA_SIZE,
+            Self::Rep => bindings::ib_cm_data_size_IB_CM_REP_PRIVATE_DATA_SIZE,
+            Self::Rtu => bindings::ib_cm_data_size_IB_CM_RTU_PRIVATE_DATA_SIZE,
+            Self::Rej => bindings::ib_cm_data_size_IB_CM_REJ_PRIVATE_DATA_SIZE,
+            Self::Dreq => bindings::ib_cm_data_size_IB_CM_DREQ_PRIVATE_DATA_SIZE,
+            Self::Drep => bindings::ib_cm_data_size_IB_CM_DREP_PRIVATE_DATA_SIZE,
+        }) as usize
     }
 
     /// The length the CM is given for `data` in this message, or `EINVAL`
@@ -134,7 +114,7 @@ pub struct Req<'a> {
     pub retry_count: u8,
     /// RNR retries of the QPs (0..=7; 7 is "forever").
     pub rnr_retry_count: u8,
-    /// The REQ's private data (at most [`REQ_PRIVATE_DATA_SIZE`] bytes).
+    /// The REQ's private data (at most 92 bytes).
     pub private_data: &'a [u8],
 }
 
@@ -152,6 +132,6 @@ pub struct Rep<'a> {
     pub flow_control: bool,
     /// RNR retries of the QPs (0..=7; 7 is "forever").
     pub rnr_retry_count: u8,
-    /// The REP's private data (at most [`REP_PRIVATE_DATA_SIZE`] bytes).
+    /// The REP's private data (at most 196 bytes).
     pub private_data: &'a [u8],
 }
