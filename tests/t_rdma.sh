@@ -237,6 +237,29 @@ test_verbs_qp_refusals() {
 	check "ib_modify_qp() called 3 times ($hits)" test "$hits" = 3
 }
 
+# RcQp::drain() is the core's ib_drain_qp() (a kprobe event counts its
+# one call), in `qp_drain rxe0`: a QP of 1 + 1 with its receive queue full
+# (the user's one receive posted) is drained: the drain's own receive fits
+# in the room the QP keeps for it (else the core warns and does not wait),
+# and the user's receive comes back flushed, with its buffer, nothing left.
+test_verbs_qp_drain() {
+	local ev=$RCD_TRACING/kprobe_events hits rc
+	rxe_add rxe0 v0 && rcd_load || return 1
+	[ -d $RCD_TRACING/events ] || mount -t tracefs nodev $RCD_TRACING 2>/dev/null
+	echo '-:rcd_verbs/rcd_drain_qp' >> "$ev" 2>/dev/null
+	echo 'p:rcd_verbs/rcd_drain_qp ib_drain_qp' >> "$ev" &&
+		echo 1 > $RCD_TRACING/events/rcd_verbs/enable ||
+		{ fail "no kprobe event on ib_drain_qp"; return 1; }
+	ctl qp_drain rxe0; rc=$?
+	hits=$(awk '$1 == "rcd_drain_qp" { print $2 }' $RCD_TRACING/kprobe_profile)
+	echo 0 > $RCD_TRACING/events/rcd_verbs/enable
+	echo '-:rcd_verbs/rcd_drain_qp' >> "$ev"
+	[ $rc = 0 ] || { hook_steps qp_drain 3; return 1; }
+	hook_steps qp_drain 3 || return 1
+	check "ib_drain_qp() called once ($hits)" test "$hits" = 1 || return 1
+	check "no warning" eval '! dmesg_test | grep -q "WARNING:"'
+}
+
 # A QP whose waker owns the QP's last other reference, the waker cleared
 # during a call of it: the clear waits for the call, so that the CQ's
 # work, dropping its clone of the waker, never frees the QP (the free

@@ -34,6 +34,8 @@
 //!                         ours, used and dropped after MS ms (the write waits)
 //! shared_cq DEV [OTHER]   tests only: QPs on one CQ of DEV (conn::TestHooks)
 //! qp_ports DEV            tests only: a QP's move to a port DEV lacks
+//! qp_drain DEV            tests only: a QP's drain (ib_drain_qp) with its
+//!                         receive queue full
 //! waker_owns_qp DEV       tests only: a QP's waker that owns the QP
 //! qp_refusals DEV         tests only: a QP's moves only its owner may make
 //! occupy_pollers N       tests only: N work items on the rping pollers'
@@ -230,6 +232,11 @@ impl Control for Core {
             // Test-only (`conn::TestHooks`): the ports a QP's move takes.
             "qp_ports" => match args.as_slice() {
                 [dev] => core.qp_ports(&CString::try_from_fmt(fmt!("{}", dev))?),
+                _ => Err(EINVAL),
+            },
+            // Test-only (`conn::TestHooks`): a QP's drain.
+            "qp_drain" => match args.as_slice() {
+                [dev] => core.qp_drain(&CString::try_from_fmt(fmt!("{}", dev))?),
                 _ => Err(EINVAL),
             },
             // Test-only (`conn::TestHooks`): what a QP's owner alone may do.

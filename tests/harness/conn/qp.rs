@@ -12,6 +12,7 @@ use kernel::{
         verbs::{Completion, Cq, Mr, MrState, Pd, QpAttr, QpSize, RcQp, WrKind, MAX_REG_BYTES},
     },
     sync::Arc,
+    time::{Instant, Monotonic},
 };
 
 /// Every connection's QP: its queue sizes and the module's name.
@@ -68,7 +69,8 @@ impl CountedQp {
     /// connection).
     pub(crate) fn new(dev: &Device, size: QpSize) -> Result<Self> {
         let pd = Arc::new(Pd::new(dev, size.caller)?, GFP_KERNEL)?;
-        let cq = Cq::new(dev, size.send + size.recv, size.caller)?;
+        // Two entries more for the QP's drain (`RcQp::new`).
+        let cq = Cq::new(dev, size.send + size.recv + 2, size.caller)?;
         Ok(Self {
             qp: RcQp::new(pd.clone(), cq, size)?,
             pd,
@@ -247,14 +249,35 @@ impl CountedQp {
         self.counted(r)
     }
 
+    /// Ends every posted work request before the QP is freed, waiting at
+    /// most `wait_ms` in all (less if a signal is pending), not as long as
+    /// `RcQp::drain()` (`ib_drain_qp()`) may: the harness frees QPs in CM
+    /// callbacks, which hold up the CM's one workqueue. Moves the QP to the
+    /// error state if anything is posted, so that the device flushes it,
+    /// and hands each completion to `f`. Returns how many requests did not
+    /// come back (their buffers and MRs are freed with the QP).
     pub(crate) fn drain(&mut self, wait_ms: u32, mut f: impl FnMut(Completion)) -> u32 {
-        let mrs = &mut self.mrs;
-        self.taken_mr = None;
-        let r = self.qp.drain(wait_ms, |mut c| {
-            mr_back(mrs, &mut c);
-            f(c)
-        });
-        self.counted(r)
+        if self.qp.outstanding_all() > 0 {
+            // Failing, the QP is already in error or gone with the device:
+            // what comes back is taken below, the rest is counted.
+            let _ = self.qp.qp().to_error();
+        }
+        let start = Instant::<Monotonic>::now();
+        loop {
+            while let Ok(Some(c)) = self.poll_one() {
+                f(c);
+            }
+            let left = self.qp.outstanding_all();
+            let rest = i64::from(wait_ms).saturating_sub(start.elapsed().as_millis());
+            let ms = u32::try_from(rest).unwrap_or(u32::MAX);
+            if left == 0 || rest <= 0 || !self.qp.wait_completion(ms) {
+                while let Ok(Some(c)) = self.poll_one() {
+                    f(c);
+                }
+                self.taken_mr = None;
+                return self.qp.outstanding_all();
+            }
+        }
     }
 }
 

@@ -23,14 +23,15 @@ use kernel::{
     prelude::*,
     rdma::{
         device::Device,
-        verbs::{Access, Cq, Pd, QpAttr, QpRef, QpSize, RcQp, Waker},
+        verbs::{Access, Cq, Pd, QpAttr, QpRef, QpSize, RcQp, Waker, WcStatus, WrKind},
     },
     str::CStr,
     sync::{Arc, Mutex},
     time::{delay::fsleep, msecs_to_jiffies, Delta},
 };
 
-/// A QP of 1 + 1 on `dev`, with a PD and a CQ of its own.
+/// A QP of 1 + 1 on `dev`, with a PD and a CQ of its own (2 entries more
+/// for its drain).
 fn lone_qp(dev: &Device) -> Result<RcQp> {
     let caller = kernel::c_str!("rcd_harness");
     let pd = Arc::new(Pd::new(dev, caller)?, GFP_KERNEL)?;
@@ -39,7 +40,7 @@ fn lone_qp(dev: &Device) -> Result<RcQp> {
         recv: 1,
         caller,
     };
-    RcQp::new(pd, Cq::new(dev, 2, caller)?, size)
+    RcQp::new(pd, Cq::new(dev, 4, caller)?, size)
 }
 
 /// Moves `qp` to INIT on port 1, posts a receive and moves it to the error
@@ -256,17 +257,17 @@ impl Core {
         Ok(())
     }
 
-    /// `shared_cq DEV [OTHER]`: QPs that share one CQ of `DEV`, of 8
-    /// entries: two QPs of 2 + 2 on it, a third is refused (`ENOSPC`). The
-    /// CQ's work is held (2 s) in the first QP's waker while the second,
-    /// its receive posted and flushed, is freed: the entry of the
-    /// completion it did not take stays reserved (a QP of 2 + 2 is refused,
-    /// one of 1 + 2 fits). The first is freed during its waker's call,
-    /// which the free waits for. The CQ's work then delivers the freed
-    /// second QP's completion, after the QP is gone, into what the QP left
-    /// with the CQ, and its entry comes back: a QP of 4 + 4 fits, and gets
-    /// no completion of another. With `OTHER`, a PD of that device makes no
-    /// QP with the CQ (`EINVAL`). Each step is logged; the first that
+    /// `shared_cq DEV [OTHER]`: QPs that share one CQ of `DEV`, of 12
+    /// entries: two QPs of 2 + 2 on it (each reserves 2 more for its
+    /// drain), a third is refused (`ENOSPC`). The CQ's work is held (2 s) in
+    /// the first QP's waker while the second, its receive posted and
+    /// flushed, is freed: the entry of the completion it did not take stays
+    /// reserved (a QP of 2 + 2 is refused, one of 1 + 2 fits). The first is
+    /// freed during its waker's call, which the free waits for. The CQ's
+    /// work then delivers the freed second QP's completion, after the QP is
+    /// gone, into what the QP left with the CQ, and its entry comes back: a
+    /// QP of 5 + 5 fits, and gets no completion of another. With `OTHER`, a
+    /// PD of that device makes no QP with the CQ (`EINVAL`). Each step is logged; the first that
     /// differs fails the write with `EPROTO`.
     pub(crate) fn shared_cq(&self, device: &CStr, other: Option<&CStr>) -> Result {
         let dev = self.device_by_name(device)?;
@@ -274,7 +275,7 @@ impl Core {
         let size = |send, recv| QpSize { send, recv, caller };
         let expect = |what: &str, ok: bool| step("shared_cq", what, ok);
         let pd = Arc::new(Pd::new(&dev, caller)?, GFP_KERNEL)?;
-        let cq = Cq::new(&dev, 8, caller)?;
+        let cq = Cq::new(&dev, 12, caller)?;
         let qp = |send, recv| RcQp::new(pd.clone(), cq.clone(), size(send, recv));
         let is = |r: &Result<RcQp>, errno: Error| matches!(r, Err(e) if *e == errno);
         let mut first = qp(2, 2)?;
@@ -315,7 +316,7 @@ impl Core {
             "its pending entry kept: 2 + 2 refused",
             is(&qp(2, 2), ENOSPC),
         )?;
-        expect("its other 3 given back: 1 + 2 fits", qp(1, 2).is_ok())?;
+        expect("its other 5 given back: 1 + 2 fits", qp(1, 2).is_ok())?;
         drop(first);
         expect(
             "a QP freed during its waker's call, after the call",
@@ -326,10 +327,10 @@ impl Core {
         while is(&fourth, ENOSPC) && waited < 10_000 {
             sleep_ms(10);
             waited += 10;
-            fourth = qp(4, 4);
+            fourth = qp(5, 5);
         }
         expect(
-            "the late completion came, its entry back: 4 + 4 fits",
+            "the late completion came, its entry back: 5 + 5 fits",
             fourth.is_ok(),
         )?;
         let stray = matches!(fourth?.poll_one(), Ok(Some(_)));
@@ -362,6 +363,36 @@ impl Core {
         )?;
         let r = to_init(*ports.start());
         step("qp_ports", "the first port: taken", r.is_ok())
+    }
+
+    /// `qp_drain DEV`: a QP of 1 + 1 of `DEV` in INIT, its receive queue
+    /// full (one receive posted), drained (`RcQp::drain()`, the core's
+    /// `ib_drain_qp()`, whose own receive needs the room the QP keeps for
+    /// it): the drain hands back the receive, flushed, and leaves nothing
+    /// posted. Each step is logged; the first that differs fails with
+    /// `EPROTO`.
+    pub(crate) fn qp_drain(&self, device: &CStr) -> Result {
+        let dev = self.device_by_name(device)?;
+        let mut qp = lone_qp(&dev)?;
+        qp.modify(&QpAttr::to_init(1, 0, Access::LOCAL_WRITE))?;
+        qp.post_recv(KVec::from_elem(0u8, 64, GFP_KERNEL)?)?;
+        let full = !qp.has_room(WrKind::Recv, 1);
+        step("qp_drain", "the receive queue full", full)?;
+        let mut got = KVec::new();
+        let left = qp.drain(|c| {
+            let _ = got.push((c.kind, c.status, c.buf.len()), GFP_KERNEL);
+        });
+        let flushed = got.as_slice() == [(Some(WrKind::Recv), WcStatus::WrFlushErr, 64)];
+        step(
+            "qp_drain",
+            "its receive back, flushed, with its buffer",
+            flushed,
+        )?;
+        step(
+            "qp_drain",
+            "nothing left posted",
+            left == 0 && qp.outstanding_all() == 0,
+        )
     }
 
     /// `waker_owns_qp DEV`: a QP whose waker owns the QP's last other

@@ -57,8 +57,9 @@ const QP_DEPTH: u32 = 16;
 /// many QPs (a REQ beyond is rejected).
 const MAX_CONNS: u32 = 32;
 
-/// How long a connection's end waits for its QP's flushed requests.
-const DRAIN_MS: u32 = 1000;
+/// A device's CQ: room for the requests of each connection's QP, and for
+/// the two its drain posts.
+const CQ_ENTRIES: u32 = (2 * QP_DEPTH + 2) * MAX_CONNS;
 
 /// The REP's private data.
 const REP_DATA: &[u8] = b"rust_rdma_cm: accepted";
@@ -228,13 +229,16 @@ impl Endpoint {
         sent
     }
 
-    /// The connection is over: its QP flushed, then freed (its id's
-    /// destroy is deferred, as this runs in one of the id's callbacks). A
-    /// QP freed with requests not flushed would keep their entries of the
-    /// device's CQ until the CQ is freed.
+    /// The connection is over: its QP drained (`ib_drain_qp()`, which the
+    /// QP's waker does not hold up: it only queues the echo), then freed
+    /// (its id's destroy is deferred, as this runs in one of the id's
+    /// callbacks). A QP freed with requests not flushed would keep their
+    /// entries of the device's CQ until they came (or the CQ is freed).
+    /// The drain's wait has no bound: the sample relies on the device
+    /// flushing, as kernel ULPs that drain in their CM handlers do.
     fn free(&self, id: &CmIdRef) {
         if let Some(qp) = &self.qp {
-            let left = qp.lock().drain(DRAIN_MS, |_| {});
+            let left = qp.lock().drain(|_| {});
             if left > 0 {
                 pr_warn!("{:#x}: {} requests not flushed\n", id.local_id(), left);
             }
@@ -307,7 +311,7 @@ impl Client for Sample {
             return Err(EOPNOTSUPP);
         }
         let pd = Arc::new(Pd::new(device, c_str!("rust_rdma_cm"))?, GFP_KERNEL)?;
-        let cq = Cq::new(device, 2 * QP_DEPTH * MAX_CONNS, c_str!("rust_rdma_cm"))?;
+        let cq = Cq::new(device, CQ_ENTRIES, c_str!("rust_rdma_cm"))?;
         let conns = Arc::pin_init(
             pin_init!(Conns {
                 list <- new_mutex!(RBTree::new()),

@@ -70,7 +70,8 @@ impl Ring {
     }
 }
 
-/// Where a QP's completions wait, and the condition a drain (or the QP's
+/// Where a QP's completions wait, and the condition
+/// [`RcQp::wait_completion`](super::RcQp::wait_completion) (or the QP's
 /// free, for a waker's call) sleeps on.
 ///
 /// A spinlock, not a mutex: the QP frees this once it took its last
@@ -309,7 +310,7 @@ impl Drop for Users {
 /// A completion queue of a device (`ib_alloc_cq()`, `IB_POLL_WORKQUEUE`),
 /// holding a reference on the device. QPs share it through an [`Arc`]:
 /// each [`RcQp`](super::RcQp) on it holds one and reserves an entry for
-/// each request it can have posted.
+/// each request it can have posted, and two for its drain's.
 ///
 /// # Invariants
 ///
@@ -329,7 +330,8 @@ pub struct Cq {
 impl Cq {
     /// Allocates a CQ of `entries` entries on `device`, recorded under
     /// `caller` (restrack). The QPs on it may have as many requests posted
-    /// in all (`ENOSPC` for a QP beyond). May sleep.
+    /// in all, two per QP for its drain included (`ENOSPC` for a QP
+    /// beyond). May sleep.
     pub fn new(device: &Device, entries: u32, caller: &'static CStr) -> Result<Arc<Self>> {
         // `ib_alloc_cq()` warns on a CQ of no entries.
         let n = crate::ffi::c_int::try_from(entries).map_err(|_| EINVAL)?;

@@ -19,9 +19,12 @@ use crate::{
     rdma::device::Device,
     str::CStr,
     sync::Arc,
-    time::{Instant, Monotonic},
 };
 use core::{mem::ManuallyDrop, ptr::NonNull};
+
+/// The requests `ib_drain_qp()` posts on a QP, one on each queue, each with
+/// its completion: room for them is reserved in the QP and its CQ.
+const DRAIN_WRS: u32 = 2;
 
 /// What an [`RcQp`] is made with: its queue sizes and the user's choices,
 /// all of them the caller's (there is no default).
@@ -52,8 +55,10 @@ pub struct QpSize {
 ///
 /// # Invariants
 ///
-/// `qp` is a live RC QP on `pd` with `cq` as its send and receive CQ, on
-/// which it reserved `send + recv` entries (those of its completions not
+/// `qp` is a live RC QP on `pd` with `cq` as its send and receive CQ, with
+/// room for `send + 1` and `recv + 1` requests (one each for
+/// `ib_drain_qp()`'s), on which it reserved `send + recv + DRAIN_WRS`
+/// entries (those of its completions not
 /// taken stay reserved after it, see [`Cq`]); it is destroyed exactly once,
 /// in `drop`, before the buffers and MRs of its requests are freed,
 /// `comps` is freed (or handed to the CQ if completions may still come),
@@ -76,8 +81,8 @@ pub struct RcQp {
 
 impl RcQp {
     /// Makes an RC QP on `pd`, with `cq` (of the same device: `EINVAL`) for
-    /// both queues, reserving `send + recv` of its entries (`ENOSPC`). May
-    /// sleep.
+    /// both queues, reserving `send + recv + 2` of its entries (`ENOSPC`):
+    /// the two are for [`RcQp::drain`]'s own requests. May sleep.
     pub fn new(pd: Arc<Pd>, cq: Arc<Cq>, size: QpSize) -> Result<Self> {
         if !core::ptr::eq(pd.device(), cq.device()) {
             return Err(EINVAL);
@@ -86,20 +91,21 @@ impl RcQp {
         if cqe == 0 {
             return Err(EINVAL);
         }
-        c_int::try_from(cqe).map_err(|_| EINVAL)?;
+        let reserved = cqe.checked_add(DRAIN_WRS).ok_or(EINVAL)?;
+        c_int::try_from(reserved).map_err(|_| EINVAL)?;
         let slots = usize::try_from(cqe).map_err(|_| EINVAL)?;
         let comps = Completions::new(cqe)?;
         let mut wrs = KVec::with_capacity(slots, GFP_KERNEL)?;
         for _ in 0..cqe {
             wrs.push(None, GFP_KERNEL)?;
         }
-        cq.reserve(cqe)?;
+        cq.reserve(reserved)?;
         let mut attr = bindings::ib_qp_init_attr {
             send_cq: cq.as_raw(),
             recv_cq: cq.as_raw(),
             cap: bindings::ib_qp_cap {
-                max_send_wr: size.send,
-                max_recv_wr: size.recv,
+                max_send_wr: size.send + 1,
+                max_recv_wr: size.recv + 1,
                 max_send_sge: 1,
                 max_recv_sge: 1,
                 ..Default::default()
@@ -116,7 +122,7 @@ impl RcQp {
         let qp = match qp.and_then(|qp| NonNull::new(qp).ok_or(ENOMEM)) {
             Ok(qp) => qp,
             Err(e) => {
-                cq.release(cqe);
+                cq.release(reserved);
                 return Err(e);
             }
         };
@@ -473,38 +479,33 @@ impl RcQp {
         }))
     }
 
-    /// Ends every posted work request before the QP is freed: moves the QP
-    /// to the error state if anything is posted, so that the device flushes
-    /// it, and hands each completion to `f`, sleeping until the next one
-    /// comes for at most `wait_ms` in all (less if a signal is pending).
-    /// Returns how many requests did not come back (their buffers and MRs
-    /// are freed with the QP, after it is destroyed). May sleep.
-    ///
-    /// Not `ib_drain_qp()`, which waits without a bound: a CM callback that
-    /// frees its QP must not wait longer than it chooses.
-    pub fn drain(&mut self, wait_ms: u32, mut f: impl FnMut(Completion)) -> u32 {
-        if self.outstanding_all() > 0 {
-            // Failing, the QP is already in error or gone with the device:
-            // what comes back is taken below, the rest is counted.
-            let _ = self.qp().to_error();
+    /// Sleeps until a completion of the QP's requests is queued (at once if
+    /// one is), for at most `ms`; `false` if a signal is pending. For a
+    /// user that takes completions in its own thread, with a bound of its
+    /// own (a drain that must not wait as long as [`RcQp::drain`] may).
+    pub fn wait_completion(&self, ms: u32) -> bool {
+        self.comps.wait(ms)
+    }
+
+    /// Ends every posted work request (`ib_drain_qp()`): moves the QP to the
+    /// error state, so that the device flushes what is posted, waits
+    /// (uninterruptibly, without a bound) until both queues are flushed,
+    /// and hands each completion to `f`. Returns how many requests did not
+    /// come back, 0 unless the core could not drain (it may warn, once per
+    /// boot). Not from the waker of any QP on the same CQ, nor holding a
+    /// lock one of them takes: the CQ's work, which calls them one at a
+    /// time, delivers the flushes. May sleep.
+    pub fn drain(&mut self, mut f: impl FnMut(Completion)) -> u32 {
+        // SAFETY: By the type invariant the QP is live, on a CQ from
+        // `ib_alloc_cq()` polled on a workqueue, with room in each queue and
+        // in the CQ for the request the drain posts there. The caller does
+        // not hold up the CQ's work (see above), which delivers them.
+        unsafe { bindings::ib_drain_qp(self.qp.as_ptr()) };
+        // Each flushed completion came before the drain's own.
+        while let Ok(Some(c)) = self.poll_one() {
+            f(c);
         }
-        let start = Instant::<Monotonic>::now();
-        loop {
-            while let Ok(Some(c)) = self.poll_one() {
-                f(c);
-            }
-            let left = self.outstanding_all();
-            let rest = i64::from(wait_ms).saturating_sub(start.elapsed().as_millis());
-            if left == 0 || rest <= 0 {
-                return left;
-            }
-            if !self.comps.wait(u32::try_from(rest).unwrap_or(u32::MAX)) {
-                while let Ok(Some(c)) = self.poll_one() {
-                    f(c);
-                }
-                return self.outstanding_all();
-            }
-        }
+        self.outstanding_all()
     }
 }
 
@@ -540,7 +541,9 @@ impl Drop for RcQp {
         // Completions of requests not taken may still be in the CQ: their
         // entries stay reserved until they came.
         let pending = self.outstanding_all();
-        let slots = self.size.send + self.size.recv;
+        // The drain's requests are never outstanding here: it waited for
+        // their completions.
+        let slots = self.size.send + self.size.recv + DRAIN_WRS;
         // SAFETY: Each dropped or taken once, here. The QP is gone: the
         // device no longer touches the buffers of the requests still in
         // the table, nor runs the REG_MRs and LOCAL_INVs of the MRs there,
