@@ -34,6 +34,7 @@
 //!                         ours, used and dropped after MS ms (the write waits)
 //! shared_cq DEV [OTHER]   tests only: QPs on one CQ of DEV (conn::TestHooks)
 //! qp_ports DEV            tests only: a QP's move to a port DEV lacks
+//! mr_sizes DEV            tests only: the sizes an MR of DEV is made with
 //! qp_drain DEV            tests only: a QP's drain (ib_drain_qp) with its
 //!                         receive queue full
 //! waker_owns_qp DEV       tests only: a QP's waker that owns the QP
@@ -232,6 +233,11 @@ impl Control for Core {
             // Test-only (`conn::TestHooks`): the ports a QP's move takes.
             "qp_ports" => match args.as_slice() {
                 [dev] => core.qp_ports(&CString::try_from_fmt(fmt!("{}", dev))?),
+                _ => Err(EINVAL),
+            },
+            // Test-only (`conn::TestHooks`): an MR's sizes.
+            "mr_sizes" => match args.as_slice() {
+                [dev] => core.mr_sizes(&CString::try_from_fmt(fmt!("{}", dev))?),
                 _ => Err(EINVAL),
             },
             // Test-only (`conn::TestHooks`): a QP's drain.

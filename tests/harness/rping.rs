@@ -23,8 +23,9 @@ use kernel::rdma::verbs::{Completion, WcStatus, WrKind};
 /// rping's descriptor message: `struct rping_rdma_info`.
 const INFO_LEN: usize = 16;
 
-/// The largest buffer rping may ask of us (`-S`): what an MR registers.
-pub(crate) const MAX_SIZE: usize = kernel::rdma::verbs::MAX_REG_BYTES;
+/// The largest buffer rping may ask of us (`-S`): a page, as for the
+/// harness's other messages (an MR registers more).
+pub(crate) const MAX_SIZE: usize = kernel::page::PAGE_SIZE;
 
 /// Receives kept posted: two go-aheads (or descriptors) may be in flight.
 const RECVS: u32 = 2;

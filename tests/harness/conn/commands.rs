@@ -27,8 +27,9 @@ use kernel::{
     sync::{aref::ARef, Arc},
 };
 
-/// The largest buffer a work request of `post` (or an MR) carries: the
-/// module's own bound (one page, one scatter entry). Not a limit of RC,
+/// The largest buffer a work request of `post` carries: the module's own
+/// bound (one page, one scatter entry; an MR registers up to
+/// [`MR_BYTES`](super::qp::MR_BYTES)). Not a limit of RC,
 /// which segments a SEND into packets of the path MTU; what bounds a SEND
 /// on the wire is the peer's posted receive buffer (see `post`).
 pub(crate) const MAX_WR_BYTES: usize = 4096;
@@ -69,7 +70,7 @@ impl EndpointState {
     /// RDMA READ and WRITE. `reg-at IDX`: with MR IDX whatever its state;
     /// `reg-foreign`: with an MR of a PD of its own, not the QP's.
     fn reg_mr(&mut self, with: RegWith, data: &[u8]) -> Result {
-        if data.len() > MAX_WR_BYTES {
+        if data.len() > super::qp::MR_BYTES {
             return Err(EMSGSIZE);
         }
         self.data_stats()?;

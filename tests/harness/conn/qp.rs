@@ -9,7 +9,7 @@ use kernel::{
     prelude::*,
     rdma::{
         device::Device,
-        verbs::{Completion, Cq, Mr, MrState, Pd, QpAttr, QpSize, RcQp, WrKind, MAX_REG_BYTES},
+        verbs::{Completion, Cq, Mr, MrState, Pd, QpAttr, QpSize, RcQp, WrKind},
     },
     sync::Arc,
     time::{Instant, Monotonic},
@@ -26,6 +26,10 @@ pub(super) fn qp_size() -> QpSize {
 
 /// The most MRs a connection registers at once (`ENOSPC` beyond).
 const MAX_MRS: usize = 8;
+
+/// The most bytes one MR of a connection registers (`EMSGSIZE` beyond):
+/// three pages, so that a registration spans pages.
+pub(crate) const MR_BYTES: usize = 3 * kernel::page::PAGE_SIZE;
 
 /// Which MR a registration uses (`mr NUM reg|reg-at IDX|reg-foreign`).
 pub(crate) enum RegWith {
@@ -147,7 +151,7 @@ impl CountedQp {
     }
 
     fn reg_mr_next(&mut self, buf: KVec<u8>) -> Result<usize> {
-        if buf.is_empty() || buf.len() > MAX_REG_BYTES {
+        if buf.is_empty() || buf.len() > MR_BYTES {
             return Err(EMSGSIZE);
         }
         let free = |s: &MrSlot| matches!(s, MrSlot::Held(m) if m.state() == MrState::Free);
@@ -163,7 +167,7 @@ impl CountedQp {
         };
         let mr = match core::mem::replace(&mut self.mrs[idx], MrSlot::Gone) {
             MrSlot::Held(m) => m,
-            _ => Mr::new(&self.pd)?,
+            _ => Mr::new(&self.pd, MR_BYTES)?,
         };
         self.post_mr(idx, mr, Some(buf))?;
         Ok(idx)
@@ -173,7 +177,9 @@ impl CountedQp {
     /// MR, given back with the error, is freed here.
     fn reg_mr_foreign(&mut self, buf: KVec<u8>) -> Result {
         let pd = Arc::new(Pd::new(self.qp.device(), qp_size().caller)?, GFP_KERNEL)?;
-        self.qp.reg_mr(Mr::new(&pd)?, buf).map_err(|e| e.error)
+        self.qp
+            .reg_mr(Mr::new(&pd, MR_BYTES)?, buf)
+            .map_err(|e| e.error)
     }
 
     /// Invalidates MR `idx` (`EINVAL` unless it is valid): its buffer comes

@@ -23,7 +23,7 @@ use kernel::{
     prelude::*,
     rdma::{
         device::Device,
-        verbs::{Access, Cq, Pd, QpAttr, QpRef, QpSize, RcQp, Waker, WcStatus, WrKind},
+        verbs::{Access, Cq, Mr, Pd, QpAttr, QpRef, QpSize, RcQp, Waker, WcStatus, WrKind},
     },
     str::CStr,
     sync::{Arc, Mutex},
@@ -363,6 +363,42 @@ impl Core {
         )?;
         let r = to_init(*ports.start());
         step("qp_ports", "the first port: taken", r.is_ok())
+    }
+
+    /// `mr_sizes DEV`: an MR of `DEV` is made with the size its user asks
+    /// for (its capacity), not of 0 bytes, nor of more pages than the
+    /// device's fast-registration page list takes (one more than the size
+    /// needs: the memory may start anywhere in its first page). Each step
+    /// is logged; the first that differs fails with `EPROTO`.
+    pub(crate) fn mr_sizes(&self, device: &CStr) -> Result {
+        let dev = self.device_by_name(device)?;
+        let pd = Arc::new(Pd::new(&dev, kernel::c_str!("rcd_harness"))?, GFP_KERNEL)?;
+        let page = kernel::page::PAGE_SIZE;
+        // SAFETY: The device is registered; its attributes are fixed.
+        let list = unsafe { (*dev.as_raw()).attrs.max_fast_reg_page_list_len } as usize;
+        let cap = Mr::new(&pd, 3 * page).map(|m| m.capacity());
+        step(
+            "mr_sizes",
+            "three pages: made, of that capacity",
+            cap == Ok(3 * page),
+        )?;
+        step(
+            "mr_sizes",
+            "0 bytes: EINVAL",
+            Mr::new(&pd, 0).err() == Some(EINVAL),
+        )?;
+        let r = Mr::new(&pd, (list - 1) * page + 1);
+        step(
+            "mr_sizes",
+            "a page list too long: EINVAL",
+            r.err() == Some(EINVAL),
+        )?;
+        let r = Mr::new(&pd, 8 * page - 1).map(|m| m.capacity());
+        step(
+            "mr_sizes",
+            "a size not of whole pages",
+            r == Ok(8 * page - 1),
+        )
     }
 
     /// `qp_drain DEV`: a QP of 1 + 1 of `DEV` in INIT, its receive queue

@@ -15,8 +15,8 @@
 //! destroyed, when the device can no longer touch them.
 //!
 //! Policy is the user's: queue sizes and the name the RDMA core records
-//! are fields of [`QpSize`], which has no default; how many MRs it keeps
-//! is its own. What the QP holds right now it reports itself
+//! are fields of [`QpSize`], which has no default; how many MRs it keeps,
+//! and how large each is ([`Mr::new`]), is its own. What the QP holds right now it reports itself
 //! ([`RcQp::bufs_mapped`], [`RcQp::outstanding`]); a user that keeps counts
 //! over its QPs keeps them itself.
 //!
@@ -36,7 +36,7 @@ mod wc;
 
 pub use attr::{Access, QpAttr, QpRef, QpState};
 pub use cq::{Cq, Waker};
-pub use mr::{Mr, MrError, MrState, MAX_REG_BYTES};
+pub use mr::{Mr, MrError, MrState};
 pub use pd::Pd;
 pub use qp::{QpSize, RcQp};
 pub use wc::{Completion, WcStatus, WrKind};

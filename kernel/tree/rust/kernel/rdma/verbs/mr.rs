@@ -5,14 +5,10 @@
 //! with an `IB_WR_LOCAL_INV`.
 
 use super::{mapping::Mapping, pd::Pd, wc::WcStatus, wc::WrKind};
-use crate::{bindings, error::from_err_ptr, ffi::c_int, prelude::*, sync::Arc};
+use crate::{
+    alloc::flags::__GFP_NOWARN, bindings, error::from_err_ptr, ffi::c_int, prelude::*, sync::Arc,
+};
 use core::{mem::ManuallyDrop, ptr::NonNull};
-
-/// The largest buffer an MR registers: a page, which the two entries of
-/// the page list each MR is allocated with cover wherever it starts (a
-/// property of the mechanism, not a choice: a larger buffer would need a
-/// longer page list).
-pub const MAX_REG_BYTES: usize = crate::page::PAGE_SIZE;
 
 /// Where an [`Mr`] the caller holds is in its life (while its REG_MR or
 /// LOCAL_INV is posted, the QP holds it).
@@ -24,18 +20,18 @@ pub enum MrState {
     Valid,
     /// Its REG_MR or LOCAL_INV did not complete with success (flushed by a
     /// QP in error). The device may have run it before the flush (rxe
-    /// does), so the peer may still reach the page: the MR keeps the buffer
+    /// does), so the peer may still reach its memory: the MR keeps the buffer
     /// and can only be freed, which ends that.
     Failed,
 }
 
-/// A fast-registration MR of a PD (`ib_alloc_mr`), with a page of its own
-/// that the peer reaches once a QP of the PD registered it
-/// ([`RcQp::reg_mr`](super::RcQp::reg_mr)).
+/// A fast-registration MR of a PD (`ib_alloc_mr`), with memory of its own
+/// (as many bytes as its user chose) that the peer reaches once a QP of the
+/// PD registered it ([`RcQp::reg_mr`](super::RcQp::reg_mr)).
 ///
-/// The peer reaches the page, never the caller's buffer: registration
+/// The peer reaches that memory, never the caller's buffer: registration
 /// copies the caller's bytes in, a successful LOCAL_INV copies them out
-/// into the caller's buffer, which its completion hands back. The page
+/// into the caller's buffer, which its completion hands back. The memory
 /// stays mapped and the MR's until the MR is freed: a device may still be
 /// writing a peer's RDMA WRITE that passed its key check before the
 /// invalidation (rxe's LOCAL_INV only changes the MR's state, its
@@ -53,15 +49,16 @@ pub enum MrState {
 ///
 /// # Invariants
 ///
-/// `mr` is a live MR of `pd`, allocated for a page list of two, and
-/// deregistered exactly once, in `drop`, before `page` (mapped on `pd`'s
-/// device, [`MAX_REG_BYTES`] long) is unmapped and freed and before `pd`'s
-/// reference is put; both are leaked if it could not be deregistered.
+/// `mr` is a live MR of `pd`, allocated for a page list that covers
+/// `mem` wherever it starts, and deregistered exactly once, in `drop`,
+/// before `mem` (physically contiguous, mapped on `pd`'s device) is
+/// unmapped and freed and before `pd`'s reference is put; both are leaked
+/// if it could not be deregistered.
 /// `user` is the caller's buffer from its REG_MR's post until its
 /// LOCAL_INV completes with success, `None` otherwise.
 pub struct Mr {
     mr: NonNull<bindings::ib_mr>,
-    page: ManuallyDrop<Mapping>,
+    mem: ManuallyDrop<Mapping>,
     user: Option<KVec<u8>>,
     state: MrState,
     key: u8,
@@ -80,19 +77,34 @@ pub struct MrError {
 }
 
 impl Mr {
-    /// Allocates an MR on `pd`, with its page. May sleep.
-    pub fn new(pd: &Arc<Pd>) -> Result<Self> {
-        let page = KVec::from_elem(0u8, MAX_REG_BYTES, GFP_KERNEL)?;
+    /// Allocates an MR on `pd` that registers buffers of up to `size`
+    /// bytes, with memory of that size: `EINVAL` for 0 or for more pages
+    /// than the device's fast-registration page list takes, `ENOMEM` beyond
+    /// what `kmalloc` gives in one piece. May sleep.
+    pub fn new(pd: &Arc<Pd>, size: usize) -> Result<Self> {
+        if size == 0 {
+            return Err(EINVAL);
+        }
+        // One page more than `size` needs: the memory may start anywhere
+        // in its first page.
+        let pages = size.div_ceil(crate::page::PAGE_SIZE) + 1;
+        let pages = u32::try_from(pages).map_err(|_| EINVAL)?;
+        // SAFETY: The PD's device is registered; its attributes are fixed.
+        if pages > unsafe { (*pd.device().as_raw()).attrs.max_fast_reg_page_list_len } {
+            return Err(EINVAL);
+        }
+        // `kmalloc`: one physically contiguous piece, mapped as one; a size
+        // it cannot give is `ENOMEM`, not a warning.
+        let mem = KVec::from_elem(0u8, size, GFP_KERNEL | __GFP_NOWARN)?;
         let (dev, _) = pd.dma()?;
         // SAFETY: The PD's device is registered and outlives the mapping:
         // the MR holds the PD, which holds the device, until the mapping is
         // dropped.
-        let page =
-            unsafe { Mapping::new(dev, page, bindings::dma_data_direction::DMA_BIDIRECTIONAL)? };
-        // SAFETY: The PD is live. Two pages hold any buffer of up to a
-        // page, wherever it starts.
+        let mem =
+            unsafe { Mapping::new(dev, mem, bindings::dma_data_direction::DMA_BIDIRECTIONAL)? };
+        // SAFETY: The PD is live; `pages` covers `mem` wherever it starts.
         let mr = from_err_ptr(unsafe {
-            bindings::ib_alloc_mr(pd.as_raw(), bindings::ib_mr_type_IB_MR_TYPE_MEM_REG, 2)
+            bindings::ib_alloc_mr(pd.as_raw(), bindings::ib_mr_type_IB_MR_TYPE_MEM_REG, pages)
         })?;
         let mr = NonNull::new(mr).ok_or(ENOMEM)?;
         // SAFETY: Just allocated. Its key byte, which each registration
@@ -101,7 +113,7 @@ impl Mr {
         // INVARIANT: a live MR of `pd`, nothing registered yet.
         Ok(Self {
             mr,
-            page: ManuallyDrop::new(page),
+            mem: ManuallyDrop::new(mem),
             user: None,
             state: MrState::Free,
             key,
@@ -116,7 +128,7 @@ impl Mr {
 
     /// The address the peer's RDMA READ and WRITE use.
     pub fn addr(&self) -> u64 {
-        self.page.addr
+        self.mem.addr
     }
 
     /// The key the peer's RDMA READ and WRITE use (a new one at each
@@ -125,6 +137,11 @@ impl Mr {
         // SAFETY: By the type invariant the MR is live; `rkey` is a plain
         // field, changed only under `&mut self`.
         unsafe { (*self.mr.as_ptr()).rkey }
+    }
+
+    /// The most bytes it registers (the size it was made with).
+    pub fn capacity(&self) -> usize {
+        self.mem.len
     }
 
     /// The length of the buffer it holds (0: none).
@@ -148,26 +165,26 @@ impl Mr {
     }
 
     /// The REG_MR of a free MR (`EBUSY` otherwise) for `buf` (`EMSGSIZE`
-    /// if empty or longer than [`MAX_REG_BYTES`]): its page gets `buf`'s
+    /// if empty or longer than [`Mr::capacity`]): its memory gets `buf`'s
     /// bytes and the MR a new key. The caller sets the request's `wr_cqe`,
     /// posts it, then calls [`Mr::registered`]: a REG_MR not posted uses
     /// up no key, the next one takes the same.
     pub(super) fn prepare_reg(&mut self, buf: &[u8]) -> Result<bindings::ib_reg_wr> {
-        if buf.is_empty() || buf.len() > MAX_REG_BYTES {
+        if buf.is_empty() || buf.len() > self.capacity() {
             return Err(EMSGSIZE);
         }
         let len = u32::try_from(buf.len()).map_err(|_| EINVAL)?;
         if self.user.is_some() {
             return Err(EBUSY);
         }
-        self.page.write_for_device(buf)?;
+        self.mem.write_for_device(buf)?;
         let key = self.key.wrapping_add(1);
-        // The page already mapped, as a scatterlist of one entry (on the
+        // The memory already mapped, as a scatterlist of one entry (on the
         // stack: the driver copies the page addresses out of it).
         let mut sg = bindings::scatterlist::default();
         // SAFETY: `sg` is one entry, valid for writes.
         unsafe { bindings::sg_init_table(&mut sg, 1) };
-        sg.dma_address = self.page.addr;
+        sg.dma_address = self.mem.addr;
         #[cfg(CONFIG_NEED_SG_DMA_LENGTH)]
         {
             sg.dma_length = len;
@@ -179,7 +196,7 @@ impl Mr {
         // SAFETY: The MR is live and holds no caller's buffer, so no REG_MR
         // or LOCAL_INV of it is posted: its key and page list may change (on
         // rxe a copy that passed the old key's check may still be writing:
-        // into this same page, the MR's for its life, so into memory no
+        // into this same memory, the MR's for its life, so into memory no
         // caller owns). `sg` names a mapping of `len` bytes.
         let n = unsafe {
             bindings::ib_update_fast_reg_key(self.mr.as_ptr(), key);
@@ -231,16 +248,16 @@ impl Mr {
     }
 
     /// Its REG_MR or LOCAL_INV completed with `status`: a successful
-    /// LOCAL_INV gives the caller's buffer back with the page's bytes (the
-    /// peer's rkey no longer reaches the page).
+    /// LOCAL_INV gives the caller's buffer back with the MR's bytes (the
+    /// peer's rkey no longer reaches them).
     pub(super) fn completed(&mut self, kind: WrKind, status: WcStatus) -> Option<KVec<u8>> {
         match (kind, status) {
             (WrKind::RegMr, WcStatus::Success) => self.state = MrState::Valid,
             (WrKind::LocalInv, WcStatus::Success) => {
                 self.state = MrState::Free;
                 let mut buf = self.user.take()?;
-                // Never longer than the page (`prepare_reg`).
-                let _ = self.page.read_for_cpu(&mut buf);
+                // Never longer than the memory (`prepare_reg`).
+                let _ = self.mem.read_for_cpu(&mut buf);
                 return Some(buf);
             }
             _ => self.state = MrState::Failed,
@@ -269,19 +286,19 @@ impl Drop for Mr {
         if ret != 0 {
             // Still registered (rxe refuses only an MR with memory windows
             // bound, which this API cannot bind; another driver may fail):
-            // the peer may still reach the page, which is leaked with the
+            // the peer may still reach its memory, which is leaked with the
             // PD's reference (and the device's, which it holds).
             pr_warn!(
-                "MR not deregistered ({}): its page and PD reference are leaked\n",
+                "MR not deregistered ({}): its memory and PD reference are leaked\n",
                 ret
             );
             return;
         }
         // SAFETY: Each dropped once, here. Deregistered, the device no
-        // longer reaches the page through any QP of the PD; the PD's
+        // longer reaches the memory through any QP of the PD; the PD's
         // reference goes last.
         unsafe {
-            ManuallyDrop::drop(&mut self.page);
+            ManuallyDrop::drop(&mut self.mem);
             ManuallyDrop::drop(&mut self.pd);
         }
     }

@@ -366,10 +366,10 @@ impl RcQp {
     /// (`ib_map_mr_sg`, an `IB_WR_REG_MR` on the send queue, a new key each
     /// time). The REG_MR's completion hands `mr` back (valid if it
     /// succeeded); the LOCAL_INV's ([`RcQp::invalidate_mr`]) hands `buf`
-    /// back with the page's bytes, the peer's writes included. On an error
+    /// back with the MR's bytes, the peer's writes included. On an error
     /// `mr` comes back in its state, with what it held (and a valid one
-    /// with its key), and `buf` is freed: `EINVAL` for an MR of another PD, `EMSGSIZE` if
-    /// `buf` is empty or longer than [`MAX_REG_BYTES`](super::MAX_REG_BYTES),
+    /// with its key), and `buf` is freed: `EINVAL` for an MR of another PD,
+    /// `EMSGSIZE` if `buf` is empty or longer than [`Mr::capacity`],
     /// `EBUSY` if `mr` holds a buffer, `ENOMEM` if the send queue is full.
     pub fn reg_mr(&mut self, mut mr: Mr, buf: KVec<u8>) -> Result<(), MrError> {
         let posted = self.post_reg(&mut mr, &buf);
@@ -395,7 +395,7 @@ impl RcQp {
         let mut bad: *const bindings::ib_send_wr = core::ptr::null();
         // SAFETY: By the type invariant the QP is live; `wr.wr` is the first
         // member of an `ib_reg_wr`, as the driver reads it for REG_MR, and
-        // names an MR of the QP's PD. The caller puts the MR (and its page)
+        // names an MR of the QP's PD. The caller puts the MR (and its memory)
         // into the table at `slot`, until the request's completion is taken
         // or the QP is destroyed.
         to_result(unsafe { bindings::ib_post_send(self.qp.as_ptr(), &wr.wr, &mut bad) })?;
