@@ -1356,6 +1356,21 @@ stats_line() {
 # checks fail, they are not skipped.
 RCD_TRACING=/sys/kernel/tracing
 
+# kcount FUNC on|off: a kprobe event (rcd_count/FUNC) that counts the calls
+# of the kernel function FUNC in kprobe_profile, or none; kcount_hits FUNC:
+# that count.
+kcount() {
+	local ev=$RCD_TRACING/kprobe_events
+	[ -d $RCD_TRACING/events ] || mount -t tracefs nodev $RCD_TRACING 2>/dev/null
+	echo 0 > "$RCD_TRACING/events/rcd_count/$1/enable" 2>/dev/null
+	echo "-:rcd_count/$1" >> "$ev" 2>/dev/null
+	[ "$2" = on ] || return 0
+	echo "p:rcd_count/$1 $1" >> "$ev" &&
+		echo 1 > "$RCD_TRACING/events/rcd_count/$1/enable" ||
+		{ fail "no kprobe event on $1"; return 1; }
+}
+kcount_hits() { awk -v e="$1" '$1 == e { print $2 }' $RCD_TRACING/kprobe_profile; }
+
 # cm_trace_on: the ib_cma events recorded from now on, in an empty buffer.
 cm_trace_on() {
 	[ -d $RCD_TRACING/events ] || mount -t tracefs nodev $RCD_TRACING 2>/dev/null

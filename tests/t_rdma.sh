@@ -245,17 +245,11 @@ test_verbs_qp_port_checked() {
 # EBUSY. Each refusal comes before ib_modify_qp(), whose calls a kprobe
 # event counts: to INIT, to the error state and the last RESET, 3.
 test_verbs_qp_refusals() {
-	local ev=$RCD_TRACING/kprobe_events hits rc
-	rxe_add rxe0 v0 && rcd_load || return 1
-	[ -d $RCD_TRACING/events ] || mount -t tracefs nodev $RCD_TRACING 2>/dev/null
-	echo '-:rcd_verbs/rcd_modify_qp' >> "$ev" 2>/dev/null
-	echo 'p:rcd_verbs/rcd_modify_qp ib_modify_qp' >> "$ev" &&
-		echo 1 > $RCD_TRACING/events/rcd_verbs/enable ||
-		{ fail "no kprobe event on ib_modify_qp"; return 1; }
+	local hits rc
+	rxe_add rxe0 v0 && rcd_load && kcount ib_modify_qp on || return 1
 	ctl qp_refusals rxe0; rc=$?
-	hits=$(awk '$1 == "rcd_modify_qp" { print $2 }' $RCD_TRACING/kprobe_profile)
-	echo 0 > $RCD_TRACING/events/rcd_verbs/enable
-	echo '-:rcd_verbs/rcd_modify_qp' >> "$ev"
+	hits=$(kcount_hits ib_modify_qp)
+	kcount ib_modify_qp off
 	[ $rc = 0 ] || { hook_steps qp_refusals 5; return 1; }
 	hook_steps qp_refusals 5 || return 1
 	check "ib_modify_qp() called 3 times ($hits)" test "$hits" = 3
@@ -276,17 +270,11 @@ test_verbs_mr_sizes() {
 # in the room the QP keeps for it (else the core warns and does not wait),
 # and the user's receive comes back flushed, with its buffer, nothing left.
 test_verbs_qp_drain() {
-	local ev=$RCD_TRACING/kprobe_events hits rc
-	rxe_add rxe0 v0 && rcd_load || return 1
-	[ -d $RCD_TRACING/events ] || mount -t tracefs nodev $RCD_TRACING 2>/dev/null
-	echo '-:rcd_verbs/rcd_drain_qp' >> "$ev" 2>/dev/null
-	echo 'p:rcd_verbs/rcd_drain_qp ib_drain_qp' >> "$ev" &&
-		echo 1 > $RCD_TRACING/events/rcd_verbs/enable ||
-		{ fail "no kprobe event on ib_drain_qp"; return 1; }
+	local hits rc
+	rxe_add rxe0 v0 && rcd_load && kcount ib_drain_qp on || return 1
 	ctl qp_drain rxe0; rc=$?
-	hits=$(awk '$1 == "rcd_drain_qp" { print $2 }' $RCD_TRACING/kprobe_profile)
-	echo 0 > $RCD_TRACING/events/rcd_verbs/enable
-	echo '-:rcd_verbs/rcd_drain_qp' >> "$ev"
+	hits=$(kcount_hits ib_drain_qp)
+	kcount ib_drain_qp off
 	[ $rc = 0 ] || { hook_steps qp_drain 3; return 1; }
 	hook_steps qp_drain 3 || return 1
 	check "ib_drain_qp() called once ($hits)" test "$hits" = 1 || return 1

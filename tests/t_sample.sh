@@ -46,19 +46,6 @@ sample_shares() {
 		sample_res_are cq 1 rxe0 && sample_users_are cq $(($1 * 2))
 }
 
-# drain_probe on|off: a kprobe event on ib_drain_qp(), which the sample's
-# RcQp::drain() is, counted in kprobe_profile (drains), or none.
-drain_probe() {
-	local ev=$RCD_TRACING/kprobe_events
-	[ -d $RCD_TRACING/events ] || mount -t tracefs nodev $RCD_TRACING 2>/dev/null
-	echo 0 > $RCD_TRACING/events/rcd_sample/enable 2>/dev/null
-	echo '-:rcd_sample/rcd_drain_qp' >> "$ev" 2>/dev/null
-	[ "$1" = on ] || return 0
-	echo 'p:rcd_sample/rcd_drain_qp ib_drain_qp' >> "$ev" &&
-		echo 1 > $RCD_TRACING/events/rcd_sample/enable
-}
-drains() { awk '$1 == "rcd_drain_qp" { print $2 }' $RCD_TRACING/kprobe_profile; }
-
 # sample_load: the sample loaded, listening on rxe0. Built beside the
 # tests out of tree (make), or by the kernel in tree
 # (CONFIG_SAMPLE_RUST_RDMA_CM).
@@ -77,7 +64,7 @@ test_sample_rdma_cm() {
 	local got want
 	# rxe1 too: the sample makes a PD and a CQ on each device it listens on.
 	rxe_add rxe0 v0 && rxe_add rxe1 v1 && rcd_load && sample_load || return 1
-	drain_probe on || { fail "no kprobe event on ib_drain_qp"; return 1; }
+	kcount ib_drain_qp on || return 1
 	ctl connect 2 rxe0 10.77.0.1 10.77.0.1 $SAMPLE_SID req_data=text:hello-sample recv=1:64 &&
 		ctl connect 3 rxe0 10.77.0.1 10.77.0.1 $SAMPLE_SID req_data=text:second recv=1:64 ||
 		return 1
@@ -109,9 +96,10 @@ test_sample_rdma_cm() {
 	check "the sample freed it at timewait exit" \
 		wait_for 30 dmesg_has 'rust_rdma_cm: connection 0x[0-9a-f]+ freed$' || return 1
 	# Its QP freed after ib_drain_qp(): nothing posted left to warn about.
-	check "its QP drained by ib_drain_qp() ($(drains) calls), nothing left" \
-		eval '[ "$(drains)" = 1 ] && ! dmesg_has "requests not flushed"' || return 1
-	drain_probe off
+	check "its QP drained by ib_drain_qp() ($(kcount_hits ib_drain_qp) calls), nothing left" \
+		eval '[ "$(kcount_hits ib_drain_qp)" = 1 ] && ! dmesg_has "requests not flushed"' ||
+		return 1
+	kcount ib_drain_qp off
 	check "its QP with it, not the PD and CQ connection 3 shares" wait_for 10 \
 		eval 'sample_qps_are 1 && sample_shares 1' ||
 		{ { rdma resource show pd; rdma resource show cq; } | sed 's/^/# /'; return 1; }
@@ -169,7 +157,7 @@ test_sample_rdma_client() {
 	command -v rdma_client >/dev/null ||
 		{ echo "# SKIP rdma_client (rdmacm-utils) not installed"; return $KSFT_SKIP; }
 	rxe_add rxe0 v0 && sample_load || return 1
-	drain_probe on || { fail "no kprobe event on ib_drain_qp"; return 1; }
+	kcount ib_drain_qp on || return 1
 	timeout 60 rdma_client -s 10.77.0.1 -p 21075 > $out 2>&1 || rc=$?
 	sed 's/^/#   rdma_client: /' $out
 	dmesg_test | grep rust_rdma_cm | sed 's/^/#   /'
@@ -187,9 +175,10 @@ test_sample_rdma_client() {
 	check "the sample freed it at timewait exit" \
 		wait_for 30 dmesg_has 'rust_rdma_cm: connection 0x[0-9a-f]+ freed$' || return 1
 	# Its QP freed after ib_drain_qp(): nothing posted left to warn about.
-	check "its QP drained by ib_drain_qp() ($(drains) calls), nothing left" \
-		eval '[ "$(drains)" = 1 ] && ! dmesg_has "requests not flushed"' || return 1
-	drain_probe off
+	check "its QP drained by ib_drain_qp() ($(kcount_hits ib_drain_qp) calls), nothing left" \
+		eval '[ "$(kcount_hits ib_drain_qp)" = 1 ] && ! dmesg_has "requests not flushed"' ||
+		return 1
+	kcount ib_drain_qp off
 	check "the sample left no QP" wait_for 10 sample_qps_are 0
 }
 timeout_test_sample_rdma_client=120
