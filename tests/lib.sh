@@ -1362,7 +1362,7 @@ RCD_TRACING=/sys/kernel/tracing
 kcount() {
 	local ev=$RCD_TRACING/kprobe_events
 	[ -d $RCD_TRACING/events ] || mount -t tracefs nodev $RCD_TRACING 2>/dev/null
-	echo 0 > "$RCD_TRACING/events/rcd_count/$1/enable" 2>/dev/null
+	echo 0 2>/dev/null > "$RCD_TRACING/events/rcd_count/$1/enable"
 	echo "-:rcd_count/$1" >> "$ev" 2>/dev/null
 	[ "$2" = on ] || return 0
 	echo "p:rcd_count/$1 $1" >> "$ev" &&

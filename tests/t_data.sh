@@ -97,6 +97,61 @@ test_data_module_to_module() {
 	balanced $n && balanced $p
 }
 
+# Requests of several buffers and unsignalled SENDs (RcQp::post_recv_sg,
+# post_send_sg): 4 SENDs of 1024 pattern bytes, each in 3 buffers, the
+# first 3 unsignalled, into receives of 3 buffers: every byte arrives, in
+# order (FNV-1a equal on both sides); the device completes the receives
+# and the one signalled SEND only (a kprobe event counts rxe_cq_post()),
+# whose completion hands the 3 before it back first. Two unsignalled SENDs
+# with none after them stay the QP's (their 6 buffers mapped, not
+# completed) until a signalled one's completion. More buffers than the
+# QP's (4) is EINVAL before the device (rxe logs what it refuses).
+test_data_scatter_gather_unsignaled() {
+	local n=320 p=$((320 + PASSIVE_BASE)) sz=1024 hits
+	cm_base
+	cm_pair $n || return 1
+	ctl post $p 7 0 size=$sz sge=3 || return 1
+	check "7 receives of 3 buffers mapped" stat_is wr_bufs_mapped 21 || return 1
+	kcount rxe_cq_post on || return 1
+	ctl post $n 0 4 size=$sz sge=3 unsig=3 || return 1
+	check "passive: 4 received" wait_for 20 polled_is $p completed 4 || return 1
+	check "active: 4 SENDs completed" wait_for 20 polled_is $n completed 4 || return 1
+	hits=$(kcount_hits rxe_cq_post)
+	kcount rxe_cq_post off
+	check "5 completions from the device: 4 receives, 1 SEND ($hits)" \
+		test "$hits" = 5 || return 1
+	check "passive received $((4 * sz)) bytes in 4 messages" \
+		test "$(conn_field $p rx_bytes)/$(conn_field $p rx_msgs)" = "$((4 * sz))/4" ||
+		return 1
+	check "what was sent is what arrived (FNV-1a)" \
+		test "$(conn_field $n tx_sum)" = "$(conn_field $p rx_sum)" || return 1
+	check "the messages start with the pattern" \
+		test "$(conn_field $p rx_last)" = "$(pat_hex 16 16)" || return 1
+	ctl post $n 0 2 size=$sz sge=3 unsig=2 || return 1
+	check "passive: 2 more received" wait_for 20 polled_is $p completed 6 || return 1
+	check "active: the 2 unsignalled not back" polled_is $n completed 4 || return 1
+	check "their 6 buffers and a receive's 3 mapped" stat_is wr_bufs_mapped 9 || return 1
+	ctl post $n 0 1 size=$sz || return 1
+	check "active: all 7 back" wait_for 20 polled_is $n completed 7 || return 1
+	check "passive: 7 received" wait_for 20 polled_is $p completed 7 || return 1
+	check "all of it arrived" \
+		test "$(conn_field $n tx_sum)" = "$(conn_field $p rx_sum)" || return 1
+	check "nothing mapped" wait_for 10 stat_is wr_bufs_mapped 0 || return 1
+	expect_errno EINVAL "post $n 0 1 size=$sz sge=5" || return 1
+	expect_errno EINVAL "post $n 1 0 size=$sz sge=5" || return 1
+	expect_errno EINVAL "post $n 0 1 size=2 sge=3" || return 1
+	expect_errno EINVAL "post $n 0 1 unsig=2" || return 1
+	expect_errno ENOMEM "post $n 0 64 unsig=64" || return 1
+	check "nothing posted by the refused ones" test "$(conn_field $n posted)" = 7 ||
+		return 1
+	ctl post $p 1 0 size=$sz && ctl post $n 0 1 size=$sz sge=4 || return 1
+	check "the QP still sends" wait_for 20 polled_is $n completed 8 || return 1
+	check "(received)" wait_for 20 polled_is $p completed 8 || return 1
+	check "rxe never saw the 5 buffers (it logs what it refuses)" \
+		eval '! dmesg_test | grep -q "num_sge > max_sge"' || return 1
+	balanced $n && balanced $p
+}
+
 # A SEND with data before the QP has a path (INIT: the REP has not come)
 # is ENOTCONN; receives may be posted (they wait for the connection). A
 # REG_MR the device refuses (rxe: a QP before RTS) gives the MR back free

@@ -281,6 +281,17 @@ test_verbs_qp_drain() {
 	check "no warning" eval '! dmesg_test | grep -q "WARNING:"'
 }
 
+# A QP's scatter/gather entries and unsignalled SENDs, in `qp_sgl rxe0`
+# (QPs of 1 + 1 in INIT, two entries a request): a receive of three buffers
+# refused, nothing posted; one of two holds both, and the drain hands both
+# back in order; an unsignalled SEND where no signalled one could follow it
+# is ENOMEM, where a signalled one reaches the device (EINVAL in INIT).
+test_verbs_qp_sgl() {
+	rxe_add rxe0 v0 && rcd_load || return 1
+	ctl qp_sgl rxe0 || { hook_steps qp_sgl 5; return 1; }
+	hook_steps qp_sgl 5
+}
+
 # A QP whose waker owns the QP's last other reference, the waker cleared
 # during a call of it: the clear waits for the call, so that the CQ's
 # work, dropping its clone of the waker, never frees the QP (the free

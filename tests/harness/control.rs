@@ -24,10 +24,11 @@
 //! dreq    NUM[,NUM...] [DATA]   (NUM may be a range, A-B)
 //! drep    NUM [DATA]
 //! disconnect NUM[,NUM...] [DATA]  QP to error, then DREQ or DREP (rdma_disconnect)
-//! post    NUM RECV [SEND] [size=N] [data=DATA]
+//! post    NUM RECV [SEND] [size=N] [data=DATA] [sge=N] [unsig=N]
 //!                         post work requests on the connection's QP: RECV
 //!                         receives with N-byte buffers, SEND SENDs of DATA
-//!                         or N pattern bytes (none: zero-length)
+//!                         or N pattern bytes (none: zero-length), each in
+//!                         sge= buffers (1), the first unsig= unsignalled
 //! mr      NUM reg DATA    register a buffer holding DATA for the peer's
 //!                         RDMA READ/WRITE (fast registration)
 //! hold_id DEV MS          tests only: an id on DEV with no device handle of
@@ -37,6 +38,8 @@
 //! mr_sizes DEV            tests only: the sizes an MR of DEV is made with
 //! qp_drain DEV            tests only: a QP's drain (ib_drain_qp) with its
 //!                         receive queue full
+//! qp_sgl DEV              tests only: requests of several buffers, and an
+//!                         unsignalled SEND's room
 //! waker_owns_qp DEV       tests only: a QP's waker that owns the QP
 //! qp_refusals DEV         tests only: a QP's moves only its owner may make
 //! occupy_pollers N       tests only: N work items on the rping pollers'
@@ -245,6 +248,10 @@ impl Control for Core {
                 [dev] => core.qp_drain(&CString::try_from_fmt(fmt!("{}", dev))?),
                 _ => Err(EINVAL),
             },
+            "qp_sgl" => match args.as_slice() {
+                [dev] => core.qp_sgl(&CString::try_from_fmt(fmt!("{}", dev))?),
+                _ => Err(EINVAL),
+            },
             // Test-only (`conn::TestHooks`): what a QP's owner alone may do.
             "qp_refusals" => match args.as_slice() {
                 [dev] => core.qp_refusals(&CString::try_from_fmt(fmt!("{}", dev))?),
@@ -383,7 +390,7 @@ fn connect(core: &Arc<Core>, args: &[&str]) -> Result {
     core.connect(a)
 }
 
-/// `post NUM RECV [SEND] [size=N] [data=DATA]`.
+/// `post NUM RECV [SEND] [size=N] [data=DATA] [sge=N] [unsig=N]`.
 fn post(core: &Core, args: &[&str]) -> Result {
     let (num, counts, opts) = match args {
         [num, recv, rest @ ..] => {
@@ -400,11 +407,15 @@ fn post(core: &Core, args: &[&str]) -> Result {
         send: counts.1,
         size: 0,
         data: None,
+        sge: 1,
+        unsig: 0,
     };
     for opt in opts {
         match opt.split_once('=').ok_or(EINVAL)? {
             ("size", n) => p.size = parse_len(n)?,
             ("data", d) => p.data = Some(parse_data(d)?),
+            ("sge", n) => p.sge = parse_u32(n)? as usize,
+            ("unsig", n) => p.unsig = parse_u32(n)?,
             _ => return Err(EINVAL),
         }
     }

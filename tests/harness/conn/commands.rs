@@ -36,12 +36,48 @@ pub(crate) const MAX_WR_BYTES: usize = 4096;
 
 /// What `post` asks for: `recv` receives, each with a `size`-byte buffer,
 /// and `send` SENDs, each carrying `data`, or else `size` bytes of the
-/// pattern 1, 2, .., 255, 1, .. (0: zero-length work requests).
+/// pattern 1, 2, .., 255, 1, .. (0: zero-length work requests); each
+/// request's bytes in `sge` buffers, the first `unsig` SENDs unsignalled.
 pub(crate) struct Post {
     pub(crate) recv: u32,
     pub(crate) send: u32,
     pub(crate) size: usize,
     pub(crate) data: Option<KVec<u8>>,
+    pub(crate) sge: usize,
+    pub(crate) unsig: u32,
+}
+
+impl Post {
+    /// `recv` receives of `size` bytes, one buffer each.
+    pub(crate) fn recv(recv: u32, size: usize) -> Self {
+        Self {
+            recv,
+            send: 0,
+            size,
+            data: None,
+            sge: 1,
+            unsig: 0,
+        }
+    }
+}
+
+/// `buf` in `n` buffers of equal size (the last takes the rest), in
+/// order: the first, and the others.
+fn split(buf: KVec<u8>, n: usize) -> Result<(KVec<u8>, KVec<KVec<u8>>)> {
+    if n <= 1 {
+        return Ok((buf, KVec::new()));
+    }
+    let part = buf.len() / n;
+    let mut more = KVec::with_capacity(n - 1, GFP_KERNEL)?;
+    for i in 1..n {
+        let end = if i == n - 1 {
+            buf.len()
+        } else {
+            (i + 1) * part
+        };
+        more.push(copy(&buf[i * part..end])?, GFP_KERNEL)?;
+    }
+    Ok((copy(&buf[..part])?, more))
 }
 
 /// What `rdma` asks for: `count` RDMA READs (`kind` [`WrKind::RdmaRead`]) of
@@ -124,7 +160,9 @@ impl EndpointState {
     /// Posts what `p` asks for on the QP. Checked first, nothing posted on
     /// these errors: `EMSGSIZE` for a buffer over [`MAX_WR_BYTES`] or a SEND
     /// over the path MTU, `ENOTCONN` for a SEND with data before the QP has
-    /// a path (RTR), `ENOMEM` if a queue has no room for them all.
+    /// a path (RTR), `EINVAL` for fewer bytes than buffers or more
+    /// unsignalled SENDs than SENDs, `ENOMEM` if a queue has no room for
+    /// them all (and a signalled SEND after an unsignalled last one).
     ///
     /// The path-MTU bound on a SEND is this module's choice (one packet per
     /// message, what the tests count), not RC's: RC segments a larger SEND.
@@ -142,7 +180,12 @@ impl EndpointState {
         if p.send > 0 && send_len > 0 && send_len > verbs.path_mtu()? as usize {
             return Err(EMSGSIZE);
         }
-        if !verbs.has_room(WrKind::Recv, p.recv) || !verbs.has_room(WrKind::Send, p.send) {
+        let few = |n: u32, len: usize| n > 0 && p.sge > 1 && len < p.sge;
+        if p.sge == 0 || few(p.recv, p.size) || few(p.send, send_len) || p.unsig > p.send {
+            return Err(EINVAL);
+        }
+        let after = u32::from(p.send > 0 && p.unsig == p.send);
+        if !verbs.has_room(WrKind::Recv, p.recv) || !verbs.has_room(WrKind::Send, p.send + after) {
             return Err(ENOMEM);
         }
         self.data_stats()?;
@@ -150,15 +193,17 @@ impl EndpointState {
         for _ in 0..p.recv {
             let mut buf = KVec::new();
             buf.extend_with(p.size, 0, GFP_KERNEL)?;
-            verbs.post_recv(buf)?;
+            let (buf, more) = split(buf, p.sge)?;
+            verbs.post_recv_sg(buf, more)?;
             self.wr.posted += 1;
         }
-        for _ in 0..p.send {
+        for i in 0..p.send {
             let buf = match &p.data {
                 Some(d) => copy(d)?,
                 None => pattern(p.size)?,
             };
-            verbs.post_send(buf)?;
+            let (buf, more) = split(buf, p.sge)?;
+            verbs.post_send_sg(buf, more, i >= p.unsig)?;
             self.wr.posted += 1;
         }
         Ok(())
@@ -296,12 +341,7 @@ impl Core {
             st.verbs = Some(verbs);
             if let Some((recv, size)) = pre_recv {
                 // Before the REQ: the peer may send as soon as it has the RTU.
-                st.post(&Post {
-                    recv,
-                    send: 0,
-                    size,
-                    data: None,
-                })?;
+                st.post(&Post::recv(recv, size))?;
             }
             if let Some(role) = rping_role {
                 st.rping_setup(role)?;

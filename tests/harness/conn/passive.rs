@@ -288,12 +288,7 @@ impl Endpoint {
             let pre_recv = self.st.lock().behaviour.pre_recv;
             if let Some((recv, size)) = pre_recv {
                 // Before the REP: the peer may send as soon as it has our RTU.
-                self.st.lock().post(&Post {
-                    recv,
-                    send: 0,
-                    size,
-                    data: None,
-                })?;
+                self.st.lock().post(&Post::recv(recv, size))?;
             }
             let rping = self.st.lock().behaviour.rping;
             if let Some(role) = rping {

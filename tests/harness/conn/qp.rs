@@ -20,6 +20,7 @@ pub(super) fn qp_size() -> QpSize {
     QpSize {
         send: 64,
         recv: 64,
+        sge: 4,
         caller: kernel::c_str!("rcd_harness"),
     }
 }
@@ -106,12 +107,25 @@ impl CountedQp {
     }
 
     pub(crate) fn post_recv(&mut self, buf: KVec<u8>) -> Result {
-        let r = self.qp.post_recv(buf);
+        self.post_recv_sg(buf, KVec::new())
+    }
+
+    pub(crate) fn post_recv_sg(&mut self, buf: KVec<u8>, more: KVec<KVec<u8>>) -> Result {
+        let r = self.qp.post_recv_sg(buf, more);
         self.counted(r)
     }
 
     pub(crate) fn post_send(&mut self, buf: KVec<u8>) -> Result {
-        let r = self.qp.post_send(buf);
+        self.post_send_sg(buf, KVec::new(), true)
+    }
+
+    pub(crate) fn post_send_sg(
+        &mut self,
+        buf: KVec<u8>,
+        more: KVec<KVec<u8>>,
+        sig: bool,
+    ) -> Result {
+        let r = self.qp.post_send_sg(buf, more, sig);
         self.counted(r)
     }
 

@@ -38,6 +38,7 @@ fn lone_qp(dev: &Device) -> Result<RcQp> {
     let size = QpSize {
         send: 1,
         recv: 1,
+        sge: 2,
         caller,
     };
     RcQp::new(pd, Cq::new(dev, 4, caller)?, size)
@@ -272,7 +273,12 @@ impl Core {
     pub(crate) fn shared_cq(&self, device: &CStr, other: Option<&CStr>) -> Result {
         let dev = self.device_by_name(device)?;
         let caller = kernel::c_str!("rcd_harness");
-        let size = |send, recv| QpSize { send, recv, caller };
+        let size = |send, recv| QpSize {
+            send,
+            recv,
+            sge: 1,
+            caller,
+        };
         let expect = |what: &str, ok: bool| step("shared_cq", what, ok);
         let pd = Arc::new(Pd::new(&dev, caller)?, GFP_KERNEL)?;
         let cq = Cq::new(&dev, 12, caller)?;
@@ -428,6 +434,55 @@ impl Core {
             "qp_drain",
             "nothing left posted",
             left == 0 && qp.outstanding_all() == 0,
+        )
+    }
+
+    /// `qp_sgl DEV`: requests of several buffers and unsignalled SENDs, on
+    /// QPs of 1 + 1 of `DEV` in INIT with two buffers a request: a receive
+    /// of three refused (`EINVAL`), nothing posted; one of two
+    /// holds both and the drain hands both back, in order; an unsignalled
+    /// SEND refused (`ENOMEM`: no room for a signalled one after it), where
+    /// a signalled one reaches the device (which refuses it in INIT,
+    /// `EINVAL`). Each step is logged; the first that differs fails with
+    /// `EPROTO`.
+    pub(crate) fn qp_sgl(&self, device: &CStr) -> Result {
+        let dev = self.device_by_name(device)?;
+        let buf = |n| KVec::from_elem(0u8, n, GFP_KERNEL);
+        let bufs = |sizes: &[usize]| -> Result<KVec<KVec<u8>>> {
+            let mut v = KVec::new();
+            for &n in sizes {
+                v.push(buf(n)?, GFP_KERNEL)?;
+            }
+            Ok(v)
+        };
+        let mut qp = lone_qp(&dev)?;
+        qp.modify(&QpAttr::to_init(1, 0, Access::LOCAL_WRITE))?;
+        let r = qp.post_recv_sg(buf(64)?, bufs(&[32, 16])?);
+        let none = qp.outstanding_all() == 0 && qp.bufs_mapped() == 0;
+        step("qp_sgl", "three buffers refused", r == Err(EINVAL) && none)?;
+        qp.post_recv_sg(buf(64)?, bufs(&[32])?)?;
+        step("qp_sgl", "two buffers held", qp.bufs_mapped() == 2)?;
+        let mut got = KVec::new();
+        let left = qp.drain(|c| {
+            let more = c.more.first().map(|b| b.len());
+            let _ = got.push((c.status, c.buf.len(), c.more.len(), more), GFP_KERNEL);
+        });
+        let back = got.as_slice() == [(WcStatus::WrFlushErr, 64, 1, Some(32))];
+        step("qp_sgl", "both back, in order", back && left == 0)?;
+        let mut qp = lone_qp(&dev)?;
+        qp.modify(&QpAttr::to_init(1, 0, Access::LOCAL_WRITE))?;
+        let r = qp.post_send_sg(buf(16)?, KVec::new(), false);
+        step(
+            "qp_sgl",
+            "an unsignalled SEND with no room after it",
+            r == Err(ENOMEM),
+        )?;
+        let r = qp.post_send(buf(16)?);
+        let none = qp.outstanding_all() == 0;
+        step(
+            "qp_sgl",
+            "a signalled one reaches the device",
+            r == Err(EINVAL) && none,
         )
     }
 

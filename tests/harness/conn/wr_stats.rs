@@ -4,6 +4,7 @@
 //! posted, how each came back, and what the successful ones carried
 //! (shown by `conns`: see `reports`).
 
+use core::iter::once;
 use kernel::prelude::*;
 use kernel::rdma::verbs::{Completion, WcStatus, WrKind};
 
@@ -74,16 +75,23 @@ impl WrStats {
         match c.kind {
             // A READ brings data in as a receive does; a WRITE sends it.
             Some(WrKind::Recv | WrKind::RdmaRead) => {
-                let got = &c.buf[..(c.byte_len as usize).min(c.buf.len())];
                 if d.rx_msgs == 0 {
                     d.rx_sum = FNV_OFFSET;
                 }
                 d.rx_msgs += 1;
-                d.rx_bytes += got.len() as u64;
-                d.rx_sum = fnv1a(d.rx_sum, got);
-                let n = got.len().min(d.rx_last.len());
-                d.rx_last[..n].copy_from_slice(&got[..n]);
-                d.rx_last_len = n;
+                // The message fills the buffers in order, up to its length.
+                let mut left = c.byte_len as usize;
+                for (i, b) in Iterator::chain(once(&c.buf), c.more.iter()).enumerate() {
+                    let got = &b[..left.min(b.len())];
+                    left -= got.len();
+                    d.rx_bytes += got.len() as u64;
+                    d.rx_sum = fnv1a(d.rx_sum, got);
+                    if i == 0 {
+                        let n = got.len().min(d.rx_last.len());
+                        d.rx_last[..n].copy_from_slice(&got[..n]);
+                        d.rx_last_len = n;
+                    }
+                }
             }
             Some(WrKind::LocalInv) => {
                 d.mr_back += 1;
@@ -98,8 +106,10 @@ impl WrStats {
                     d.tx_sum = FNV_OFFSET;
                 }
                 d.tx_msgs += 1;
-                d.tx_bytes += c.buf.len() as u64;
-                d.tx_sum = fnv1a(d.tx_sum, &c.buf);
+                for b in Iterator::chain(once(&c.buf), c.more.iter()) {
+                    d.tx_bytes += b.len() as u64;
+                    d.tx_sum = fnv1a(d.tx_sum, b);
+                }
             }
             None => {}
         }

@@ -164,6 +164,7 @@ impl Endpoint {
         let size = QpSize {
             send: QP_DEPTH,
             recv: QP_DEPTH,
+            sge: 1,
             caller: c_str!("rust_rdma_cm"),
         };
         let (pd, cq) = (self.conns.pd.clone(), self.conns.cq.clone());

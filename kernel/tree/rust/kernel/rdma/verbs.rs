@@ -14,15 +14,17 @@
 //! never comes (the QP is destroyed first) are freed after the QP is
 //! destroyed, when the device can no longer touch them.
 //!
-//! Policy is the user's: queue sizes and the name the RDMA core records
-//! are fields of [`QpSize`], which has no default; how many MRs it keeps,
-//! and how large each is ([`Mr::new`]), is its own. What the QP holds right now it reports itself
-//! ([`RcQp::bufs_mapped`], [`RcQp::outstanding`]); a user that keeps counts
-//! over its QPs keeps them itself.
+//! Policy is the user's: queue sizes, scatter/gather entries per request
+//! and the name the RDMA core records are fields of [`QpSize`], which has
+//! no default; which sends are signalled ([`RcQp::post_send_sg`]), how
+//! many MRs it keeps and how large each is ([`Mr::new`]) are its own. What
+//! the QP holds right now it reports itself ([`RcQp::bufs_mapped`],
+//! [`RcQp::outstanding`]); a user that keeps counts over its QPs keeps
+//! them itself.
 //!
-//! Each work request carries one buffer (one scatter/gather entry:
-//! `max_send_sge` and `max_recv_sge` are 1), which is what lets a request
-//! own its buffer and hand it back whole with its completion.
+//! Each buffer of a request is one scatter/gather entry, which is what
+//! lets a request own its buffers and hand them back whole with its
+//! completion (or, unsignalled, with the completion of a later request).
 //!
 //! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
 

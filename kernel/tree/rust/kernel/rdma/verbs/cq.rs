@@ -26,8 +26,10 @@ pub(super) struct Done {
     pub(super) byte_len: u32,
 }
 
-/// A QP's waker: called once per completion, in the CQ's work (process
-/// context, the RDMA core's `ib_comp_wq`).
+/// A QP's waker: called once per completion the device delivers, in the
+/// CQ's work (process context, the RDMA core's `ib_comp_wq`). One such
+/// completion may hand back several requests (unsignalled ones before
+/// it): the QP's user takes completions until there is none.
 pub type Waker = Arc<dyn Fn() + Send + Sync>;
 
 /// The completions of a QP not yet taken, oldest first, in a ring of one
@@ -243,7 +245,9 @@ unsafe extern "C" fn wr_done(_cq: *mut bindings::ib_cq, wc: *mut bindings::ib_wc
     let waker = {
         let mut ring = sink.ring.lock();
         // Never full: a slot holds one request at a time, and stays taken
-        // until its completion leaves the ring.
+        // until its completion leaves the ring (an unsignalled request is
+        // retired without one only once a later request of its queue
+        // completed: the queue completes in order, so none comes later).
         if !ring.push(d) {
             pr_warn!("rdma: a completion found its QP's ring full\n");
         }

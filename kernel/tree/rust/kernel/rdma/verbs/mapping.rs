@@ -136,11 +136,34 @@ impl Drop for Mapping {
     }
 }
 
-/// A work request on the QP, owning its buffer until its completion.
+/// A work request on the QP, owning its buffers until its completion.
 pub(super) struct Posted {
     pub(super) kind: WrKind,
+    /// Its first scatter/gather entry's buffer.
     pub(super) buf: Mapping,
+    /// The buffers of its other entries, in order.
+    pub(super) more: KVec<Mapping>,
     /// The MR a REG_MR or LOCAL_INV is about, the QP's until its
     /// completion.
     pub(super) mr: Option<Mr>,
+    /// On the send queue: its place in the queue's order (from 1).
+    pub(super) seq: u64,
+    /// Whether its completion comes (`IB_SEND_SIGNALED`; receives always):
+    /// an unsignalled request ends with the next completion of a later
+    /// request on its queue.
+    pub(super) signaled: bool,
+}
+
+impl Posted {
+    /// A request without buffers about `mr` (REG_MR, LOCAL_INV: signalled).
+    pub(super) fn about(kind: WrKind, mr: Mr, seq: u64) -> Self {
+        Self {
+            kind,
+            buf: Mapping::none(),
+            more: KVec::new(),
+            mr: Some(mr),
+            seq,
+            signaled: true,
+        }
+    }
 }

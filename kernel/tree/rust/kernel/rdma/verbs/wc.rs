@@ -107,6 +107,9 @@ pub struct Completion {
     /// again (empty for a zero-length request; for a successful LOCAL_INV,
     /// the MR's buffer).
     pub buf: KVec<u8>,
+    /// The request's other buffers, in order (see
+    /// [`RcQp::post_recv_sg`](super::RcQp::post_recv_sg)).
+    pub more: KVec<KVec<u8>>,
     /// The MR a REG_MR or LOCAL_INV was about, the caller's again.
     pub mr: Option<super::Mr>,
 }
