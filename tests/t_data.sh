@@ -46,6 +46,17 @@ balanced() {
 		}' <<< "$line"
 }
 
+# arrived FROM TO BYTES MSGS: TO received BYTES in MSGS messages of the
+# pattern, and what FROM sent is what arrived (FNV-1a).
+arrived() {
+	check "$2 received $3 bytes in $4 messages" \
+		test "$(conn_field $2 rx_bytes)/$(conn_field $2 rx_msgs)" = "$3/$4" || return 1
+	check "what $1 sent is what arrived (FNV-1a)" \
+		test "$(conn_field $1 tx_sum)" = "$(conn_field $2 rx_sum)" || return 1
+	check "the messages start with the pattern" \
+		test "$(conn_field $2 rx_last)" = "$(pat_hex 16 16)"
+}
+
 # 10 SENDs of 1024 bytes (the path MTU of rxe on a 1500-byte veth) from each
 # end into the other's 1024-byte receives: every byte arrives (count and
 # FNV-1a checksum equal on both sides), one SEND of text lands as sent, and
@@ -65,15 +76,9 @@ test_data_module_to_module() {
 	log "$k x $sz B each way in $((SECONDS - t0)) s"
 	log "active:  $(wr_line $n)"
 	log "passive: $(wr_line $p)"
-	check "passive received $((k * sz)) bytes in $k messages" \
-		test "$(conn_field $p rx_bytes)/$(conn_field $p rx_msgs)" = "$((k * sz))/$k" ||
-		return 1
-	check "what the active end sent is what arrived (FNV-1a)" \
-		test "$(conn_field $n tx_sum)" = "$(conn_field $p rx_sum)" || return 1
+	arrived $n $p $((k * sz)) $k || return 1
 	check "and the other way" \
 		test "$(conn_field $p tx_sum)" = "$(conn_field $n rx_sum)" || return 1
-	check "the messages start with the pattern" \
-		test "$(conn_field $p rx_last)" = "$(pat_hex 16 16)" || return 1
 	check "nothing mapped any more" wait_for 10 stat_is wr_bufs_mapped 0 || return 1
 	# DATA as the payload; a receive larger than the message.
 	ctl post $p 1 0 size=64 && ctl post $n 0 1 data=text:hello-rdma || return 1
@@ -120,13 +125,7 @@ test_data_scatter_gather_unsignaled() {
 	kcount rxe_cq_post off
 	check "5 completions from the device: 4 receives, 1 SEND ($hits)" \
 		test "$hits" = 5 || return 1
-	check "passive received $((4 * sz)) bytes in 4 messages" \
-		test "$(conn_field $p rx_bytes)/$(conn_field $p rx_msgs)" = "$((4 * sz))/4" ||
-		return 1
-	check "what was sent is what arrived (FNV-1a)" \
-		test "$(conn_field $n tx_sum)" = "$(conn_field $p rx_sum)" || return 1
-	check "the messages start with the pattern" \
-		test "$(conn_field $p rx_last)" = "$(pat_hex 16 16)" || return 1
+	arrived $n $p $((4 * sz)) 4 || return 1
 	ctl post $n 0 2 size=$sz sge=3 unsig=2 || return 1
 	check "passive: 2 more received" wait_for 20 polled_is $p completed 6 || return 1
 	check "active: the 2 unsignalled not back" polled_is $n completed 4 || return 1
